@@ -1,0 +1,195 @@
+#pragma once
+// `Arg`: the value of one node argument, covering every ARG form of fx-graph-json
+// (None, bool, int, float, str, list/tuple, node reference, dtype, device, named
+// constant, slice, symbolic int, dict, and opaque repr text).
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "kiln/core/dtype.hpp"
+#include "kiln/core/sym_int.hpp"
+
+namespace kiln {
+
+class Node;
+class Arg;
+
+struct None {
+  friend bool operator==(None, None) { return true; }
+};
+struct Device {
+  std::string name;  // "cpu", "cuda:0"
+  friend bool operator==(const Device&, const Device&) = default;
+};
+// A named constant such as `torch.contiguous_format`, `torch.strided` or `Ellipsis`.
+struct EnumConst {
+  std::string name;
+  friend bool operator==(const EnumConst&, const EnumConst&) = default;
+};
+// Anything the exporter could not encode, carried as text; passes must not rely on it.
+struct Repr {
+  std::string text;
+  friend bool operator==(const Repr&, const Repr&) = default;
+};
+
+using ArgList = std::vector<Arg>;
+
+// An ordered string-keyed map of Args: a node's kwargs and the `{"dict": ...}` form.
+// Small and ordered like a Python dict; lookups are linear because kwargs are few.
+class ArgDict {
+ public:
+  using Item = std::pair<std::string, Arg>;
+  ArgDict() = default;
+  ArgDict(std::initializer_list<Item> items);
+
+  const Arg* find(std::string_view key) const;
+  Arg* find(std::string_view key);
+  bool contains(std::string_view key) const { return find(key) != nullptr; }
+  // Sets `key` (appending it when new, keeping its position when present).
+  void set(std::string key, Arg value);
+  bool erase(std::string_view key);
+
+  std::size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  auto begin() const { return items_.begin(); }
+  auto end() const { return items_.end(); }
+  auto begin() { return items_.begin(); }
+  auto end() { return items_.end(); }
+
+  friend bool operator==(const ArgDict& a, const ArgDict& b);
+
+ private:
+  std::vector<Item> items_;
+};
+
+// A Python slice; each part is an Arg (None, int, sym or node).
+struct Slice {
+  ArgList parts;  // always three: start, stop, step
+  friend bool operator==(const Slice&, const Slice&) = default;
+};
+
+class Arg {
+ public:
+  using Value = std::variant<None, bool, std::int64_t, double, std::string, ArgList, Node*, DType, Device,
+                             EnumConst, Slice, SymInt, ArgDict, Repr>;
+
+  Arg() = default;
+  Arg(None) {}
+  Arg(std::nullptr_t) {}
+  Arg(bool b) : v_(b) {}
+  template <class I>
+    requires(std::is_integral_v<I> && !std::is_same_v<I, bool>)
+  Arg(I i) : v_(static_cast<std::int64_t>(i)) {}
+  Arg(double d) : v_(d) {}
+  Arg(float f) : v_(static_cast<double>(f)) {}
+  Arg(std::string s) : v_(std::move(s)) {}
+  Arg(const char* s) : v_(std::string(s)) {}
+  Arg(std::string_view s) : v_(std::string(s)) {}
+  Arg(ArgList l) : v_(std::move(l)) {}
+  Arg(std::initializer_list<Arg> l) : v_(ArgList(l)) {}
+  Arg(Node* n) : v_(n) {}
+  Arg(DType d) : v_(d) {}
+  Arg(Device d) : v_(std::move(d)) {}
+  Arg(EnumConst e) : v_(std::move(e)) {}
+  Arg(Slice s) : v_(std::move(s)) {}
+  Arg(SymInt s) : v_(std::move(s)) {}
+  Arg(ArgDict d) : v_(std::move(d)) {}
+  Arg(Repr r) : v_(std::move(r)) {}
+
+  template <class T>
+  bool is() const { return std::holds_alternative<T>(v_); }
+  template <class T>
+  const T* get_if() const { return std::get_if<T>(&v_); }
+  template <class T>
+  T* get_if() { return std::get_if<T>(&v_); }
+
+  bool is_none() const { return is<None>(); }
+  bool is_node() const { return is<Node*>(); }
+  bool is_list() const { return is<ArgList>(); }
+  // The referenced node, or nullptr when this Arg is not a node reference.
+  Node* node() const { return is_node() ? std::get<Node*>(v_) : nullptr; }
+  const ArgList* list() const { return get_if<ArgList>(); }
+
+  const Value& value() const { return v_; }
+  Value& value() { return v_; }
+
+  // Structural equality; node references compare by identity, floats by value.
+  friend bool operator==(const Arg& a, const Arg& b) { return a.v_ == b.v_; }
+
+ private:
+  Value v_;
+};
+
+inline ArgDict::ArgDict(std::initializer_list<Item> items) : items_(items) {}
+
+inline const Arg* ArgDict::find(std::string_view key) const {
+  for (const auto& [k, v] : items_)
+    if (k == key) return &v;
+  return nullptr;
+}
+inline Arg* ArgDict::find(std::string_view key) {
+  for (auto& [k, v] : items_)
+    if (k == key) return &v;
+  return nullptr;
+}
+inline void ArgDict::set(std::string key, Arg value) {
+  if (Arg* existing = find(key)) {
+    *existing = std::move(value);
+    return;
+  }
+  items_.emplace_back(std::move(key), std::move(value));
+}
+inline bool ArgDict::erase(std::string_view key) {
+  for (auto it = items_.begin(); it != items_.end(); ++it)
+    if (it->first == key) {
+      items_.erase(it);
+      return true;
+    }
+  return false;
+}
+inline bool operator==(const ArgDict& a, const ArgDict& b) { return a.items_ == b.items_; }
+
+// Calls fn(Node*) for every node reference inside `arg`, depth first, in order,
+// duplicates included (the counterpart of torch.fx's map_arg traversal).
+template <class Fn>
+void for_each_node(const Arg& arg, Fn&& fn) {
+  if (Node* n = arg.node()) {
+    fn(n);
+    return;
+  }
+  if (const auto* l = arg.get_if<ArgList>()) {
+    for (const auto& a : *l) for_each_node(a, fn);
+  } else if (const auto* d = arg.get_if<ArgDict>()) {
+    for (const auto& [k, a] : *d) for_each_node(a, fn);
+  } else if (const auto* s = arg.get_if<Slice>()) {
+    for (const auto& a : s->parts) for_each_node(a, fn);
+  }
+}
+
+// Returns `arg` with every node reference passed through fn(Node*) -> Node*.
+template <class Fn>
+Arg map_nodes(const Arg& arg, Fn&& fn) {
+  if (Node* n = arg.node()) return Arg(fn(n));
+  if (const auto* l = arg.get_if<ArgList>()) {
+    ArgList out;
+    out.reserve(l->size());
+    for (const auto& a : *l) out.push_back(map_nodes(a, fn));
+    return Arg(std::move(out));
+  }
+  if (const auto* d = arg.get_if<ArgDict>()) {
+    ArgDict out;
+    for (const auto& [k, a] : *d) out.set(k, map_nodes(a, fn));
+    return Arg(std::move(out));
+  }
+  if (const auto* s = arg.get_if<Slice>()) {
+    Slice out;
+    for (const auto& a : s->parts) out.parts.push_back(map_nodes(a, fn));
+    return Arg(std::move(out));
+  }
+  return arg;
+}
+
+}  // namespace kiln

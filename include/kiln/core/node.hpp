@@ -1,0 +1,312 @@
+#pragma once
+// `Node`: one operation of a Graph, with torch.fx's fields (name, op kind, target,
+// args, kwargs, meta) and its bookkeeping (users in insertion order, unique input
+// nodes). Nodes are created, moved and erased only through their Graph.
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/core/arg.hpp"
+#include "kiln/core/error.hpp"
+#include "kiln/core/op_kind.hpp"
+#include "kiln/core/op_ref.hpp"
+#include "kiln/core/tensor_meta.hpp"
+
+namespace kiln {
+
+class Graph;
+
+class Node {
+ public:
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  const std::string& name() const { return name_; }
+  OpKind op() const { return op_; }
+  OpRef target() const { return target_; }
+  std::string_view target_name() const { return target_.name; }
+  // True when this node is a call_function of `op` (one integer compare).
+  bool is_call(OpRef op) const { return op_ == OpKind::call_function && target_.hash == op.hash; }
+
+  const ArgList& args() const { return args_; }
+  const ArgDict& kwargs() const { return kwargs_; }
+  // Positional argument i; throws naming the node if it has fewer arguments.
+  const Arg& arg(std::size_t i) const {
+    if (i >= args_.size())
+      throw GraphError("node " + name_ + ": args[" + std::to_string(i) + "] requested but it has " +
+                       std::to_string(args_.size()) + " positional arguments");
+    return args_[i];
+  }
+
+  // Editing arguments keeps every input's user list consistent.
+  void set_args(ArgList args) { set_args_and_kwargs(std::move(args), kwargs_); }
+  void set_kwargs(ArgDict kwargs) { set_args_and_kwargs(args_, std::move(kwargs)); }
+  void set_arg(std::size_t i, Arg value) {
+    ArgList a = args_;
+    if (i >= a.size())
+      throw GraphError("node " + name_ + ": set_arg(" + std::to_string(i) + ") out of range (it has " +
+                       std::to_string(a.size()) + " positional arguments)");
+    a[i] = std::move(value);
+    set_args(std::move(a));
+  }
+  void set_kwarg(std::string key, Arg value) {
+    ArgDict k = kwargs_;
+    k.set(std::move(key), std::move(value));
+    set_kwargs(std::move(k));
+  }
+  void set_args_and_kwargs(ArgList args, ArgDict kwargs);
+
+  // Users, in the order they started using this node (torch.fx keeps a dict).
+  class UserRange {
+   public:
+    class iterator {
+     public:
+      using value_type = Node*;
+      using difference_type = std::ptrdiff_t;
+      iterator() = default;
+      iterator(Node* const* p, Node* const* e) : p_(p), e_(e) { skip(); }
+      Node* operator*() const { return *p_; }
+      iterator& operator++() {
+        ++p_;
+        skip();
+        return *this;
+      }
+      iterator operator++(int) {
+        auto t = *this;
+        ++*this;
+        return t;
+      }
+      bool operator==(const iterator& o) const { return p_ == o.p_; }
+
+     private:
+      void skip() {
+        while (p_ != e_ && *p_ == nullptr) ++p_;
+      }
+      Node* const* p_ = nullptr;
+      Node* const* e_ = nullptr;
+    };
+    UserRange(const std::vector<Node*>& v) : b_(v.data()), e_(v.data() + v.size()) {}
+    iterator begin() const { return {b_, e_}; }
+    iterator end() const { return {e_, e_}; }
+
+   private:
+    Node* const* b_;
+    Node* const* e_;
+  };
+  UserRange users() const { return UserRange(users_); }
+  std::size_t num_users() const { return live_users_; }
+  // A copy of the users, safe to iterate while editing the graph.
+  std::vector<Node*> user_list() const {
+    std::vector<Node*> out;
+    out.reserve(live_users_);
+    for (Node* u : users()) out.push_back(u);
+    return out;
+  }
+  // The distinct nodes referenced by args and kwargs, in first-use order.
+  const std::vector<Node*>& all_input_nodes() const { return inputs_; }
+
+  // Neighbours in graph order; nullptr at either end.
+  Node* next() const { return next_; }
+  Node* prev() const { return prev_; }
+  // O(1): both nodes must be live nodes of the same graph.
+  bool is_before(const Node& other) const { return order_ < other.order_; }
+
+  Graph& graph() const { return *graph_; }
+  bool erased() const { return erased_; }
+
+  // Whether removing this node could change what the program does.
+  bool is_impure() const;
+  // Whether this node writes one of its inputs (in-place or out= ops).
+  bool is_mutating() const;
+
+  // Points every user of this node (those accepted by `filter`, if given) at
+  // `replacement` instead; returns the users that were changed.
+  std::vector<Node*> replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter = {});
+  // Replaces every reference to `old_input` in this node's args and kwargs.
+  void replace_input_with(Node* old_input, Node* new_input);
+
+  // Moves `n` to directly before / after this node.
+  void prepend(Node* n);
+  void append(Node* n);
+
+  NodeMeta meta;
+
+  // A per-node integer that a graph algorithm may use for its own bookkeeping
+  // (a position in a table) instead of a hash map; meaningless between algorithms.
+  std::uint32_t& scratch() const { return scratch_; }
+
+ private:
+  friend class Graph;
+  Node(Graph* g, OpKind op, OpRef target, std::string name)
+      : name_(std::move(name)), op_(op), target_(target), graph_(g) {}
+
+  static void collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out);
+  void add_user_to(Node* input);
+  void remove_from_users_of(std::size_t input_index);
+  void compact_users();
+
+  std::string name_;
+  OpKind op_;
+  OpRef target_;
+  ArgList args_;
+  ArgDict kwargs_;
+
+  // users_ may hold nullptr holes left by removals; they are skipped when
+  // iterating and squeezed out once they outnumber live users. This keeps
+  // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
+  std::vector<Node*> users_;
+  std::uint32_t live_users_ = 0;
+  std::vector<Node*> inputs_;
+  std::vector<std::uint32_t> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
+
+  Graph* graph_;
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
+  std::uint64_t order_ = 0;
+  // Links in the graph's (op, target) index, for find_nodes without a scan.
+  Node* index_prev_ = nullptr;
+  Node* index_next_ = nullptr;
+  bool erased_ = false;
+  mutable std::uint32_t scratch_ = 0;
+};
+
+// args[index] if the node has that many positional arguments, else kwargs[name],
+// else nullptr (Inductor's get_arg_value).
+inline const Arg* get_arg_value(const Node& node, std::size_t index, std::string_view name = {}) {
+  if (index < node.args().size()) return &node.args()[index];
+  if (name.empty()) return nullptr;
+  return node.kwargs().find(name);
+}
+
+// ---- implementation of the graph-independent parts ----
+
+inline void Node::collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out) {
+  out.clear();
+  std::unordered_set<Node*> seen;  // only used for large fan-in (cat of many)
+  auto add = [&](Node* n) {
+    if (out.size() < 16) {
+      for (Node* m : out)
+        if (m == n) return;
+      out.push_back(n);
+      if (out.size() == 16) seen.insert(out.begin(), out.end());
+    } else if (seen.insert(n).second) {
+      out.push_back(n);
+    }
+  };
+  for (const auto& a : args) for_each_node(a, add);
+  for (const auto& [k, a] : kwargs) for_each_node(a, add);
+}
+
+inline void Node::add_user_to(Node* input) {
+  input_slots_.push_back(static_cast<std::uint32_t>(input->users_.size()));
+  input->users_.push_back(this);
+  ++input->live_users_;
+}
+
+inline void Node::remove_from_users_of(std::size_t i) {
+  Node* input = inputs_[i];
+  input->users_[input_slots_[i]] = nullptr;
+  --input->live_users_;
+  if (input->users_.size() > 32 && input->users_.size() > 2 * std::size_t(input->live_users_)) input->compact_users();
+}
+
+inline void Node::compact_users() {
+  std::size_t w = 0;
+  for (std::size_t r = 0; r < users_.size(); ++r) {
+    Node* u = users_[r];
+    if (!u) continue;
+    for (std::size_t j = 0; j < u->inputs_.size(); ++j)
+      if (u->inputs_[j] == this) u->input_slots_[j] = static_cast<std::uint32_t>(w);
+    users_[w++] = u;
+  }
+  users_.resize(w);
+}
+
+inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
+  std::vector<Node*> new_inputs;
+  collect_inputs(args, kwargs, new_inputs);
+  for (Node* n : new_inputs) {
+    if (n == nullptr) throw GraphError("node " + name_ + ": argument refers to a null node");
+    if (n->graph_ != graph_)
+      throw GraphError("node " + name_ + ": argument refers to node " + n->name_ + " of another graph");
+    if (n->erased_) throw GraphError("node " + name_ + ": argument refers to erased node " + n->name_);
+  }
+  if (inputs_.empty()) {
+    // A fresh node (the common case while building or reading a graph).
+    for (Node* n : new_inputs) add_user_to(n);
+    inputs_ = std::move(new_inputs);
+  } else if (new_inputs != inputs_) {
+    // Drop the inputs that are no longer used; those that stay keep their user
+    // slot, so their position among the input's users does not change.
+    std::unordered_map<Node*, std::uint32_t> kept;
+    std::unordered_set<Node*> keep(new_inputs.begin(), new_inputs.end());
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      if (keep.count(inputs_[i]))
+        kept.emplace(inputs_[i], input_slots_[i]);
+      else
+        remove_from_users_of(i);
+    }
+    inputs_.clear();
+    input_slots_.clear();
+    for (Node* n : new_inputs) {
+      if (auto it = kept.find(n); it != kept.end())
+        input_slots_.push_back(it->second);
+      else
+        add_user_to(n);
+      inputs_.push_back(n);
+    }
+  }
+  args_ = std::move(args);
+  kwargs_ = std::move(kwargs);
+}
+
+inline bool Node::is_impure() const {
+  switch (op_) {
+    case OpKind::placeholder:
+    case OpKind::output:
+      return true;
+    case OpKind::get_attr:
+      return false;
+    case OpKind::call_function:
+      return OpRegistry::instance().traits(target_).impure();
+    case OpKind::call_method:
+    case OpKind::call_module:
+      // A method ending in '_' mutates self (x.add_(y)); modules are opaque, so keep them.
+      return op_ == OpKind::call_module || (!target_.name.empty() && target_.name.back() == '_');
+  }
+  return true;
+}
+
+inline bool Node::is_mutating() const {
+  if (op_ == OpKind::call_function) return OpRegistry::instance().traits(target_).mutates;
+  if (op_ == OpKind::call_method) return !target_.name.empty() && target_.name.back() == '_';
+  return false;
+}
+
+inline std::vector<Node*> Node::replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter) {
+  std::vector<Node*> changed;
+  if (replacement == this) return changed;
+  for (Node* u : user_list()) {
+    if (filter && !filter(u)) continue;
+    u->replace_input_with(this, replacement);
+    changed.push_back(u);
+  }
+  return changed;
+}
+
+inline void Node::replace_input_with(Node* old_input, Node* new_input) {
+  auto swap_ref = [&](Node* n) { return n == old_input ? new_input : n; };
+  ArgList args;
+  args.reserve(args_.size());
+  for (const auto& a : args_) args.push_back(map_nodes(a, swap_ref));
+  ArgDict kwargs;
+  for (const auto& [k, a] : kwargs_) kwargs.set(k, map_nodes(a, swap_ref));
+  set_args_and_kwargs(std::move(args), std::move(kwargs));
+}
+
+}  // namespace kiln
