@@ -4,6 +4,7 @@
 // so graphs written by kiln match what PyTorch's exporter wrote byte for byte.
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 

@@ -67,9 +67,10 @@ class Graph {
   Node* output(Arg result) { return create_node(OpKind::output, intern("output"), {std::move(result)}, {}, "output"); }
 
   // The general form. An empty `name` derives one from the target as torch.fx
-  // does ("aten.add.Tensor" -> add, add_1, ...); a taken name gets a suffix.
+  // does ("aten.add.Tensor" -> add, add_1, ...; "aten.abs.default" -> abs_1, since a
+  // derived name never shadows a Python builtin or keyword); a taken name gets a suffix.
   Node* create_node(OpKind op, OpRef target, ArgList args, ArgDict kwargs, std::string_view name = {}) {
-    std::string unique = unique_name(name.empty() ? default_name(op, target) : name);
+    std::string unique = name.empty() ? make_unique_name(default_name(op, target), true) : make_unique_name(name, false);
     auto* n = new Node(this, op, target, std::move(unique));
     try {
       n->set_args_and_kwargs(std::move(args), std::move(kwargs));
@@ -78,37 +79,47 @@ class Graph {
       throw;
     }
     names_[n->name_] = n;
-    link_before(insert_before_, n);
+    link_before(insert_after_ ? insert_anchor_->next_ : insert_anchor_, n);
     index_add(n);
     ++size_;
     return n;
   }
 
-  // Where create_node puts new nodes. While the guard lives, nodes are created
-  // before `anchor` (or, for inserting_after, after `anchor` in creation order:
-  // unlike torch.fx, several nodes created there keep the order they were made in).
+  // Where create_node puts new nodes, as in torch.fx: inside inserting_before(a)
+  // each new node goes right before `a` (so several keep their creation order);
+  // inside inserting_after(a) each goes right after `a` (so several end up in
+  // reverse creation order, exactly as torch.fx and Inductor's passes produce them).
   class InsertionGuard {
    public:
-    InsertionGuard(Graph& g, Node* before) : g_(&g), saved_(g.insert_before_) { g.insert_before_ = before; }
-    ~InsertionGuard() {
-      if (g_) g_->insert_before_ = saved_;
+    InsertionGuard(Graph& g, Node* anchor, bool after)
+        : g_(&g), saved_anchor_(g.insert_anchor_), saved_after_(g.insert_after_) {
+      g.insert_anchor_ = anchor;
+      g.insert_after_ = after;
     }
-    InsertionGuard(InsertionGuard&& o) noexcept : g_(std::exchange(o.g_, nullptr)), saved_(o.saved_) {}
+    ~InsertionGuard() {
+      if (g_) {
+        g_->insert_anchor_ = saved_anchor_;
+        g_->insert_after_ = saved_after_;
+      }
+    }
+    InsertionGuard(InsertionGuard&& o) noexcept
+        : g_(std::exchange(o.g_, nullptr)), saved_anchor_(o.saved_anchor_), saved_after_(o.saved_after_) {}
     InsertionGuard(const InsertionGuard&) = delete;
     InsertionGuard& operator=(const InsertionGuard&) = delete;
     InsertionGuard& operator=(InsertionGuard&&) = delete;
 
    private:
     Graph* g_;
-    Node* saved_;
+    Node* saved_anchor_;
+    bool saved_after_;
   };
   [[nodiscard]] InsertionGuard inserting_before(Node* anchor) {
     check_owned(anchor, "inserting_before");
-    return InsertionGuard(*this, anchor);
+    return InsertionGuard(*this, anchor, false);
   }
   [[nodiscard]] InsertionGuard inserting_after(Node* anchor) {
     check_owned(anchor, "inserting_after");
-    return InsertionGuard(*this, anchor->next_);
+    return InsertionGuard(*this, anchor, true);
   }
 
   // ---- removing and moving ----
@@ -122,7 +133,15 @@ class Graph {
       throw GraphError("erase_node: node " + n->name_ + " still has " + std::to_string(n->live_users_) +
                        " user(s): " + users);
     }
-    if (insert_before_ == n) insert_before_ = n->next_;
+    if (insert_anchor_ == n) {
+      // Handlers erase the node they insert next to; keep inserting at the same spot.
+      if (insert_after_ && n->prev_) {
+        insert_anchor_ = n->prev_;
+      } else {
+        insert_anchor_ = n->next_;
+        insert_after_ = false;
+      }
+    }
     n->set_args_and_kwargs({}, {});
     unlink(n);
     index_remove(n);
@@ -144,7 +163,6 @@ class Graph {
     check_owned(n, "move_before");
     if (anchor == n) return;
     if (anchor) check_owned(anchor, "move_before");
-    if (insert_before_ == n) insert_before_ = n->next_;
     unlink(n);
     link_before(anchor, n);
   }
@@ -194,6 +212,9 @@ class Graph {
   }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  // Makes room for `n` more nodes, so that building a large graph (reading one
+  // from a file) does not rehash the name table over and over.
+  void reserve(std::size_t n) { names_.reserve(names_.size() + n); }
   Node* front() const { return head_; }
   Node* back() const { return tail_; }
 
@@ -227,28 +248,12 @@ class Graph {
 
   // ---- names ----
 
-  // `candidate` made a legal, unused name: illegal characters become '_', and a
-  // name in use gets the next free numeric suffix (add -> add_1 -> add_2).
-  std::string unique_name(std::string_view candidate) {
-    std::string base = sanitize(candidate);
-    if (base == candidate && !names_.count(base)) return base;  // kept verbatim: "add_01" stays "add_01"
-    std::int64_t num = -1;
-    if (auto us = base.rfind('_'); us != std::string::npos && us + 1 < base.size() &&
-                                   std::all_of(base.begin() + us + 1, base.end(), ::isdigit) &&
-                                   base.size() - us - 1 < 18) {
-      num = std::stoll(base.substr(us + 1));
-      base.resize(us);
-    }
-    std::string name = num < 0 ? base : base + "_" + std::to_string(num);
-    if (!names_.count(name)) return name;
-    std::int64_t& next = base_count_[base];
-    if (num < next) num = next;
-    do {
-      name = base + "_" + std::to_string(++num);
-    } while (names_.count(name));
-    next = num;
-    return name;
-  }
+  // `candidate` made a legal, unused name as torch.fx's _Namespace.create_name makes
+  // it: each run of illegal characters becomes one '_', and a name in use gets a
+  // numeric suffix counted on from the last one used with that base
+  // (add -> add_1 -> add_2; after an explicit add_5, add is still free, then add_6).
+  // A free legal name is kept verbatim ("add_01" stays "add_01"). The name is not reserved.
+  std::string unique_name(std::string_view candidate) { return make_unique_name(candidate, false); }
 
   // A deep copy: same names, order, args, kwargs and meta.
   Graph clone(std::unordered_map<const Node*, Node*>* mapping = nullptr) const {
@@ -285,33 +290,92 @@ class Graph {
   static std::string sanitize(std::string_view s) {
     std::string out;
     out.reserve(s.size());
-    for (char c : s) out.push_back((std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_');
+    bool in_illegal_run = false;  // re.sub("[^0-9a-zA-Z_]+", "_", s)
+    for (char c : s) {
+      const bool legal = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      if (legal || !in_illegal_run) out.push_back(legal ? c : '_');
+      in_illegal_run = !legal;
+    }
     if (out.empty()) out = "_unnamed";
     if (std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
     return out;
   }
+  // torch.fx's Graph._target_to_str: the op's short name, "__x__" stripped to "x",
+  // then _snake_case: an '_' where a lower-case letter meets an upper-case one, and
+  // everything lower-cased ("MyOp" -> my_op, "ALL_CAPS" -> all_caps, "Conv2D" -> conv2d).
   static std::string default_name(OpKind op, OpRef target) {
-    switch (op) {
-      case OpKind::call_function: {
-        // CamelCase callables become snake_case, as torch.fx names them.
-        std::string_view s = op_short_name(target.name);
-        std::string out;
-        for (std::size_t i = 0; i < s.size(); ++i) {
-          char c = s[i];
-          if (std::isupper(static_cast<unsigned char>(c))) {
-            if (i > 0 && s[i - 1] != '_') out.push_back('_');
-            out.push_back(static_cast<char>(std::tolower(c)));
-          } else {
-            out.push_back(c);
-          }
-        }
-        return out;
-      }
-      case OpKind::output:
-        return "output";
-      default:
-        return std::string(target.name);
+    if (op == OpKind::output) return "output";
+    std::string_view s = op == OpKind::call_function ? op_short_name(target.name) : target.name;
+    if (s.size() >= 2 && s.substr(0, 2) == "__" && s.substr(s.size() - 2) == "__")
+      s = s.size() >= 4 ? s.substr(2, s.size() - 4) : std::string_view{};
+    std::string out;
+    out.reserve(s.size() + 4);
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(s[i - 1]))) out.push_back('_');
+      out.push_back(static_cast<char>(std::tolower(c)));
     }
+    return out;
+  }
+
+  // Python keywords, builtins and the names torch.fx adds to every generated
+  // module's globals (Python 3.11): torch.fx never gives a node one of these.
+  static bool is_python_reserved(std::string_view name) {
+    static constexpr std::string_view kReserved[] = {
+        "ArithmeticError", "AssertionError", "AttributeError", "BaseException", "BaseExceptionGroup",
+        "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning", "ChildProcessError",
+        "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
+        "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning", "EnvironmentError", "Exception",
+        "ExceptionGroup", "False", "FileExistsError", "FileNotFoundError", "FloatingPointError", "FutureWarning",
+        "GeneratorExit", "IOError", "ImportError", "ImportWarning", "IndentationError", "IndexError",
+        "InterruptedError", "IsADirectoryError", "KeyError", "KeyboardInterrupt", "LookupError", "MemoryError",
+        "ModuleNotFoundError", "NameError", "None", "NoneType", "NotADirectoryError", "NotImplemented",
+        "NotImplementedError", "OSError", "OverflowError", "PendingDeprecationWarning", "PermissionError",
+        "ProcessLookupError", "RecursionError", "ReferenceError", "ResourceWarning", "RuntimeError",
+        "RuntimeWarning", "StopAsyncIteration", "StopIteration", "SyntaxError", "SyntaxWarning", "SystemError",
+        "SystemExit", "TabError", "TimeoutError", "True", "TypeError", "UnboundLocalError", "UnicodeDecodeError",
+        "UnicodeEncodeError", "UnicodeError", "UnicodeTranslateError", "UnicodeWarning", "UserWarning",
+        "ValueError", "Warning", "ZeroDivisionError", "__build_class__", "__debug__", "__doc__", "__import__",
+        "__loader__", "__name__", "__package__", "__spec__", "abs", "aiter", "all", "and", "anext", "any", "as",
+        "ascii", "assert", "async", "await", "bin", "bool", "break", "breakpoint", "bytearray", "bytes",
+        "callable", "chr", "class", "classmethod", "compile", "complex", "continue", "copyright", "credits",
+        "def", "del", "delattr", "device", "dict", "dir", "divmod", "elif", "else", "enumerate", "eval",
+        "except", "exec", "exit", "filter", "finally", "float", "for", "format", "from", "frozenset",
+        "fx_pytree", "getattr", "global", "globals", "hasattr", "hash", "help", "hex", "id", "if", "import",
+        "in", "inf", "input", "int", "is", "isinstance", "issubclass", "iter", "lambda", "len", "license",
+        "list", "locals", "map", "max", "memoryview", "min", "nan", "next", "nonlocal", "not", "object", "oct",
+        "open", "or", "ord", "pass", "pow", "print", "property", "pytree", "quit", "raise", "range", "repr",
+        "return", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum",
+        "super", "torch", "try", "tuple", "type", "vars", "while", "with", "yield", "zip"};
+    static_assert(std::is_sorted(std::begin(kReserved), std::end(kReserved)));
+    return std::binary_search(std::begin(kReserved), std::end(kReserved), name);
+  }
+
+  // _Namespace.create_name. `avoid_reserved`: a derived name that is a Python builtin
+  // or keyword gets a suffix, as torch.fx gives it ("abs" -> abs_1); explicit names
+  // are kept, so a graph read from a file keeps the names it was written with.
+  std::string make_unique_name(std::string_view candidate, bool avoid_reserved) {
+    std::string name = sanitize(candidate);
+    // _name_regex: an "_<digits>" suffix after a non-empty base.
+    std::string base = name;
+    std::optional<std::int64_t> suffix;
+    if (auto us = name.rfind('_'); us != std::string::npos && us > 0 && us + 1 < name.size() &&
+                                   std::all_of(name.begin() + us + 1, name.end(), ::isdigit) &&
+                                   name.size() - us - 1 < 18) {
+      base = name.substr(0, us);
+      suffix = std::stoll(name.substr(us + 1));
+    }
+    std::int64_t num;
+    if (!suffix || names_.count(name)) {
+      auto it = base_count_.find(name);
+      num = it == base_count_.end() ? 0 : it->second;
+      if (avoid_reserved && is_python_reserved(name)) name = base + "_" + std::to_string(++num);
+    } else {
+      num = *suffix;
+    }
+    while (names_.count(name)) name = base + "_" + std::to_string(++num);
+    base_count_[base] = num;
+    return name;
   }
 
   static std::uint64_t bucket_key(OpKind op, std::uint64_t target_hash) {
@@ -389,13 +453,21 @@ class Graph {
     head_ = std::exchange(o.head_, nullptr);
     tail_ = std::exchange(o.tail_, nullptr);
     size_ = std::exchange(o.size_, 0);
-    insert_before_ = std::exchange(o.insert_before_, nullptr);
+    insert_anchor_ = std::exchange(o.insert_anchor_, nullptr);
+    insert_after_ = std::exchange(o.insert_after_, false);
     names_ = std::move(o.names_);
     base_count_ = std::move(o.base_count_);
     index_ = std::move(o.index_);
     for (auto& v : buckets_by_op_) v.clear();
     for (auto& [key, b] : index_) buckets_by_op_[key == 0 ? 0 : (key - 1) % 8].push_back(&b);
     erased_ = std::move(o.erased_);
+    // Leave `o` an empty graph that can be used again (its bucket list pointed
+    // into the index this graph now owns).
+    for (auto& v : o.buckets_by_op_) v.clear();
+    o.names_.clear();
+    o.base_count_.clear();
+    o.index_.clear();
+    o.erased_.clear();
     for (Node* n = head_; n; n = n->next_) n->graph_ = this;
     for (Node* n : erased_) n->graph_ = this;
   }
@@ -404,7 +476,8 @@ class Graph {
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   std::size_t size_ = 0;
-  Node* insert_before_ = nullptr;  // nullptr: append at the end
+  Node* insert_anchor_ = nullptr;  // nullptr: append at the end
+  bool insert_after_ = false;      // insert right after insert_anchor_ instead of before it
   std::unordered_map<std::string, Node*> names_;  // every name ever used; erased ones map to nullptr
   std::unordered_map<std::string, std::int64_t> base_count_;
   std::unordered_map<std::uint64_t, Bucket> index_;

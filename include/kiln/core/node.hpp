@@ -7,7 +7,6 @@
 #include <functional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -185,6 +184,18 @@ inline const Arg* get_arg_value(const Node& node, std::size_t index, std::string
 
 // ---- implementation of the graph-independent parts ----
 
+namespace detail {
+// Whether `a` holds a null node reference anywhere (for_each_node skips those).
+inline bool has_null_node(const Arg& a) {
+  if (a.is_node()) return a.node() == nullptr;
+  if (const auto* l = a.get_if<ArgList>()) return std::any_of(l->begin(), l->end(), has_null_node);
+  if (const auto* d = a.get_if<ArgDict>())
+    return std::any_of(d->begin(), d->end(), [](const ArgDict::Item& kv) { return has_null_node(kv.second); });
+  if (const auto* s = a.get_if<Slice>()) return std::any_of(s->parts.begin(), s->parts.end(), has_null_node);
+  return false;
+}
+}  // namespace detail
+
 inline void Node::collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out) {
   out.clear();
   std::unordered_set<Node*> seen;  // only used for large fan-in (cat of many)
@@ -230,37 +241,22 @@ inline void Node::compact_users() {
 inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
   std::vector<Node*> new_inputs;
   collect_inputs(args, kwargs, new_inputs);
+  if (std::any_of(args.begin(), args.end(), detail::has_null_node) ||
+      std::any_of(kwargs.begin(), kwargs.end(), [](const ArgDict::Item& kv) { return detail::has_null_node(kv.second); }))
+    throw GraphError("node " + name_ + ": argument refers to a null node");
   for (Node* n : new_inputs) {
-    if (n == nullptr) throw GraphError("node " + name_ + ": argument refers to a null node");
     if (n->graph_ != graph_)
       throw GraphError("node " + name_ + ": argument refers to node " + n->name_ + " of another graph");
     if (n->erased_) throw GraphError("node " + name_ + ": argument refers to erased node " + n->name_);
   }
-  if (inputs_.empty()) {
-    // A fresh node (the common case while building or reading a graph).
-    for (Node* n : new_inputs) add_user_to(n);
-    inputs_ = std::move(new_inputs);
-  } else if (new_inputs != inputs_) {
-    // Drop the inputs that are no longer used; those that stay keep their user
-    // slot, so their position among the input's users does not change.
-    std::unordered_map<Node*, std::uint32_t> kept;
-    std::unordered_set<Node*> keep(new_inputs.begin(), new_inputs.end());
-    for (std::size_t i = 0; i < inputs_.size(); ++i) {
-      if (keep.count(inputs_[i]))
-        kept.emplace(inputs_[i], input_slots_[i]);
-      else
-        remove_from_users_of(i);
-    }
-    inputs_.clear();
-    input_slots_.clear();
-    for (Node* n : new_inputs) {
-      if (auto it = kept.find(n); it != kept.end())
-        input_slots_.push_back(it->second);
-      else
-        add_user_to(n);
-      inputs_.push_back(n);
-    }
-  }
+  // As torch.fx does: leave every old input's user list, then join the new
+  // inputs' lists at the end, so an edited node becomes its inputs' last user.
+  // Passes that walk users (anchors, fusion searches) then see Inductor's order.
+  for (std::size_t i = 0; i < inputs_.size(); ++i) remove_from_users_of(i);
+  inputs_.clear();
+  input_slots_.clear();
+  for (Node* n : new_inputs) add_user_to(n);
+  inputs_ = std::move(new_inputs);
   args_ = std::move(args);
   kwargs_ = std::move(kwargs);
 }

@@ -45,26 +45,51 @@ struct OpTraits {
   bool impure() const { return mutates || side_effects; }
 };
 
+namespace detail {
+// Whether `name` is an operator overload written "ns.op.overload", as
+// str(torch.ops.ns.op.overload) prints it ("aten.add.Tensor", "mkldnn._linear_pointwise.default",
+// a custom "mylib.frob.default"), rather than a Python-level dotted name
+// ("torch.nn.functional.linear", "torch.linalg.norm", "operator.getitem").
+constexpr bool is_overload_name(std::string_view name) {
+  const auto first_dot = name.find('.');
+  const auto last_dot = name.rfind('.');
+  if (first_dot == std::string_view::npos || first_dot == last_dot) return false;
+  const std::string_view ns = name.substr(0, first_dot);
+  if (ns == "aten" || ns == "prims" || ns == "quantized_decomposed" || ns == "onednn" || ns == "_c10d_functional" ||
+      ns == "c10d" || ns == "_c10d_functional_autograd" || ns == "quantized" || ns == "_quantized" ||
+      ns == "mkldnn" || ns == "inductor" || ns == "profiler")
+    return true;
+  // Any other namespace with exactly three parts; torch.* names are Python callables.
+  return ns != "torch" && name.find('.', first_dot + 1) == last_dot;
+}
+}  // namespace detail
+
 // Heuristic traits from the canonical name, used when an op was not declared:
 // ATen's naming makes in-place ops end in '_' and out-variants use the "out"
-// overload; collective namespaces are side-effecting.
+// overload; collective namespaces and torch.fx's side-effectful functions
+// (asserts, profiler ranges, operator.setitem, ...) are side-effecting.
 constexpr OpTraits infer_op_traits(std::string_view name) {
   OpTraits t;
   auto first_dot = name.find('.');
   auto last_dot = name.rfind('.');
   std::string_view ns = first_dot == std::string_view::npos ? std::string_view{} : name.substr(0, first_dot);
-  bool overload_form = ns == "aten" || ns == "prims" || ns == "quantized_decomposed" || ns == "onednn" ||
-                       ns == "_c10d_functional" || ns == "c10d" || ns == "_c10d_functional_autograd" ||
-                       ns == "quantized";
-  if (overload_form && first_dot != last_dot) {
+  if (detail::is_overload_name(name)) {
     std::string_view op = name.substr(first_dot + 1, last_dot - first_dot - 1);
     std::string_view overload = name.substr(last_dot + 1);
     if (!op.empty() && op.back() == '_' && !(op.size() >= 2 && op.substr(0, 2) == "__")) t.mutates = true;
     if (overload == "out" || (overload.size() > 4 && overload.substr(overload.size() - 4) == "_out")) t.mutates = true;
-    if (op == "_assert_async" || op == "_assert_scalar" || op == "print" || op == "sym_constrain_range" ||
-        op == "sym_constrain_range_for_size" || op == "_record_function_enter" || op == "_record_function_exit")
+    if (op == "_assert_async" || op == "_assert_scalar" || op == "_assert_tensor_metadata" || op == "print" ||
+        op == "sym_constrain_range" || op == "sym_constrain_range_for_size" || op == "_record_function_enter" ||
+        op == "_record_function_enter_new" || op == "_record_function_exit")
       t.side_effects = true;
   }
+  // Python-level callables in torch.fx.node._side_effectful_functions (and the
+  // profiler op packets, which carry no overload).
+  if (name == "operator.setitem" || name == "torch._assert" || name == "torch._assert_async" ||
+      name == "torch._C._set_grad_enabled" || name == "torch.amp._enter_autocast" ||
+      name == "torch.amp._exit_autocast" || name == "profiler._record_function_enter" ||
+      name == "profiler._record_function_enter_new" || name == "profiler._record_function_exit")
+    t.side_effects = true;
   if (ns == "_c10d_functional" || ns == "c10d" || ns == "_c10d_functional_autograd") t.side_effects = true;
   return t;
 }
@@ -152,11 +177,7 @@ constexpr std::string_view op_short_name(std::string_view name) {
   auto first_dot = name.find('.');
   auto last_dot = name.rfind('.');
   if (first_dot == std::string_view::npos) return name;
-  std::string_view ns = name.substr(0, first_dot);
-  bool overload_form = ns == "aten" || ns == "prims" || ns == "quantized_decomposed" || ns == "onednn" ||
-                       ns == "_c10d_functional" || ns == "c10d" || ns == "_c10d_functional_autograd" ||
-                       ns == "quantized" || ns == "_quantized";
-  if (overload_form && first_dot != last_dot) return name.substr(first_dot + 1, last_dot - first_dot - 1);
+  if (detail::is_overload_name(name)) return name.substr(first_dot + 1, last_dot - first_dot - 1);
   return name.substr(last_dot + 1);
 }
 

@@ -22,11 +22,30 @@ inline std::string format_dim(const Dim& d) {
   return std::get<SymInt>(d).name;
 }
 
+// Inductor's short dtype names (torch.utils._dtype_abbrs.dtype_abbrs): "f32", "bf16", "b8".
+constexpr std::string_view dtype_abbr(DType d) {
+  switch (d) {
+    case DType::float32: return "f32";
+    case DType::float64: return "f64";
+    case DType::float16: return "f16";
+    case DType::bfloat16: return "bf16";
+    case DType::int8: return "i8";
+    case DType::uint8: return "u8";
+    case DType::int16: return "i16";
+    case DType::int32: return "i32";
+    case DType::int64: return "i64";
+    case DType::bool_: return "b8";
+    case DType::float8_e4m3fn: return "f8e4m3fn";
+    case DType::complex64: return "c64";
+  }
+  return dtype_name(d);
+}
+
 // "f32[16, 64]"-style summary of a meta value.
 inline std::string format_meta_val(const MetaVal& v) {
   if (v.is_none()) return "None";
   if (const auto* t = v.tensor()) {
-    std::string s = std::string(dtype_name(t->dtype)) + "[";
+    std::string s = std::string(dtype_abbr(t->dtype)) + "[";
     for (std::size_t i = 0; i < t->shape.size(); ++i) s += (i ? ", " : "") + format_dim(t->shape[i]);
     return s + "]";
   }
@@ -38,16 +57,8 @@ inline std::string format_meta_val(const MetaVal& v) {
   return s + (l.size() == 1 ? ",)" : ")");
 }
 
-inline std::string python_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'' || c == '\\') out.push_back('\\');
-    out.push_back(c);
-  }
-  return out + "'";
-}
-
-// One argument as torch.fx prints it: nodes as %name, strings quoted, lists in [].
+// One argument as torch.fx's _format_arg prints it: nodes as %name, everything
+// else as Python's str() (strings unquoted, torch.float32, cpu), lists in [].
 inline std::string format_arg(const Arg& a, bool node_percent = true) {
   struct V {
     bool pct;
@@ -55,7 +66,7 @@ inline std::string format_arg(const Arg& a, bool node_percent = true) {
     std::string operator()(bool b) const { return b ? "True" : "False"; }
     std::string operator()(std::int64_t i) const { return std::to_string(i); }
     std::string operator()(double d) const { return format_float_repr(d); }
-    std::string operator()(const std::string& s) const { return python_quote(s); }
+    std::string operator()(const std::string& s) const { return s; }
     std::string operator()(const ArgList& l) const {
       std::string s = "[";
       for (std::size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + format_arg(l[i], pct);
@@ -63,7 +74,7 @@ inline std::string format_arg(const Arg& a, bool node_percent = true) {
     }
     std::string operator()(Node* n) const { return (pct ? "%" : "") + n->name(); }
     std::string operator()(DType d) const { return "torch." + std::string(dtype_name(d)); }
-    std::string operator()(const Device& d) const { return "device(type=" + python_quote(d.name) + ")"; }
+    std::string operator()(const Device& d) const { return d.name; }
     std::string operator()(const EnumConst& e) const { return e.name; }
     std::string operator()(const Slice& s) const {
       return "slice(" + format_arg(s.parts.at(0), pct) + ", " + format_arg(s.parts.at(1), pct) + ", " +

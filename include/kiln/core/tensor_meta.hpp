@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -68,6 +69,9 @@ class MetaVal {
 struct NodeMeta {
   MetaVal val;
   std::vector<std::pair<std::string, std::string>> extra_json;
+  // False for a node read from a document that had no "meta" key at all (as
+  // opposed to "meta": {}): an empty meta is then left out again on writing.
+  bool present = true;
   friend bool operator==(const NodeMeta&, const NodeMeta&) = default;
 };
 

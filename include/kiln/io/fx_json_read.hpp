@@ -1,0 +1,1095 @@
+#pragma once
+// Reading fx-graph-json (shared/docs/FX_GRAPH_JSON.md) into a kiln::Graph.
+//
+//   kiln::io::GraphFile f = kiln::io::read_fx_json("graph.json.gz");
+//   kiln::Graph& g = f.graph;
+//
+// The parser is written for this one format: a single pass over the text that
+// builds Args, metas and nodes as it goes, without a JSON DOM in between (a DOM
+// parse alone of a 180,000-node graph takes longer than the whole read should).
+// It is still a complete, strict JSON parser: anything that is not JSON, or not
+// this format, is a FormatError naming the source, the node and the field:
+//   graph.json: node 'mm' (#3): args[1]: reference to unknown node 'w2'
+// The graph is built in a local Graph that is destroyed on error, so nothing
+// half-built escapes.
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/graph.hpp"
+#include "kiln/io/errors.hpp"
+#include "kiln/io/graph_file.hpp"
+#include "kiln/io/gzip.hpp"
+
+namespace kiln::io {
+
+namespace detail {
+
+// Node name -> (node, position in the document). Open addressing over 8-byte
+// slots, with the entries in document order beside it: lookups in a
+// 180,000-entry std::unordered_map cost several cache misses each, and most
+// references point at recently added nodes, whose entries are still cached.
+// Keys view the nodes' own name strings, which stay put while the graph lives.
+class NodeNameTable {
+ public:
+  struct Entry {
+    Node* node = nullptr;
+    std::size_t index = 0;
+  };
+
+  void reserve(std::size_t n) {
+    entries_.reserve(n);
+    std::size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    if (cap > slots_.size()) rehash(cap);
+  }
+  const Entry* find(std::string_view name) const {
+    if (slots_.empty()) return nullptr;
+    const Slot s = slots_[probe(name, hash(name))];
+    return s.pos ? &entries_[s.pos - 1].entry : nullptr;
+  }
+  // Adds `name` (a view that must outlive the table); false if it is present.
+  bool insert(std::string_view name, Entry e) {
+    if (2 * (entries_.size() + 1) > slots_.size()) rehash(slots_.empty() ? 16 : 2 * slots_.size());
+    const std::uint64_t h = hash(name);
+    Slot& s = slots_[probe(name, h)];
+    if (s.pos) return false;
+    entries_.push_back({name.data(), name.size(), e});
+    s = Slot{static_cast<std::uint32_t>(h >> 32), static_cast<std::uint32_t>(entries_.size())};
+    return true;
+  }
+
+ private:
+  struct Slot {
+    std::uint32_t tag = 0;  // high half of the hash
+    std::uint32_t pos = 0;  // 1 + index into entries_; 0: empty
+  };
+  struct Named {
+    const char* data;
+    std::size_t size;
+    Entry entry;
+  };
+  static std::uint64_t hash(std::string_view s) {
+    std::uint64_t h = hash_op_name(s);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+  }
+  // The slot holding `name`, or the empty slot where it would go.
+  std::size_t probe(std::string_view name, std::uint64_t h) const {
+    const std::size_t mask = slots_.size() - 1;
+    const auto tag = static_cast<std::uint32_t>(h >> 32);
+    for (std::size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot s = slots_[i];
+      if (!s.pos) return i;
+      if (s.tag == tag) {
+        const Named& e = entries_[s.pos - 1];
+        if (std::string_view(e.data, e.size) == name) return i;
+      }
+    }
+  }
+  void rehash(std::size_t cap) {
+    slots_.assign(cap, Slot{});
+    const std::size_t mask = cap - 1;
+    for (std::size_t k = 0; k < entries_.size(); ++k) {
+      const std::uint64_t h = hash(std::string_view(entries_[k].data, entries_[k].size));
+      std::size_t i = h & mask;
+      while (slots_[i].pos) i = (i + 1) & mask;
+      slots_[i] = Slot{static_cast<std::uint32_t>(h >> 32), static_cast<std::uint32_t>(k + 1)};
+    }
+  }
+
+  std::vector<Slot> slots_;
+  std::vector<Named> entries_;
+};
+
+class FxJsonParser {
+ public:
+  FxJsonParser(std::string_view text, std::string_view source)
+      : begin_(text.data()), p_(text.data()), end_(text.data() + text.size()), source_(source) {
+    arg_scratch_.resize(kMaxDepth + 2);
+  }
+
+  GraphFile parse() {
+    GraphFile out;
+    skip_ws();
+    if (p_ == end_) fail("empty document (expected an fx-graph-json object)");
+    if (*p_ != '{') fail("not an fx-graph-json document: it does not start with '{' (found " + describe_char() + ")");
+    ++p_;
+    bool seen_format = false, seen_version = false, seen_name = false, seen_nodes = false, seen_weights = false;
+    for_each_member("a field name", [&](std::string_view key) {
+      if (is(key, "format")) {
+        once(seen_format, key);
+        PathScope ps(*this, "format");
+        std::string_view v = expect_string_value("the string \"fx-graph-json\"");
+        if (v != "fx-graph-json")
+          fail("expected \"fx-graph-json\", got \"" + std::string(v) + "\" (this is not an fx-graph-json document)");
+      } else if (is(key, "version")) {
+        once(seen_version, key);
+        PathScope ps(*this, "version");
+        skip_ws();
+        if (p_ == end_ || !(*p_ == '-' || is_digit(*p_))) fail("expected the integer 1, got " + describe_value());
+        Number n = parse_number();
+        if (n.is_float || n.i != 1)
+          fail("unsupported version " + std::string(n.text) + " (this reader reads version 1)");
+      } else if (is(key, "name")) {
+        once(seen_name, key);
+        PathScope ps(*this, "name");
+        out.graph.set_name(std::string(expect_string_value("a string")));
+      } else if (is(key, "nodes")) {
+        once(seen_nodes, key);
+        parse_nodes(out.graph);
+      } else if (is(key, "weights")) {
+        once(seen_weights, key);
+        parse_weights(out.weights);
+      } else {
+        fail("unknown top-level field '" + std::string(key) + "' (expected format, version, name, nodes, weights)");
+      }
+    });
+    skip_ws();
+    if (p_ != end_) syntax("unexpected data after the end of the document");
+    if (!seen_format) fail("missing field 'format' (is this an fx-graph-json document?)");
+    if (!seen_version) fail("missing field 'version'");
+    if (!seen_name) fail("missing field 'name'");
+    if (!seen_nodes) fail("missing field 'nodes'");
+    return out;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 256;
+
+  // ---------------------------------------------------------------- errors
+
+  struct PathElem {
+    enum Kind : std::uint8_t { field, index, key } kind;
+    std::string_view text;
+    std::size_t i = 0;
+  };
+  // Pushes one step of the field path for the lifetime of the scope.
+  struct PathScope {
+    FxJsonParser& p;
+    PathScope(FxJsonParser& parser, std::string_view field) : PathScope(parser, PathElem{PathElem::field, field, 0}) {}
+    PathScope(FxJsonParser& parser, PathElem e) : p(parser) {
+      // Depth is bounded by kMaxDepth checks; the margin covers the fixed levels.
+      if (p.path_len_ == p.path_.size()) p.fail("nesting too deep");
+      p.path_[p.path_len_++] = e;
+    }
+    ~PathScope() { --p.path_len_; }
+    PathScope(const PathScope&) = delete;
+    PathScope& operator=(const PathScope&) = delete;
+  };
+
+  // The field path below the current node (or from the top when outside nodes).
+  std::string format_path() const {
+    std::string s;
+    for (std::size_t k = in_node_ ? path_base_ : 0; k < path_len_; ++k) {
+      const PathElem& e = path_[k];
+      switch (e.kind) {
+        case PathElem::field:
+          if (!s.empty()) s += '.';
+          s += e.text;
+          break;
+        case PathElem::index:
+          s += '[' + std::to_string(e.i) + ']';
+          break;
+        case PathElem::key:
+          s += "['" + std::string(e.text) + "']";
+          break;
+      }
+    }
+    return s;
+  }
+  static std::string node_label(std::size_t index, std::string_view name) {
+    if (name.empty()) return "node #" + std::to_string(index);
+    return "node '" + std::string(name) + "' (#" + std::to_string(index) + ")";
+  }
+  std::string where() const {
+    std::string s(source_);
+    s += ": ";
+    if (in_node_) s += node_label(node_index_, node_name_) + ": ";
+    if (std::string path = format_path(); !path.empty()) s += path + ": ";
+    return s;
+  }
+
+  // A dangling or forward reference is only known to be one or the other once
+  // the named node turns up (or the nodes end), so the first one is held here
+  // and reported as soon as that is decided, before any later error.
+  struct PendingRef {
+    bool active = false;
+    std::size_t node_index = 0;
+    std::string node_name;
+    std::string path;
+    std::string ref;
+  };
+  std::string pending_prefix() const {
+    return std::string(source_) + ": " + node_label(pending_.node_index, pending_.node_name) + ": " +
+           (pending_.path.empty() ? "" : pending_.path + ": ");
+  }
+  void throw_pending_if_any() const {
+    if (!pending_.active) return;
+    if (const auto* e = nodes_by_name_.find(pending_.ref))
+      throw FormatError(pending_prefix() + "reference to node '" + pending_.ref + "' (#" +
+                        std::to_string(e->index) +
+                        "), which comes later (nodes must be in topological order)");
+    throw FormatError(pending_prefix() + "reference to unknown node '" + pending_.ref + "'");
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw_pending_if_any();
+    throw FormatError(where() + what);
+  }
+  // A JSON syntax error at the current position.
+  [[noreturn]] void syntax(const std::string& what) const {
+    throw_pending_if_any();
+    throw FormatError(where() + what + " (" + position() + ")");
+  }
+  [[noreturn]] void expected(const char* what) const {
+    if (p_ >= end_) syntax(std::string("unexpected end of input, expected ") + what + " (is the document truncated?)");
+    syntax(std::string("expected ") + what + ", found " + describe_char());
+  }
+  std::string position() const {
+    std::size_t line = 1;
+    const char* line_start = begin_;
+    for (const char* q = begin_; q < p_; ++q)
+      if (*q == '\n') {
+        ++line;
+        line_start = q + 1;
+      }
+    return "line " + std::to_string(line) + ", column " + std::to_string(p_ - line_start + 1);
+  }
+  std::string describe_char() const {
+    if (p_ >= end_) return "the end of input";
+    const auto c = static_cast<unsigned char>(*p_);
+    if (c >= 0x20 && c < 0x7f) return std::string("'") + static_cast<char>(c) + "'";
+    static constexpr char hex[] = "0123456789abcdef";
+    return std::string("byte 0x") + hex[c >> 4] + hex[c & 15];
+  }
+  // What kind of JSON value starts at the current position, for messages.
+  std::string describe_value() {
+    skip_ws();
+    if (p_ >= end_) return "the end of input";
+    switch (*p_) {
+      case '"': return "a string";
+      case '[': return "a list";
+      case '{': return "an object";
+      case 't':
+      case 'f': return "a boolean";
+      case 'n': return "null";
+      default:
+        if (*p_ == '-' || is_digit(*p_)) return "a number";
+        return describe_char();
+    }
+  }
+  void once(bool& seen, std::string_view key) {
+    if (seen) fail("duplicate field '" + std::string(key) + "'");
+    seen = true;
+  }
+
+  // ---------------------------------------------------------------- lexing
+
+  static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+  // key == lit, with the length known at compile time: an inlined compare
+  // instead of a memcmp call, for the keys of every node.
+  template <std::size_t N>
+  static bool is(std::string_view key, const char (&lit)[N]) {
+    return key.size() == N - 1 && std::memcmp(key.data(), lit, N - 1) == 0;
+  }
+  void skip_ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  void expect(char c, const char* what) {
+    skip_ws();
+    if (p_ >= end_ || *p_ != c) expected(what);
+    ++p_;
+  }
+  bool consume_literal(std::string_view lit) {
+    if (static_cast<std::size_t>(end_ - p_) >= lit.size() && std::string_view(p_, lit.size()) == lit) {
+      p_ += lit.size();
+      return true;
+    }
+    return false;
+  }
+
+  // Characters that need no attention inside a string.
+  static constexpr std::array<bool, 256> kPlain = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0x20; c < 0x80; ++c) t[c] = true;
+    t['"'] = t['\\'] = false;
+    return t;
+  }();
+
+  // Steps over one UTF-8 sequence starting at p_ (a byte >= 0x80), checking it.
+  void skip_utf8_sequence() {
+    const auto b0 = static_cast<unsigned char>(p_[0]);
+    int len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (b0 >= 0xc2 && b0 <= 0xdf) len = 2;
+    else if (b0 >= 0xe0 && b0 <= 0xef) {
+      len = 3;
+      if (b0 == 0xe0) lo = 0xa0;
+      if (b0 == 0xed) hi = 0x9f;  // no encoded surrogates
+    } else if (b0 >= 0xf0 && b0 <= 0xf4) {
+      len = 4;
+      if (b0 == 0xf0) lo = 0x90;
+      if (b0 == 0xf4) hi = 0x8f;
+    } else {
+      syntax("invalid UTF-8 in a string");
+    }
+    if (end_ - p_ < len) syntax("invalid UTF-8 in a string (truncated sequence)");
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(p_[k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) syntax("invalid UTF-8 in a string");
+    }
+    p_ += len;
+  }
+
+  static void append_utf8(std::string& out, std::uint32_t cp) {
+    // Lone surrogates (which Python's json accepts) are kept in the generalised
+    // 3-byte form, so that writing escapes them back as they were.
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xc0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xe0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+      out += static_cast<char>(0xf0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+      out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+  }
+  std::uint32_t parse_hex4() {
+    if (end_ - p_ < 4) {
+      p_ = end_;
+      expected("4 hex digits after \\u");
+    }
+    std::uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const char c = p_[k];
+      v <<= 4;
+      if (c >= '0' && c <= '9') v |= static_cast<std::uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f') v |= static_cast<std::uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F') v |= static_cast<std::uint32_t>(c - 'A' + 10);
+      else {
+        p_ += k;
+        expected("4 hex digits after \\u");
+      }
+    }
+    p_ += 4;
+    return v;
+  }
+
+  // Parses the string that starts at p_ (a '"'). The result points into the
+  // input when the string has no escapes, else into `buf`.
+  std::string_view parse_string(std::string& buf) {
+    const char* start = ++p_;
+    for (;;) {
+      while (p_ < end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
+      if (p_ >= end_) expected("'\"' closing the string");
+      const char c = *p_;
+      if (c == '"') return std::string_view(start, static_cast<std::size_t>(p_++ - start));
+      if (c == '\\') break;
+      if (static_cast<unsigned char>(c) < 0x20) syntax("unescaped control character in a string");
+      skip_utf8_sequence();
+    }
+    buf.assign(start, p_);
+    for (;;) {
+      const char* run = p_;
+      while (p_ < end_ && kPlain[static_cast<unsigned char>(*p_)]) ++p_;
+      buf.append(run, p_);
+      if (p_ >= end_) expected("'\"' closing the string");
+      const char c = *p_;
+      if (c == '"') {
+        ++p_;
+        return buf;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) syntax("unescaped control character in a string");
+      if (c != '\\') {
+        const char* seq = p_;
+        skip_utf8_sequence();
+        buf.append(seq, p_);
+        continue;
+      }
+      ++p_;
+      if (p_ >= end_) expected("an escape character after '\\'");
+      switch (*p_++) {
+        case '"': buf += '"'; break;
+        case '\\': buf += '\\'; break;
+        case '/': buf += '/'; break;
+        case 'b': buf += '\b'; break;
+        case 'f': buf += '\f'; break;
+        case 'n': buf += '\n'; break;
+        case 'r': buf += '\r'; break;
+        case 't': buf += '\t'; break;
+        case 'u': {
+          std::uint32_t cp = parse_hex4();
+          if (cp >= 0xd800 && cp <= 0xdbff && end_ - p_ >= 6 && p_[0] == '\\' && p_[1] == 'u') {
+            const char* save = p_;
+            p_ += 2;
+            const std::uint32_t lo = parse_hex4();
+            if (lo >= 0xdc00 && lo <= 0xdfff) cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+            else p_ = save;  // not a pair: keep both as they are
+          }
+          append_utf8(buf, cp);
+          break;
+        }
+        default:
+          --p_;
+          syntax("invalid escape '\\" + std::string(1, *p_) + "' in a string");
+      }
+    }
+  }
+
+  struct Number {
+    bool is_float = false;
+    std::int64_t i = 0;
+    double d = 0;
+    std::string_view text;
+  };
+  // Parses the JSON number at p_: an int when it has neither fraction nor exponent.
+  Number parse_number() {
+    const char* start = p_;
+    if (p_ < end_ && *p_ == '-') ++p_;
+    if (p_ >= end_ || !is_digit(*p_)) expected("a digit");
+    if (*p_ == '0') ++p_;
+    else
+      while (p_ < end_ && is_digit(*p_)) ++p_;
+    Number n;
+    if (p_ < end_ && *p_ == '.') {
+      n.is_float = true;
+      ++p_;
+      if (p_ >= end_ || !is_digit(*p_)) expected("a digit after the decimal point");
+      while (p_ < end_ && is_digit(*p_)) ++p_;
+    }
+    if (p_ < end_ && (*p_ == 'e' || *p_ == 'E')) {
+      n.is_float = true;
+      ++p_;
+      if (p_ < end_ && (*p_ == '+' || *p_ == '-')) ++p_;
+      if (p_ >= end_ || !is_digit(*p_)) expected("a digit in the exponent");
+      while (p_ < end_ && is_digit(*p_)) ++p_;
+    }
+    n.text = std::string_view(start, static_cast<std::size_t>(p_ - start));
+    if (n.is_float) {
+      auto [ptr, ec] = std::from_chars(start, p_, n.d);
+      if (ec == std::errc::result_out_of_range) {
+        // Underflow reads as 0 (as Python does); overflow has no finite value.
+        double probe = std::strtod(std::string(n.text).c_str(), nullptr);
+        if (std::isinf(probe)) fail("number " + std::string(n.text) + " is out of range for a float (write {\"float\": \"inf\"})");
+        n.d = probe;
+      } else if (ec != std::errc() || ptr != p_) {
+        fail("cannot read number " + std::string(n.text));
+      }
+    } else {
+      auto [ptr, ec] = std::from_chars(start, p_, n.i);
+      if (ec != std::errc() || ptr != p_) fail("integer " + std::string(n.text) + " is out of the int64 range");
+    }
+    return n;
+  }
+
+  // Iterates over the members of the object whose '{' was just consumed,
+  // calling on_key(key) with p_ at the member's value.
+  template <class F>
+  void for_each_member(const char* key_what, F&& on_key) {
+    skip_ws();
+    if (p_ < end_ && *p_ == '}') {
+      ++p_;
+      return;
+    }
+    for (;;) {
+      skip_ws();
+      if (p_ >= end_ || *p_ != '"') expected(key_what);
+      std::string_view key = parse_string(key_buf_);
+      expect(':', "':' after an object key");
+      skip_ws();
+      on_key(key);
+      skip_ws();
+      if (p_ < end_ && *p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (p_ < end_ && *p_ == '}') {
+        ++p_;
+        return;
+      }
+      expected("',' or '}'");
+    }
+  }
+  // Iterates over the elements of the list whose '[' was just consumed,
+  // calling on_item(index) with p_ at each element.
+  template <class F>
+  void for_each_item(F&& on_item) {
+    skip_ws();
+    if (p_ < end_ && *p_ == ']') {
+      ++p_;
+      return;
+    }
+    for (std::size_t i = 0;; ++i) {
+      skip_ws();
+      on_item(i);
+      skip_ws();
+      if (p_ < end_ && *p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (p_ < end_ && *p_ == ']') {
+        ++p_;
+        return;
+      }
+      expected("',' or ']'");
+    }
+  }
+
+  std::string_view expect_string_value(const char* what) {
+    skip_ws();
+    if (p_ >= end_ || *p_ != '"') fail(std::string("expected ") + what + ", got " + describe_value());
+    return parse_string(str_buf_);
+  }
+
+  // Steps over any JSON value, checking its syntax.
+  void skip_value(int depth) {
+    if (depth > kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    skip_ws();
+    if (p_ >= end_) expected("a value");
+    switch (*p_) {
+      case '"': parse_string(str_buf_); return;
+      case '[': ++p_; for_each_item([&](std::size_t) { skip_value(depth + 1); }); return;
+      case '{': ++p_; for_each_member("a string key", [&](std::string_view) { skip_value(depth + 1); }); return;
+      case 't': if (consume_literal("true")) return; break;
+      case 'f': if (consume_literal("false")) return; break;
+      case 'n': if (consume_literal("null")) return; break;
+      default:
+        if (*p_ == '-' || is_digit(*p_)) {
+          parse_number();
+          return;
+        }
+    }
+    expected("a value");
+  }
+
+  // The JSON text [b, e) without whitespace between tokens.
+  static std::string compact_json(const char* b, const char* e) {
+    std::string out;
+    out.reserve(static_cast<std::size_t>(e - b));
+    bool in_string = false, escaped = false;
+    for (const char* q = b; q < e; ++q) {
+      const char c = *q;
+      if (in_string) {
+        out += c;
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+        out += c;
+      } else if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+        out += c;
+      }
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- ARG
+
+  Arg parse_arg(int depth) {
+    if (depth > kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    skip_ws();
+    if (p_ >= end_) expected("a value");
+    switch (*p_) {
+      case '"': return Arg(std::string(parse_string(str_buf_)));
+      case '[': return Arg(parse_arg_list(depth));
+      case '{': return parse_arg_object(depth);
+      case 't': if (consume_literal("true")) return Arg(true); break;
+      case 'f': if (consume_literal("false")) return Arg(false); break;
+      case 'n': if (consume_literal("null")) return Arg(None{}); break;
+      default:
+        if (*p_ == '-' || is_digit(*p_)) {
+          Number n = parse_number();
+          return n.is_float ? Arg(n.d) : Arg(n.i);
+        }
+    }
+    expected("a value");
+  }
+
+  // The list at p_ ('[').
+  ArgList parse_arg_list(int depth) {
+    ++p_;
+    // Elements gather in a per-depth buffer, so the list is allocated once at its size.
+    std::vector<Arg>& tmp = arg_scratch_[static_cast<std::size_t>(depth)];
+    const std::size_t base = tmp.size();
+    for_each_item([&](std::size_t i) {
+      PathScope ps(*this, PathElem{PathElem::index, {}, i});
+      tmp.push_back(parse_arg(depth + 1));
+    });
+    ArgList out(std::make_move_iterator(tmp.begin() + static_cast<std::ptrdiff_t>(base)),
+                std::make_move_iterator(tmp.end()));
+    tmp.resize(base);
+    return out;
+  }
+
+  // The object at p_ ('{') as an ArgDict: kwargs, and the inside of {"dict": ...}.
+  ArgDict parse_arg_dict(int depth) {
+    ++p_;
+    ArgDict d;
+    for_each_member("a string key", [&](std::string_view k) {
+      std::string key(k);
+      if (d.contains(key)) fail("duplicate key '" + key + "'");
+      PathScope ps(*this, PathElem{PathElem::key, key, 0});
+      Arg v = parse_arg(depth + 1);
+      d.set(std::move(key), std::move(v));
+    });
+    return d;
+  }
+
+  enum class ObjKind { node, dtype, device, enum_, sym, repr, float_, slice, dict };
+  static std::optional<ObjKind> arg_object_kind(std::string_view key) {
+    if (is(key, "node")) return ObjKind::node;
+    if (is(key, "dtype")) return ObjKind::dtype;
+    if (is(key, "device")) return ObjKind::device;
+    if (is(key, "enum")) return ObjKind::enum_;
+    if (is(key, "sym")) return ObjKind::sym;
+    if (is(key, "repr")) return ObjKind::repr;
+    if (is(key, "float")) return ObjKind::float_;
+    if (is(key, "slice")) return ObjKind::slice;
+    if (is(key, "dict")) return ObjKind::dict;
+    return std::nullopt;
+  }
+
+  // The one-key object at p_ ('{'): {"node": ...}, {"dtype": ...}, ...
+  Arg parse_arg_object(int depth) {
+    ++p_;
+    skip_ws();
+    if (p_ < end_ && *p_ == '}')
+      fail("{} is not an ARG (an ARG object has exactly one key: node, dtype, device, enum, float, slice, sym, dict "
+           "or repr)");
+    if (p_ >= end_ || *p_ != '"') expected("a string key");
+    const std::string_view key = parse_string(key_buf_);
+    const std::optional<ObjKind> kind = arg_object_kind(key);
+    if (!kind)
+      fail("unknown ARG object {\"" + std::string(key) +
+           "\": ...} (expected one of node, dtype, device, enum, float, slice, sym, dict, repr)");
+    const std::string key_name(key);
+    expect(':', "':' after an object key");
+    skip_ws();
+    auto string_value = [&]() -> std::string_view {
+      if (p_ >= end_ || *p_ != '"') fail("{\"" + key_name + "\": ...} needs a string, got " + describe_value());
+      return parse_string(str_buf_);
+    };
+    Arg result;
+    switch (*kind) {
+      case ObjKind::node: result = resolve_ref(string_value()); break;
+      case ObjKind::dtype: {
+        std::string_view s = string_value();
+        auto dt = dtype_from_name(s);
+        if (!dt) fail("unknown dtype '" + std::string(s) + "' in {\"dtype\": ...}");
+        result = Arg(*dt);
+        break;
+      }
+      case ObjKind::device: result = Arg(Device{std::string(string_value())}); break;
+      case ObjKind::enum_: result = Arg(EnumConst{std::string(string_value())}); break;
+      case ObjKind::sym: result = Arg(SymInt{std::string(string_value())}); break;
+      case ObjKind::repr: result = Arg(Repr{std::string(string_value())}); break;
+      case ObjKind::float_: {
+        std::string_view s = string_value();
+        if (s == "inf") result = Arg(std::numeric_limits<double>::infinity());
+        else if (s == "-inf") result = Arg(-std::numeric_limits<double>::infinity());
+        else if (s == "nan") result = Arg(std::numeric_limits<double>::quiet_NaN());
+        else fail("{\"float\": ...} must be \"inf\", \"-inf\" or \"nan\", got \"" + std::string(s) + "\"");
+        break;
+      }
+      case ObjKind::slice: {
+        if (p_ >= end_ || *p_ != '[')
+          fail("{\"slice\": ...} needs a list [start, stop, step], got " + describe_value());
+        PathScope ps(*this, "slice");
+        Slice s;
+        s.parts = parse_arg_list(depth + 1);
+        if (s.parts.size() != 3)
+          fail("needs exactly 3 items (start, stop, step), got " + std::to_string(s.parts.size()));
+        result = Arg(std::move(s));
+        break;
+      }
+      case ObjKind::dict: {
+        if (p_ >= end_ || *p_ != '{') fail("{\"dict\": ...} needs an object, got " + describe_value());
+        PathScope ps(*this, "dict");
+        result = Arg(parse_arg_dict(depth + 1));
+        break;
+      }
+    }
+    skip_ws();
+    if (p_ < end_ && *p_ == ',')
+      fail("an ARG object has exactly one key, but {\"" + key_name + "\": ...} has more");
+    expect('}', "'}' closing the ARG object");
+    return result;
+  }
+
+  Arg resolve_ref(std::string_view name) {
+    if (const auto* e = nodes_by_name_.find(name)) return Arg(e->node);
+    if (!pending_.active) {
+      pending_.active = true;
+      pending_.node_index = node_index_;
+      pending_.node_name = std::string(node_name_);
+      pending_.path = format_path();
+      pending_.ref = std::string(name);
+    }
+    return Arg(None{});  // the graph is discarded once the pending error is thrown
+  }
+
+  // ---------------------------------------------------------------- meta
+
+  Dim parse_dim() {
+    skip_ws();
+    if (p_ < end_ && (*p_ == '-' || is_digit(*p_))) {
+      Number n = parse_number();
+      if (n.is_float) fail("expected an integer or {\"sym\": NAME}, got the float " + std::string(n.text));
+      return Dim(n.i);
+    }
+    if (p_ < end_ && *p_ == '{') {
+      ++p_;
+      skip_ws();
+      if (p_ < end_ && *p_ == '"' && parse_string(key_buf_) == "sym") {
+        expect(':', "':' after an object key");
+        skip_ws();
+        if (p_ >= end_ || *p_ != '"') fail("{\"sym\": ...} needs a string, got " + describe_value());
+        SymInt s{std::string(parse_string(str_buf_))};
+        expect('}', "'}' closing {\"sym\": ...}");
+        return Dim(std::move(s));
+      }
+      fail("expected an integer or {\"sym\": NAME}, got another object");
+    }
+    fail("expected an integer or {\"sym\": NAME}, got " + describe_value());
+  }
+  std::vector<Dim> parse_dims() {
+    skip_ws();
+    if (p_ >= end_ || *p_ != '[') fail("expected a list of sizes, got " + describe_value());
+    ++p_;
+    // Gathered in a reused buffer, so the result is allocated once at its size.
+    dim_scratch_.clear();
+    for_each_item([&](std::size_t i) {
+      PathScope ps(*this, PathElem{PathElem::index, {}, i});
+      dim_scratch_.push_back(parse_dim());
+    });
+    return std::vector<Dim>(std::make_move_iterator(dim_scratch_.begin()), std::make_move_iterator(dim_scratch_.end()));
+  }
+
+  TensorMeta parse_tensor_meta_members(std::string_view first_key) {
+    TensorMeta t;
+    bool seen_shape = false, seen_dtype = false, seen_stride = false;
+    auto member = [&](std::string_view key) {
+      if (is(key, "shape")) {
+        once(seen_shape, key);
+        PathScope ps(*this, "shape");
+        t.shape = parse_dims();
+      } else if (is(key, "dtype")) {
+        once(seen_dtype, key);
+        PathScope ps(*this, "dtype");
+        std::string_view s = expect_string_value("a dtype name");
+        auto dt = dtype_from_name(s);
+        if (!dt) fail("unknown dtype '" + std::string(s) + "'");
+        t.dtype = *dt;
+      } else if (is(key, "stride")) {
+        once(seen_stride, key);
+        PathScope ps(*this, "stride");
+        t.stride = parse_dims();
+      } else {
+        fail("unknown field '" + std::string(key) + "' in a TENSOR_META (it has shape, dtype and stride)");
+      }
+    };
+    // The first key was read by the caller to tell a TENSOR_META from {"sym": ...}.
+    expect(':', "':' after an object key");
+    skip_ws();
+    member(first_key);
+    skip_ws();
+    if (p_ < end_ && *p_ == ',') {
+      ++p_;
+      // for_each_member expects to be just after '{'; a ',' position works the same
+      // except that an immediate '}' would be a trailing comma, which JSON forbids.
+      skip_ws();
+      if (p_ < end_ && *p_ == '}') expected("a field name");
+      for_each_member("a field name", member);
+    } else {
+      expect('}', "',' or '}'");
+    }
+    if (!seen_shape) fail("a TENSOR_META needs \"shape\"");
+    if (!seen_dtype) fail("a TENSOR_META needs \"dtype\"");
+    return t;
+  }
+
+  MetaVal parse_meta_val(int depth) {
+    if (depth > kMaxDepth) fail("nesting deeper than " + std::to_string(kMaxDepth) + " levels");
+    skip_ws();
+    if (p_ >= end_) expected("a value");
+    const char c = *p_;
+    if (c == 'n' && consume_literal("null")) return MetaVal{};
+    if (c == '-' || is_digit(c)) {
+      Number n = parse_number();
+      if (!n.is_float) return MetaVal(n.i);
+      fail("expected a TENSOR_META, a list of them, an integer or {\"sym\": NAME}; got the float " +
+           std::string(n.text));
+    }
+    if (c == '[') {
+      ++p_;
+      MetaVal::List items;
+      for_each_item([&](std::size_t i) {
+        PathScope ps(*this, PathElem{PathElem::index, {}, i});
+        items.push_back(parse_meta_val(depth + 1));
+      });
+      return MetaVal(std::move(items));
+    }
+    if (c == '{') {
+      ++p_;
+      skip_ws();
+      if (p_ < end_ && *p_ == '}') fail("a TENSOR_META needs \"shape\" and \"dtype\"; got {}");
+      if (p_ >= end_ || *p_ != '"') expected("a field name");
+      std::string_view key = parse_string(key_buf_);
+      if (is(key, "sym")) {
+        expect(':', "':' after an object key");
+        skip_ws();
+        if (p_ >= end_ || *p_ != '"') fail("{\"sym\": ...} needs a string, got " + describe_value());
+        SymInt s{std::string(parse_string(str_buf_))};
+        skip_ws();
+        if (p_ < end_ && *p_ == ',') fail("{\"sym\": ...} has exactly one key");
+        expect('}', "'}' closing {\"sym\": ...}");
+        return MetaVal(std::move(s));
+      }
+      return MetaVal(parse_tensor_meta_members(key));
+    }
+    fail("expected a TENSOR_META, a list of them, an integer or {\"sym\": NAME}; got " + describe_value());
+  }
+
+  void parse_meta(NodeMeta& meta) {
+    PathScope ps(*this, "meta");
+    skip_ws();
+    if (p_ >= end_ || *p_ != '{') fail("expected an object, got " + describe_value());
+    ++p_;
+    meta.present = true;
+    bool seen_val = false;
+    for_each_member("a field name", [&](std::string_view key) {
+      if (is(key, "val")) {
+        once(seen_val, key);
+        PathScope vs(*this, "val");
+        meta.val = parse_meta_val(0);
+        return;
+      }
+      std::string k(key);
+      for (const auto& [name, raw] : meta.extra_json)
+        if (name == k) fail("duplicate field '" + k + "'");
+      PathScope ks(*this, PathElem{PathElem::field, k, 0});
+      const char* start = p_;
+      skip_value(0);
+      meta.extra_json.emplace_back(std::move(k), compact_json(start, p_));
+    });
+  }
+
+  // ---------------------------------------------------------------- nodes
+
+  static bool is_valid_node_name(std::string_view s) {
+    if (s.empty() || is_digit(s[0])) return false;
+    for (char c : s)
+      if (!(is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')) return false;
+    return true;
+  }
+
+  void parse_nodes(Graph& g) {
+    PathScope ps(*this, "nodes");
+    skip_ws();
+    if (p_ >= end_ || *p_ != '[') fail("expected a list of nodes, got " + describe_value());
+    ++p_;
+    // About 150 bytes per node in practice; reserving avoids rehashing a large table.
+    const std::size_t estimate = static_cast<std::size_t>(end_ - p_) / 160 + 16;
+    nodes_by_name_.reserve(estimate);
+    g.reserve(estimate);
+    for_each_item([&](std::size_t i) { parse_node(g, i); });
+    if (pending_.active) throw_pending_if_any();
+    if (!output_) fail("no output node (the last node must have op \"output\")");
+  }
+
+  void parse_node(Graph& g, std::size_t index) {
+    in_node_ = true;  // messages now start with the node label instead of "nodes[i]"
+    node_index_ = index;
+    node_name_ = {};
+    path_base_ = path_len_;
+    if (p_ >= end_ || *p_ != '{') {
+      if (p_ >= end_) expected("a node object");
+      fail("a node must be an object, got " + describe_value());
+    }
+    ++p_;
+    std::string name_buf, target_buf;
+    std::string_view name, target;
+    OpKind op = OpKind::call_function;
+    bool seen_name = false, seen_op = false, seen_target = false, seen_args = false, seen_kwargs = false,
+         seen_meta = false;
+    ArgList args;
+    ArgDict kwargs;
+    NodeMeta meta;
+    meta.present = false;
+    for_each_member("a field name", [&](std::string_view key) {
+      if (is(key, "name")) {
+        once(seen_name, key);
+        PathScope ps(*this, "name");
+        if (p_ >= end_ || *p_ != '"') fail("expected a string, got " + describe_value());
+        name = parse_string(name_buf);
+        node_name_ = name;
+      } else if (is(key, "op")) {
+        once(seen_op, key);
+        PathScope ps(*this, "op");
+        std::string_view s = expect_string_value("a string");
+        auto k = op_kind_from_name(s);
+        if (!k)
+          fail("unknown op kind '" + std::string(s) +
+               "' (expected placeholder, get_attr, call_function, call_method, call_module or output)");
+        op = *k;
+      } else if (is(key, "target")) {
+        once(seen_target, key);
+        PathScope ps(*this, "target");
+        if (p_ >= end_ || *p_ != '"') fail("expected a string, got " + describe_value());
+        target = parse_string(target_buf);
+      } else if (is(key, "args")) {
+        once(seen_args, key);
+        PathScope ps(*this, "args");
+        if (p_ >= end_ || *p_ != '[') fail("expected a list, got " + describe_value());
+        args = parse_arg_list(0);
+      } else if (is(key, "kwargs")) {
+        once(seen_kwargs, key);
+        PathScope ps(*this, "kwargs");
+        if (p_ >= end_ || *p_ != '{') fail("expected an object, got " + describe_value());
+        kwargs = parse_arg_dict(0);
+      } else if (is(key, "meta")) {
+        once(seen_meta, key);
+        parse_meta(meta);
+      } else {
+        fail("unknown field '" + std::string(key) + "' (a node has name, op, target, args, kwargs and meta)");
+      }
+    });
+    if (!seen_name) fail("missing field 'name'");
+    if (!seen_op) fail("missing field 'op'");
+    if (!seen_target) fail("missing field 'target'");
+    if (!seen_args) fail("missing field 'args'");
+    if (!seen_kwargs) fail("missing field 'kwargs'");
+    if (pending_.active && pending_.node_index == index) {
+      pending_.node_name = std::string(name);
+      if (pending_.ref == name)
+        throw FormatError(pending_prefix() + "reference to the node itself ('" + pending_.ref + "')");
+    }
+    if (output_) {
+      if (op == OpKind::output)
+        fail("more than one output node (the first is " + node_label(output_index_, output_->name()) + ")");
+      fail("comes after the output " + node_label(output_index_, output_->name()) +
+           "; the output node must be last");
+    }
+    if (op == OpKind::output && args.size() != 1) {
+      PathScope ps(*this, "args");
+      fail("an output node takes exactly one argument (the list of returned values), got " +
+           std::to_string(args.size()));
+    }
+    {
+      PathScope ps(*this, "name");
+      if (!is_valid_node_name(name))
+        fail("'" + std::string(name) +
+             "' is not a valid node name (letters, digits and '_', not starting with a digit)");
+      if (const auto* e = nodes_by_name_.find(name))
+        fail("duplicate node name '" + std::string(name) + "' (already used by node #" + std::to_string(e->index) +
+             ")");
+    }
+    Node* n = nullptr;
+    try {
+      const OpRef t = OpRegistry::instance().intern(target);
+      n = g.create_node(op, t, std::move(args), std::move(kwargs), name);
+    } catch (const kiln::Error& e) {
+      fail(e.what());
+    }
+    if (n->name() != name) {
+      PathScope ps(*this, "name");
+      fail("the graph renamed node '" + std::string(name) + "' to '" + n->name() + "'");
+    }
+    n->meta = std::move(meta);
+    nodes_by_name_.insert(n->name(), {n, index});
+    if (pending_.active && pending_.ref == n->name()) throw_pending_if_any();
+    if (op == OpKind::output) {
+      output_ = n;
+      output_index_ = index;
+    }
+    in_node_ = false;
+    node_name_ = {};
+  }
+
+  // ---------------------------------------------------------------- weights
+
+  void parse_weights(WeightsTable& table) {
+    PathScope ps(*this, "weights");
+    skip_ws();
+    if (p_ >= end_ || *p_ != '{') fail("expected an object {ATTR: {\"file\": PATH}, ...}, got " + describe_value());
+    ++p_;
+    for_each_member("an attribute name", [&](std::string_view k) {
+      std::string attr(k);
+      if (find_weight(table, attr)) fail("duplicate entry '" + attr + "'");
+      PathScope es(*this, PathElem{PathElem::key, attr, 0});
+      if (p_ >= end_ || *p_ != '{') fail("expected an object {\"file\": PATH}, got " + describe_value());
+      ++p_;
+      std::optional<std::string> file;
+      for_each_member("a field name", [&](std::string_view field) {
+        if (field != "file") fail("unknown field '" + std::string(field) + "' (an entry is {\"file\": PATH})");
+        if (file) fail("duplicate field 'file'");
+        PathScope fs(*this, "file");
+        file = std::string(expect_string_value("a string (a .npy path relative to the JSON file)"));
+      });
+      if (!file) fail("missing \"file\" (an entry is {\"file\": PATH})");
+      table.emplace_back(std::move(attr), std::move(*file));
+    });
+  }
+
+  // ---------------------------------------------------------------- state
+
+  const char* begin_;
+  const char* p_;
+  const char* end_;
+  std::string_view source_;
+
+  std::string key_buf_, str_buf_;
+  std::vector<std::vector<Arg>> arg_scratch_;
+  std::vector<Dim> dim_scratch_;
+  NodeNameTable nodes_by_name_;
+  Node* output_ = nullptr;
+  std::size_t output_index_ = 0;
+
+  bool in_node_ = false;
+  std::size_t node_index_ = 0;
+  std::string_view node_name_;
+  // The field path of the value being parsed (a fixed stack: pushed and popped
+  // for every value, so it must cost next to nothing).
+  std::array<PathElem, 2 * kMaxDepth + 16> path_{};
+  std::size_t path_len_ = 0;
+  std::size_t path_base_ = 0;  // where the current node's part of path_ starts
+  PendingRef pending_;
+};
+
+}  // namespace detail
+
+// Parses an fx-graph-json document held in memory. `source_name` prefixes error
+// messages. Weight paths stay relative (base_dir is empty).
+inline GraphFile parse_fx_json(std::string_view text, std::string_view source_name = "<string>") {
+  return detail::FxJsonParser(text, source_name).parse();
+}
+
+// Reads an fx-graph-json file, plain or gzip-compressed (decided by its first
+// bytes, not its name). base_dir is the file's directory.
+inline GraphFile read_fx_json(const std::filesystem::path& path) {
+  const std::string text = read_file(path);
+  GraphFile f = parse_fx_json(text, path.string());
+  f.base_dir = std::filesystem::absolute(path).parent_path();
+  return f;
+}
+
+}  // namespace kiln::io

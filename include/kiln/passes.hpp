@@ -1,0 +1,7 @@
+#pragma once
+// Pass infrastructure and every pass family kiln ships.
+#include "kiln/passes/builtin_passes.hpp"
+#include "kiln/passes/counters.hpp"
+#include "kiln/passes/pass.hpp"
+#include "kiln/passes/pass_manager.hpp"
+#include "kiln/passes/pass_registry.hpp"

@@ -1,0 +1,41 @@
+#pragma once
+// Counters: named integers that passes bump to say what they did, the
+// counterpart of Inductor's `counters["inductor"]`. Names follow Inductor's
+// (`pattern_matcher_count`, `batch_linear`, ...) so runs can be compared one for one.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln {
+
+class Counters {
+ public:
+  void increment(std::string_view name, std::int64_t by = 1) { values_[std::string(name)] += by; }
+  std::int64_t get(std::string_view name) const {
+    auto it = values_.find(std::string(name));
+    return it == values_.end() ? 0 : it->second;
+  }
+  bool empty() const { return values_.empty(); }
+  void clear() { values_.clear(); }
+  const std::map<std::string, std::int64_t>& values() const { return values_; }
+
+  // Adds every counter of `other` into this one.
+  void merge(const Counters& other) {
+    for (const auto& [k, v] : other.values_) values_[k] += v;
+  }
+
+  // One JSON object, keys sorted: {"pattern_matcher_count": 3, ...}.
+  nlohmann::json to_json() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : values_) j[k] = v;
+    return j;
+  }
+
+ private:
+  std::map<std::string, std::int64_t> values_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+#pragma once
+// A graph pass: a named, described unit that rewrites a Graph, reading its
+// options from JSON and reporting what it did through Counters.
+#include <functional>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/graph.hpp"
+#include "kiln/passes/counters.hpp"
+
+namespace kiln {
+
+// What a pass gets besides the graph.
+struct PassContext {
+  Counters& counters;
+  const nlohmann::json& options;  // this pass's options object ({} when none were given)
+  std::ostream* log = nullptr;    // where a pass may explain what it did; null: silent
+};
+
+struct Pass {
+  std::string name;
+  std::string description;
+  // Returns whether the graph changed.
+  std::function<bool(Graph&, PassContext&)> run;
+};
+
+}  // namespace kiln

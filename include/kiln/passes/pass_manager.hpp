@@ -1,0 +1,84 @@
+#pragma once
+// PassManager: runs a pipeline of named passes over a graph, with per-pass
+// options, counters, wall times, an optional lint after each pass, and passes
+// that can be switched off by name.
+#include <chrono>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kiln/core/lint.hpp"
+#include "kiln/passes/pass_registry.hpp"
+
+namespace kiln {
+
+struct PassRecord {
+  std::string name;
+  double seconds = 0;
+  bool changed = false;
+  bool skipped = false;  // switched off with disable()
+};
+
+class PassManager {
+ public:
+  explicit PassManager(const PassRegistry& registry) : registry_(&registry) {}
+
+  // Options per pass: {"pass_name": {...}, ...}; a pass without an entry gets {}.
+  void set_options(nlohmann::json options) {
+    if (!options.is_object()) throw Error("pass options must be a JSON object mapping pass names to objects");
+    for (auto& [name, value] : options.items()) {
+      registry_->get(name);  // an option for an unknown pass is a typo: say so
+      if (!value.is_object()) throw Error("pass options for '" + name + "' must be a JSON object");
+    }
+    options_ = std::move(options);
+  }
+  void disable(const std::string& name) { disabled_.insert(registry_->get(name).name); }
+  void enable(const std::string& name) { disabled_.erase(name); }
+  void set_lint_after_each(bool on) { lint_after_each_ = on; }
+  void set_log(std::ostream* log) { log_ = log; }
+
+  Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
+
+  // Runs the passes in order. Every name is checked before anything runs, so a
+  // typo in the pipeline leaves the graph untouched.
+  std::vector<PassRecord> run(Graph& g, const std::vector<std::string>& pipeline) {
+    std::vector<const Pass*> passes;
+    for (const auto& name : pipeline) passes.push_back(&registry_->get(name));
+    std::vector<PassRecord> records;
+    static const nlohmann::json kNoOptions = nlohmann::json::object();
+    for (const Pass* p : passes) {
+      PassRecord rec{p->name};
+      if (disabled_.count(p->name)) {
+        rec.skipped = true;
+        records.push_back(rec);
+        continue;
+      }
+      const nlohmann::json& opts = options_.contains(p->name) ? options_.at(p->name) : kNoOptions;
+      PassContext ctx{counters_, opts, log_};
+      const auto t0 = std::chrono::steady_clock::now();
+      rec.changed = p->run(g, ctx);
+      rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      g.purge_erased();  // no pass keeps node pointers across pass boundaries
+      if (lint_after_each_) {
+        try {
+          lint(g);
+        } catch (const LintError& e) {
+          throw LintError("after pass '" + p->name + "': " + e.what());
+        }
+      }
+      records.push_back(rec);
+    }
+    return records;
+  }
+
+ private:
+  const PassRegistry* registry_;
+  nlohmann::json options_ = nlohmann::json::object();
+  std::set<std::string> disabled_;
+  bool lint_after_each_ = true;
+  std::ostream* log_ = nullptr;
+  Counters counters_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,41 @@
+# Tests that are more than one doctest file each.
+
+# A downstream project finds an installed kiln with find_package(kiln).
+add_test(NAME consumer_find_package
+  COMMAND ${CMAKE_COMMAND}
+    -DKILN_BUILD_DIR=${PROJECT_BINARY_DIR}
+    -DCONSUMER_SOURCE_DIR=${CMAKE_CURRENT_SOURCE_DIR}/consumer
+    -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/consumer_work
+    -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
+set_tests_properties(consumer_find_package PROPERTIES TIMEOUT 600 LABELS slow)
+
+# tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
+# installs (Debian's, for /usr/bin/python3), read back in C++.
+find_program(KILN_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+if(NOT KILN_TORCH_PYTHON)
+  find_program(KILN_TORCH_PYTHON NAMES python3)
+endif()
+set(KILN_HAVE_TORCH OFF)
+if(KILN_TORCH_PYTHON)
+  execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "import torch" RESULT_VARIABLE torch_rc OUTPUT_QUIET ERROR_QUIET)
+  if(torch_rc EQUAL 0)
+    set(KILN_HAVE_TORCH ON)
+  endif()
+endif()
+if(KILN_HAVE_TORCH)
+  add_executable(test_exported_graph torch/test_exported_graph.cpp)
+  target_link_libraries(test_exported_graph PRIVATE kiln::kiln kiln_doctest_main kiln_warnings)
+  foreach(level torch aten)
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/export_${level})
+    add_test(NAME export_fx_${level}
+      COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.small_model:SmallNet
+              --input-shape 2,3,8,8 --level ${level} --seed 0 --out ${dir}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(export_fx_${level} PROPERTIES FIXTURES_SETUP exported_${level} LABELS torch TIMEOUT 300)
+    add_test(NAME read_exported_${level} COMMAND test_exported_graph)
+    set_tests_properties(read_exported_${level} PROPERTIES FIXTURES_REQUIRED exported_${level} LABELS torch
+      ENVIRONMENT "KILN_EXPORT_DIR=${dir};KILN_EXPORT_LEVEL=${level}")
+  endforeach()
+else()
+  message(STATUS "kiln: PyTorch not importable; the export tests are not registered (scripts/install-deps.sh --with-torch)")
+endif()

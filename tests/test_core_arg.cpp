@@ -1,0 +1,333 @@
+// Arg: the value of one node argument (every ARG form of fx-graph-json), ArgDict,
+// and the node traversals for_each_node / map_nodes (torch.fx's map_arg).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kiln/core.hpp"
+#include "kiln/ops/aten.hpp"
+
+using namespace kiln;
+
+namespace {
+
+// Every node reference inside `a`, in visiting order, duplicates included.
+std::vector<Node*> nodes_in(const Arg& a) {
+  std::vector<Node*> out;
+  for_each_node(a, [&](Node* n) { out.push_back(n); });
+  return out;
+}
+
+struct ThreeNodes {
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* c = g.placeholder("c");
+};
+
+}  // namespace
+
+TEST_CASE("Arg() and Arg(None{}) and Arg(nullptr) are None") {
+  CHECK(Arg().is_none());
+  CHECK(Arg(None{}).is_none());
+  CHECK(Arg(nullptr).is_none());
+  CHECK(Arg() == Arg(None{}));
+  CHECK_FALSE(Arg().is_node());
+  CHECK_FALSE(Arg().is_list());
+  CHECK(Arg().node() == nullptr);
+  CHECK(Arg().list() == nullptr);
+}
+
+TEST_CASE("integer literals are int64, true/false are bool, 1.0 is double") {
+  Arg i(1);
+  CHECK(i.is<std::int64_t>());
+  CHECK_FALSE(i.is<bool>());
+  CHECK_FALSE(i.is<double>());
+  CHECK(*i.get_if<std::int64_t>() == 1);
+
+  Arg b(true);
+  CHECK(b.is<bool>());
+  CHECK_FALSE(b.is<std::int64_t>());
+  CHECK(*b.get_if<bool>() == true);
+  CHECK(Arg(false).is<bool>());
+
+  Arg d(1.0);
+  CHECK(d.is<double>());
+  CHECK_FALSE(d.is<std::int64_t>());
+  CHECK(*d.get_if<double>() == 1.0);
+
+  // Other integral types widen to int64; float widens to double.
+  CHECK(Arg(std::int8_t{-3}).is<std::int64_t>());
+  CHECK(*Arg(std::int8_t{-3}).get_if<std::int64_t>() == -3);
+  CHECK(Arg(std::uint32_t{7}).is<std::int64_t>());
+  CHECK(Arg(short{2}).is<std::int64_t>());
+  CHECK(Arg(std::numeric_limits<std::int64_t>::min()).is<std::int64_t>());
+  CHECK(*Arg(std::numeric_limits<std::int64_t>::min()).get_if<std::int64_t>() ==
+        std::numeric_limits<std::int64_t>::min());
+  CHECK(Arg(0.5f).is<double>());
+  CHECK(*Arg(0.5f).get_if<double>() == 0.5);
+}
+
+TEST_CASE("int, bool and double of the same value are different Args") {
+  // Structural equality compares alternatives first: Arg(1) is an int, not True or 1.0.
+  CHECK(Arg(1) != Arg(true));
+  CHECK(Arg(1) != Arg(1.0));
+  CHECK(Arg(0) != Arg(false));
+  CHECK(Arg(1) == Arg(1));
+  CHECK(Arg(1) != Arg(2));
+  CHECK(Arg(1.0) == Arg(1.0));
+  CHECK(Arg(1.0) != Arg(1.5));
+  CHECK(Arg(true) != Arg(false));
+}
+
+TEST_CASE("string constructors all give the same str Arg") {
+  std::string s = "hello";
+  std::string_view sv = s;
+  CHECK(Arg("hello").is<std::string>());
+  CHECK(Arg(s) == Arg("hello"));
+  CHECK(Arg(sv) == Arg("hello"));
+  CHECK(*Arg(sv).get_if<std::string>() == "hello");
+  CHECK(Arg("hello") != Arg("world"));
+  // A string is not a bool even though const char* converts to bool.
+  CHECK_FALSE(Arg("x").is<bool>());
+  CHECK(Arg("") == Arg(std::string()));
+}
+
+TEST_CASE("every other alternative constructs, is recognised and compares by value") {
+  ThreeNodes t;
+
+  SUBCASE("list") {
+    Arg l(ArgList{Arg(1), Arg("x")});
+    CHECK(l.is_list());
+    REQUIRE(l.list() != nullptr);
+    CHECK(l.list()->size() == 2);
+    CHECK(l == Arg(ArgList{Arg(1), Arg("x")}));
+    CHECK(l != Arg(ArgList{Arg("x"), Arg(1)}));
+    CHECK(l != Arg(ArgList{Arg(1)}));
+    // Braced init-list is a list too.
+    Arg braced{Arg(1), Arg("x")};
+    CHECK(braced == l);
+    CHECK(Arg(ArgList{}).is_list());
+    CHECK(Arg(ArgList{}) != Arg());
+  }
+  SUBCASE("node") {
+    Arg n(t.a);
+    CHECK(n.is_node());
+    CHECK(n.node() == t.a);
+    CHECK(n == Arg(t.a));
+    CHECK(n != Arg(t.b));
+    CHECK(n != Arg("a"));  // a node is not its name
+  }
+  SUBCASE("dtype") {
+    Arg d(DType::bfloat16);
+    CHECK(d.is<DType>());
+    CHECK(*d.get_if<DType>() == DType::bfloat16);
+    CHECK(d == Arg(DType::bfloat16));
+    CHECK(d != Arg(DType::float16));
+  }
+  SUBCASE("device") {
+    Arg d(Device{"cuda:0"});
+    CHECK(d.is<Device>());
+    CHECK(d.get_if<Device>()->name == "cuda:0");
+    CHECK(d == Arg(Device{"cuda:0"}));
+    CHECK(d != Arg(Device{"cpu"}));
+    CHECK(d != Arg("cuda:0"));
+  }
+  SUBCASE("enum constant") {
+    Arg e(EnumConst{"torch.contiguous_format"});
+    CHECK(e.is<EnumConst>());
+    CHECK(e == Arg(EnumConst{"torch.contiguous_format"}));
+    CHECK(e != Arg(EnumConst{"torch.channels_last"}));
+    CHECK(e != Arg(Repr{"torch.contiguous_format"}));
+  }
+  SUBCASE("slice") {
+    Arg s(Slice{{Arg(), Arg(4), Arg(2)}});
+    CHECK(s.is<Slice>());
+    CHECK(s.get_if<Slice>()->parts.size() == 3);
+    CHECK(s == Arg(Slice{{Arg(), Arg(4), Arg(2)}}));
+    CHECK(s != Arg(Slice{{Arg(0), Arg(4), Arg(2)}}));
+  }
+  SUBCASE("symbolic int") {
+    Arg s(SymInt{"s0"});
+    CHECK(s.is<SymInt>());
+    CHECK(s == Arg(SymInt{"s0"}));
+    CHECK(s != Arg(SymInt{"s1"}));
+    CHECK(s != Arg("s0"));
+  }
+  SUBCASE("dict") {
+    Arg d(ArgDict{{"dim", Arg(1)}});
+    CHECK(d.is<ArgDict>());
+    CHECK(d == Arg(ArgDict{{"dim", Arg(1)}}));
+    CHECK(d != Arg(ArgDict{{"dim", Arg(2)}}));
+    CHECK(d != Arg(ArgDict{{"axis", Arg(1)}}));
+  }
+  SUBCASE("repr") {
+    Arg r(Repr{"<object at 0x1>"});
+    CHECK(r.is<Repr>());
+    CHECK(r == Arg(Repr{"<object at 0x1>"}));
+    CHECK(r != Arg(Repr{"<other>"}));
+    CHECK(r != Arg("<object at 0x1>"));
+  }
+}
+
+TEST_CASE("get_if returns nullptr for another alternative and allows editing") {
+  Arg a(5);
+  CHECK(a.get_if<double>() == nullptr);
+  CHECK(a.get_if<std::string>() == nullptr);
+  *a.get_if<std::int64_t>() = 6;
+  CHECK(a == Arg(6));
+  Arg l(ArgList{Arg(1)});
+  l.get_if<ArgList>()->push_back(Arg(2));
+  CHECK(l == Arg(ArgList{Arg(1), Arg(2)}));
+}
+
+TEST_CASE("ArgDict keeps insertion order") {
+  ArgDict d{{"b", Arg(1)}, {"a", Arg(2)}};
+  d.set("c", Arg(3));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : d) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"b", "a", "c"});
+  CHECK(d.size() == 3);
+  CHECK_FALSE(d.empty());
+  CHECK(ArgDict().empty());
+}
+
+TEST_CASE("ArgDict::set on an existing key replaces the value in place") {
+  ArgDict d{{"x", Arg(1)}, {"y", Arg(2)}, {"z", Arg(3)}};
+  d.set("x", Arg("new"));
+  REQUIRE(d.size() == 3);
+  auto it = d.begin();
+  CHECK(it->first == "x");
+  CHECK(it->second == Arg("new"));
+  ++it;
+  CHECK(it->first == "y");
+  ++it;
+  CHECK(it->first == "z");
+  // Setting the middle key keeps it in the middle.
+  d.set("y", Arg(20));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : d) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"x", "y", "z"});
+  CHECK(*d.find("y") == Arg(20));
+}
+
+TEST_CASE("ArgDict::erase removes only the named key and reports whether it existed") {
+  ArgDict d{{"x", Arg(1)}, {"y", Arg(2)}, {"z", Arg(3)}};
+  CHECK(d.erase("y"));
+  CHECK_FALSE(d.erase("y"));
+  CHECK_FALSE(d.erase("nope"));
+  CHECK(d.size() == 2);
+  CHECK_FALSE(d.contains("y"));
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : d) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"x", "z"});
+  // Re-adding an erased key appends it at the end.
+  d.set("y", Arg(9));
+  keys.clear();
+  for (const auto& [k, v] : d) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"x", "z", "y"});
+}
+
+TEST_CASE("ArgDict::find and contains") {
+  ArgDict d{{"dim", Arg(1)}, {"keepdim", Arg(true)}};
+  REQUIRE(d.find("dim") != nullptr);
+  CHECK(*d.find("dim") == Arg(1));
+  CHECK(*d.find("keepdim") == Arg(true));
+  CHECK(d.find("dtype") == nullptr);
+  CHECK(d.find("") == nullptr);
+  CHECK(d.find("di") == nullptr);  // no prefix matching
+  CHECK(d.contains("dim"));
+  CHECK_FALSE(d.contains("Dim"));
+  // The non-const find edits in place.
+  *d.find("dim") = Arg(-1);
+  CHECK(*d.find("dim") == Arg(-1));
+  const ArgDict& cd = d;
+  CHECK(cd.find("keepdim") != nullptr);
+}
+
+TEST_CASE("ArgDict equality compares keys and values") {
+  CHECK(ArgDict{{"a", Arg(1)}} == ArgDict{{"a", Arg(1)}});
+  CHECK(ArgDict{{"a", Arg(1)}} != ArgDict{{"a", Arg(1.0)}});
+  CHECK(ArgDict{{"a", Arg(1)}} != ArgDict{{"a", Arg(1)}, {"b", Arg(2)}});
+  CHECK(ArgDict() == ArgDict());
+}
+
+TEST_CASE("for_each_node visits nested lists, dicts and slices in order with duplicates") {
+  ThreeNodes t;
+  Node *a = t.a, *b = t.b, *c = t.c;
+  Arg nested(ArgList{
+      Arg(b),
+      Arg(ArgList{Arg(a), Arg(1), Arg(ArgList{Arg(c), Arg(a)})}),
+      Arg(ArgDict{{"k1", Arg(c)}, {"k2", Arg(ArgList{Arg(b), Arg("s")})}}),
+      Arg(Slice{{Arg(a), Arg(), Arg(b)}}),
+      Arg(2.0),
+      Arg(b),
+  });
+  CHECK(nodes_in(nested) == std::vector<Node*>{b, a, c, a, c, b, a, b, b});
+}
+
+TEST_CASE("for_each_node on non-node values visits nothing") {
+  CHECK(nodes_in(Arg()).empty());
+  CHECK(nodes_in(Arg(3)).empty());
+  CHECK(nodes_in(Arg("x")).empty());
+  CHECK(nodes_in(Arg(ArgList{Arg(1), Arg(ArgList{})})).empty());
+  CHECK(nodes_in(Arg(DType::int8)).empty());
+  CHECK(nodes_in(Arg(Repr{"%x"})).empty());
+}
+
+TEST_CASE("for_each_node on a single node visits it once") {
+  ThreeNodes t;
+  CHECK(nodes_in(Arg(t.a)) == std::vector<Node*>{t.a});
+}
+
+TEST_CASE("map_nodes replaces every reference and keeps structure and other values") {
+  ThreeNodes t;
+  Node *a = t.a, *b = t.b, *c = t.c;
+  Arg in(ArgList{
+      Arg(a),
+      Arg(ArgDict{{"x", Arg(a)}, {"y", Arg(7)}, {"z", Arg(b)}}),
+      Arg(Slice{{Arg(a), Arg(1), Arg()}}),
+      Arg("a"),
+      Arg(ArgList{Arg(b), Arg(a)}),
+  });
+  int calls = 0;
+  Arg out = map_nodes(in, [&](Node* n) {
+    ++calls;
+    return n == a ? c : n;
+  });
+  CHECK(calls == 6);
+  Arg expected(ArgList{
+      Arg(c),
+      Arg(ArgDict{{"x", Arg(c)}, {"y", Arg(7)}, {"z", Arg(b)}}),
+      Arg(Slice{{Arg(c), Arg(1), Arg()}}),
+      Arg("a"),
+      Arg(ArgList{Arg(b), Arg(c)}),
+  });
+  CHECK(out == expected);
+  // Input untouched.
+  CHECK(nodes_in(in) == std::vector<Node*>{a, a, b, a, b, a});
+  // The dict keeps its key order.
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : *out.list()->at(1).get_if<ArgDict>()) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"x", "y", "z"});
+}
+
+TEST_CASE("map_nodes on a value without nodes returns an equal value") {
+  Arg v(ArgList{Arg(1), Arg(DType::float32), Arg(Device{"cpu"}), Arg(SymInt{"s0"})});
+  int calls = 0;
+  Arg out = map_nodes(v, [&](Node* n) {
+    ++calls;
+    return n;
+  });
+  CHECK(calls == 0);
+  CHECK(out == v);
+}
+
+TEST_CASE("map_nodes on a bare node calls fn once") {
+  ThreeNodes t;
+  Arg out = map_nodes(Arg(t.a), [&](Node*) { return t.b; });
+  CHECK(out.node() == t.b);
+}

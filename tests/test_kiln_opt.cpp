@@ -1,0 +1,147 @@
+// kiln-opt driven as a user drives it: a real process, its exit status, its
+// stdout and stderr, and the files it writes.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/core.hpp"
+#include "kiln/io.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+fs::path scratch_dir() {
+  fs::path d = fs::temp_directory_path() / ("kiln_opt_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// Runs kiln-opt with `args` (already shell-quoted where needed).
+Run kiln_opt(const std::string& args) {
+  const fs::path dir = scratch_dir();
+  const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
+  const std::string cmd = std::string("'") + KILN_OPT_EXE + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+}
+
+std::string fixture(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/inductor/" + name; }
+
+// A graph with a dead chain (tanh -> neg) beside the live relu -> sigmoid.
+fs::path write_graph_with_dead_code() {
+  kiln::Graph g("dead_code");
+  auto* x = g.placeholder("x", kiln::TensorMeta{{2, 3}, kiln::DType::float32, std::nullopt});
+  auto* r = g.call_function(kiln::OpRef("aten.relu.default"), {x});
+  auto* s = g.call_function(kiln::OpRef("aten.sigmoid.default"), {r});
+  auto* dead = g.call_function(kiln::OpRef("aten.tanh.default"), {x});
+  g.call_function(kiln::OpRef("aten.neg.default"), {dead});
+  g.output(kiln::ArgList{s});
+  const fs::path p = scratch_dir() / "dead_code.json";
+  std::ofstream(p) << kiln::io::to_fx_json(g);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("kiln-opt runs passes in order and reports counters and timings") {
+  const fs::path in = write_graph_with_dead_code();
+  const fs::path out = scratch_dir() / "clean.json";
+  Run r = kiln_opt("'" + in.string() + "' --passes stable_topological_sort,dce,lint -o '" + out.string() +
+                   "' --counters --timings");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto counters = nlohmann::json::parse(r.out);
+  CHECK(counters["dce_erased_nodes"] == 2);
+  // A file's nodes are already in topological order: the sort moves nothing.
+  CHECK_FALSE(counters.contains("stable_topological_sort_moved_nodes"));
+  for (const char* pass : {"stable_topological_sort", "dce", "lint"}) CHECK(r.err.find(pass) != std::string::npos);
+  CHECK(r.err.find(" ms") != std::string::npos);
+  CHECK(r.err.find("(changed the graph)") != std::string::npos);  // dce's line
+  auto result = kiln::io::read_fx_json(out);
+  CHECK_NOTHROW(kiln::lint(result.graph));
+  CHECK(result.graph.size() == 4);
+  CHECK(result.graph.find_node("tanh") == nullptr);
+  CHECK(result.graph.find_node("neg") == nullptr);
+}
+
+TEST_CASE("kiln-opt keeps weights reachable when it writes to another directory") {
+  const fs::path src = fs::path(KILN_SOURCE_DIR) / "examples/small_cnn/graph.json";
+  const fs::path outdir = scratch_dir() / "moved" / "deeper";
+  fs::create_directories(outdir);
+  Run r = kiln_opt("'" + src.string() + "' --passes dce,dce -o '" + (outdir / "g.json").string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  auto in = kiln::io::read_fx_json(src);
+  auto out = kiln::io::read_fx_json(outdir / "g.json");
+  REQUIRE(out.weights.size() == in.weights.size());
+  REQUIRE(out.weights.size() == 10);
+  for (const auto& [attr, rel] : out.weights) {
+    CAPTURE(attr);
+    CHECK(fs::exists(out.weight_path(attr)));
+    CHECK(kiln::io::load_weight(out, attr) == kiln::io::load_weight(in, attr));
+  }
+}
+
+TEST_CASE("kiln-opt prints the graph in FX style and writes DOT and gzip") {
+  const fs::path dot = scratch_dir() / "g.dot", gz = scratch_dir() / "g.json.gz";
+  Run r = kiln_opt("'" + fixture("towers_n8_pregrad.json.gz") + "' --print --dot '" + dot.string() + "' -o '" +
+                   gz.string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.rfind("graph():\n", 0) == 0);
+  CHECK(r.out.find("call_function[target=torch.nn.functional.linear]") != std::string::npos);
+  const std::string d = slurp(dot);
+  CHECK(d.rfind("digraph", 0) == 0);
+  CHECK(d.find("->") != std::string::npos);
+  const std::string bytes = slurp(gz);
+  REQUIRE(bytes.size() > 2);
+  CHECK(static_cast<unsigned char>(bytes[0]) == 0x1f);
+  CHECK(static_cast<unsigned char>(bytes[1]) == 0x8b);
+  CHECK(kiln::io::read_fx_json(gz).graph.size() == 84);
+}
+
+TEST_CASE("kiln-opt errors are one line with exit status 2") {
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const fs::path bad = scratch_dir() / "bad.json";
+  std::ofstream(bad) << "{\"format\": \"fx-graph-json\", \"version\": 1, \"nodes\": [";
+  const Case cases[] = {
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --passes dce,no_such_pass", "unknown pass 'no_such_pass'"},
+      {"/no/such/file.json", "/no/such/file.json"},
+      {"'" + bad.string() + "'", "bad.json"},
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --pass-options '{not json'", "--pass-options"},
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --pass-options '{\"nope\": {}}'", "unknown pass 'nope'"},
+      {"", "no input graph"},
+      {"--frobnicate x.json", "unknown option --frobnicate"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.args);
+    Run r = kiln_opt(c.args);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+    CHECK(r.err.rfind("kiln-opt: ", 0) == 0);
+    CHECK(r.err.find('\n') == r.err.size() - 1);  // exactly one line
+  }
+}
+
+TEST_CASE("kiln-opt lists its passes") {
+  Run r = kiln_opt("--list-passes");
+  CHECK(r.status == 0);
+  for (const char* name : {"lint", "dce", "stable_topological_sort"}) CHECK(r.out.find(name) != std::string::npos);
+}

@@ -1,0 +1,234 @@
+// Weights: .npy files named by a graph file's weights table.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <xtensor/xarray.hpp>
+#include <xtensor/xnpy.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include "kiln/core.hpp"
+#include "kiln/io.hpp"
+#include "kiln/io/npy_xtensor.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::io::WeightTensor;
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag)
+      : path(fs::temp_directory_path() / ("kiln_test_" + tag + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path / "weights");
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A .npy file written by hand: header dict text, padded as numpy pads it.
+std::string npy_bytes(const std::string& dict, const std::string& data, int major = 1) {
+  std::string header = dict;
+  const std::size_t prefix = major == 1 ? 10 : 12;
+  header.append((64 - (prefix + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string out("\x93NUMPY", 6);
+  out += static_cast<char>(major);
+  out += '\0';
+  const std::size_t n = header.size();
+  out += static_cast<char>(n & 0xff);
+  out += static_cast<char>((n >> 8) & 0xff);
+  if (major != 1) {
+    out += static_cast<char>((n >> 16) & 0xff);
+    out += static_cast<char>((n >> 24) & 0xff);
+  }
+  return out + header + data;
+}
+
+template <class T>
+std::string raw(const std::vector<T>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+// A graph with one get_attr per weight name, written with its weights table.
+void write_graph_with_weights(const fs::path& file, const kiln::io::WeightsTable& weights) {
+  kiln::Graph g("weighted");
+  kiln::Node* x = g.placeholder("x");
+  kiln::ArgList outs{x};
+  for (const auto& [attr, rel] : weights) outs.push_back(g.get_attr(attr));
+  g.output(outs);
+  kiln::io::write_fx_json(g, file, weights);
+}
+
+}  // namespace
+
+TEST_CASE("float32, int8 and int64 weights written by xtensor load through the weights table") {
+  TempDir dir("weights");
+  xt::xtensor<float, 2> wf = {{1.5f, -2.f, 3.f}, {4.f, 5.25f, -6.f}};
+  xt::xtensor<std::int8_t, 1> wq = {-128, 0, 7, 127};
+  xt::xtensor<std::int64_t, 2> wz = {{1, -2}, {3, 4000000000000LL}, {5, 6}};
+  xt::dump_npy((dir.path / "weights/wf.npy").string(), wf);
+  xt::dump_npy((dir.path / "weights/wq.npy").string(), wq);
+  xt::dump_npy((dir.path / "weights/wz.npy").string(), wz);
+  const kiln::io::WeightsTable table{{"wf", "weights/wf.npy"}, {"wq", "weights/wq.npy"}, {"layer.wz", "weights/wz.npy"}};
+  write_graph_with_weights(dir.path / "graph.json.gz", table);
+
+  kiln::io::GraphFile f = kiln::io::read_fx_json(dir.path / "graph.json.gz");
+  CHECK(f.weights == table);  // file order kept
+  auto w = kiln::io::load_weights(f);
+  REQUIRE(w.size() == 3);
+
+  const WeightTensor& a = w.at("wf");
+  CHECK(a.dtype == kiln::DType::float32);
+  CHECK(a.shape == std::vector<std::int64_t>{2, 3});
+  CHECK(a.values<float>() == std::vector<float>{1.5f, -2.f, 3.f, 4.f, 5.25f, -6.f});
+
+  const WeightTensor& q = w.at("wq");
+  CHECK(q.dtype == kiln::DType::int8);
+  CHECK(q.shape == std::vector<std::int64_t>{4});
+  CHECK(q.values<std::int8_t>() == std::vector<std::int8_t>{-128, 0, 7, 127});
+
+  const WeightTensor& z = w.at("layer.wz");
+  CHECK(z.dtype == kiln::DType::int64);
+  CHECK(z.shape == std::vector<std::int64_t>{3, 2});
+  CHECK(z.values<std::int64_t>() == std::vector<std::int64_t>{1, -2, 3, 4000000000000LL, 5, 6});
+
+  // One weight on its own, and as an xarray.
+  CHECK(kiln::io::load_weight(f, "wq") == q);
+  xt::xarray<float> xa = kiln::io::to_xarray<float>(a);
+  CHECK(xa.shape() == std::vector<std::size_t>{2, 3});
+  CHECK(xa(1, 1) == 5.25f);
+  CHECK(kiln::io::from_xarray<float>(xa) == a);
+}
+
+TEST_CASE("typed access checks the dtype") {
+  WeightTensor t = kiln::io::make_weight<float>({2}, {1.f, 2.f});
+  CHECK_THROWS_WITH_AS(t.values<double>(), doctest::Contains("the tensor holds float32"), kiln::Error);
+  CHECK_THROWS_AS(kiln::io::to_xarray<std::int8_t>(t), kiln::Error);
+  CHECK_THROWS_AS(kiln::io::make_weight<float>({3}, {1.f, 2.f}), kiln::Error);
+}
+
+TEST_CASE("npy headers: versions, byte orders, Fortran order, bool, float16 and 0-d arrays") {
+  SUBCASE("version 2.0 header") {
+    auto t = kiln::io::parse_npy(
+        npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", raw(std::vector<std::int32_t>{7, -8, 9}), 2));
+    CHECK(t.values<std::int32_t>() == std::vector<std::int32_t>{7, -8, 9});
+  }
+  SUBCASE("Fortran order is reordered to C order") {
+    // [[1, 2, 3], [4, 5, 6]] stored column by column.
+    auto t = kiln::io::parse_npy(npy_bytes("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3), }",
+                                           raw(std::vector<std::int32_t>{1, 4, 2, 5, 3, 6})));
+    CHECK(t.shape == std::vector<std::int64_t>{2, 3});
+    CHECK(t.values<std::int32_t>() == std::vector<std::int32_t>{1, 2, 3, 4, 5, 6});
+  }
+  SUBCASE("Fortran order in three dimensions") {
+    // a[i][j][k] = 100 i + 10 j + k, shape (2, 3, 2); Fortran order: i fastest.
+    std::vector<std::int32_t> f, c;
+    for (int k = 0; k < 2; ++k)
+      for (int j = 0; j < 3; ++j)
+        for (int i = 0; i < 2; ++i) f.push_back(100 * i + 10 * j + k);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 2; ++k) c.push_back(100 * i + 10 * j + k);
+    auto t = kiln::io::parse_npy(npy_bytes("{'descr': '<i4', 'fortran_order': True, 'shape': (2, 3, 2), }", raw(f)));
+    CHECK(t.values<std::int32_t>() == c);
+  }
+  SUBCASE("big-endian float64") {
+    std::string be;
+    for (double d : {1.0, -0.5}) {
+      std::string b(reinterpret_cast<const char*>(&d), 8);
+      be.append(b.rbegin(), b.rend());
+    }
+    auto t = kiln::io::parse_npy(npy_bytes("{'descr': '>f8', 'fortran_order': False, 'shape': (2,), }", be));
+    CHECK(t.dtype == kiln::DType::float64);
+    CHECK(t.values<double>() == std::vector<double>{1.0, -0.5});
+  }
+  SUBCASE("bool and uint8") {
+    auto b = kiln::io::parse_npy(npy_bytes("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\1\0\1", 3)));
+    CHECK(b.values<bool>() == std::vector<bool>{true, false, true});
+    auto u = kiln::io::parse_npy(npy_bytes("{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", "\xff\x01"));
+    CHECK(u.values<std::uint8_t>() == std::vector<std::uint8_t>{255, 1});
+  }
+  SUBCASE("float16 keeps its bytes") {
+    auto t = kiln::io::parse_npy(npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (2,), }", std::string("\x00\x3c\x00\xc0", 4)));
+    CHECK(t.dtype == kiln::DType::float16);
+    REQUIRE(t.bytes.size() == 4);
+    CHECK(t.bytes[1] == std::byte{0x3c});  // 1.0 in half precision
+  }
+  SUBCASE("a 0-d array") {
+    auto t = kiln::io::parse_npy(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (), }", raw(std::vector<float>{2.5f})));
+    CHECK(t.shape.empty());
+    CHECK(t.numel() == 1);
+    CHECK(t.values<float>() == std::vector<float>{2.5f});
+  }
+}
+
+TEST_CASE("write_npy writes files that xtensor (numpy's format) reads back") {
+  TempDir dir("npy_write");
+  WeightTensor t = kiln::io::make_weight<std::int64_t>({2, 2}, {1, 2, 3, -4});
+  kiln::io::write_npy(dir.path / "t.npy", t);
+  auto back = xt::load_npy<std::int64_t>((dir.path / "t.npy").string());
+  CHECK(back.shape() == std::vector<std::size_t>{2, 2});
+  CHECK(back(1, 1) == -4);
+  CHECK(kiln::io::read_npy(dir.path / "t.npy") == t);
+  // numpy pads the header so that the data starts at a multiple of 64 bytes.
+  const std::string bytes = kiln::io::to_npy(t);
+  CHECK((bytes.size() - 4 * 8) % 64 == 0);
+  CHECK(bytes[bytes.size() - 4 * 8 - 1] == '\n');
+}
+
+TEST_CASE("a missing weight file is an error naming the attribute and the file") {
+  TempDir dir("weights_missing");
+  write_graph_with_weights(dir.path / "graph.json", {{"w", "weights/absent.npy"}});
+  auto f = kiln::io::read_fx_json(dir.path / "graph.json");
+  const std::string path = (fs::absolute(dir.path) / "weights/absent.npy").string();
+  CHECK_THROWS_WITH_AS(kiln::io::load_weights(f), doctest::Contains(("weights['w']: " + path + ": cannot open for reading").c_str()),
+                       kiln::io::IoError);
+  CHECK_THROWS_WITH_AS(kiln::io::load_weight(f, "other"), doctest::Contains("weights['other']: the graph file has no weights entry"),
+                       kiln::Error);
+}
+
+TEST_CASE("a bad npy file is an error naming the attribute and the file") {
+  TempDir dir("weights_bad");
+  struct Row {
+    const char* what;
+    std::string bytes;
+    std::string message;
+  };
+  const std::vector<Row> rows{
+      {"not npy", "PK\x03\x04 zip file", "not a .npy file"},
+      {"unsupported dtype", npy_bytes("{'descr': '<U4', 'fortran_order': False, 'shape': (1,), }", std::string(16, 'a')),
+       "unsupported dtype '<U4'"},
+      {"structured dtype", npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "abcd"),
+       "structured dtypes are not supported"},
+      {"missing shape", npy_bytes("{'descr': '<f4', 'fortran_order': False, }", "abcd"),
+       "it needs 'descr', 'fortran_order' and 'shape'"},
+      {"truncated data", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "abcd"),
+       "data size mismatch: shape and dtype '<f4' need 16 bytes, the file holds 4 (truncated?)"},
+      {"truncated header", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "").substr(0, 30),
+       "truncated .npy header"},
+      {"bad version", std::string("\x93NUMPY\x09\x00\x10\x00", 10) + std::string(16, ' '), "unsupported .npy format version 9"},
+  };
+  kiln::io::WeightsTable table;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string rel = "weights/bad" + std::to_string(i) + ".npy";
+    kiln::io::write_file(dir.path / rel, rows[i].bytes);
+    table.emplace_back("attr" + std::to_string(i), rel);
+  }
+  write_graph_with_weights(dir.path / "graph.json", table);
+  auto f = kiln::io::read_fx_json(dir.path / "graph.json");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    CAPTURE(rows[i].what);
+    const std::string attr = "attr" + std::to_string(i);
+    const std::string path = (fs::absolute(dir.path) / table[i].second).string();
+    CHECK_THROWS_WITH_AS(kiln::io::load_weight(f, attr), doctest::Contains(("weights['" + attr + "']: " + path + ": ").c_str()),
+                         kiln::io::FormatError);
+    CHECK_THROWS_WITH_AS(kiln::io::load_weight(f, attr), doctest::Contains(rows[i].message.c_str()), kiln::io::FormatError);
+  }
+}
