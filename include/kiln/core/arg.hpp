@@ -3,6 +3,7 @@
 // (None, bool, int, float, str, list/tuple, node reference, dtype, device, named
 // constant, slice, symbolic int, dict, and opaque repr text).
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,13 +38,57 @@ struct Repr {
 
 using ArgList = std::vector<Arg>;
 
+// One entry of an ArgDict seen through its iterator, read like std::pair:
+// `for (const auto& [key, value] : kwargs)`.
+template <class A>
+struct ArgDictEntry {
+  const std::string& first;
+  A& second;
+};
+
 // An ordered string-keyed map of Args: a node's kwargs and the `{"dict": ...}` form.
 // Small and ordered like a Python dict; lookups are linear because kwargs are few.
+// Keys and values sit in two vectors because an Arg (which may hold an ArgDict)
+// is incomplete here, and vector<Arg> is the one container that allows that.
 class ArgDict {
  public:
-  using Item = std::pair<std::string, Arg>;
+  template <class A>
+  class Iter {
+   public:
+    using value_type = ArgDictEntry<A>;
+    using reference = ArgDictEntry<A>;
+    using difference_type = std::ptrdiff_t;
+    using iterator_category = std::input_iterator_tag;
+    Iter() = default;
+    Iter(const std::string* k, A* v) : k_(k), v_(v) {}
+    ArgDictEntry<A> operator*() const { return {*k_, *v_}; }
+    struct Arrow {
+      ArgDictEntry<A> entry;
+      const ArgDictEntry<A>* operator->() const { return &entry; }
+    };
+    Arrow operator->() const { return Arrow{**this}; }
+    Iter& operator++() {
+      ++k_;
+      ++v_;
+      return *this;
+    }
+    Iter operator++(int) {
+      Iter t = *this;
+      ++*this;
+      return t;
+    }
+    bool operator==(const Iter& o) const { return k_ == o.k_; }
+
+   private:
+    const std::string* k_ = nullptr;
+    A* v_ = nullptr;
+  };
+  using Item = ArgDictEntry<const Arg>;
+  using const_iterator = Iter<const Arg>;
+  using iterator = Iter<Arg>;
+
   ArgDict() = default;
-  ArgDict(std::initializer_list<Item> items);
+  ArgDict(std::initializer_list<std::pair<std::string, Arg>> items);
 
   const Arg* find(std::string_view key) const;
   Arg* find(std::string_view key);
@@ -52,17 +97,18 @@ class ArgDict {
   void set(std::string key, Arg value);
   bool erase(std::string_view key);
 
-  std::size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
-  auto begin() const { return items_.begin(); }
-  auto end() const { return items_.end(); }
-  auto begin() { return items_.begin(); }
-  auto end() { return items_.end(); }
+  std::size_t size() const { return keys_.size(); }
+  bool empty() const { return keys_.empty(); }
+  const_iterator begin() const;
+  const_iterator end() const;
+  iterator begin();
+  iterator end();
 
   friend bool operator==(const ArgDict& a, const ArgDict& b);
 
  private:
-  std::vector<Item> items_;
+  std::vector<std::string> keys_;
+  std::vector<Arg> values_;
 };
 
 // A Python slice; each part is an Arg (None, int, sym or node).
@@ -123,16 +169,24 @@ class Arg {
   Value v_;
 };
 
-inline ArgDict::ArgDict(std::initializer_list<Item> items) : items_(items) {}
+inline ArgDict::ArgDict(std::initializer_list<std::pair<std::string, Arg>> items) {
+  for (const auto& [k, v] : items) set(k, v);
+}
+inline ArgDict::const_iterator ArgDict::begin() const { return {keys_.data(), values_.data()}; }
+inline ArgDict::const_iterator ArgDict::end() const {
+  return {keys_.data() + keys_.size(), values_.data() + values_.size()};
+}
+inline ArgDict::iterator ArgDict::begin() { return {keys_.data(), values_.data()}; }
+inline ArgDict::iterator ArgDict::end() { return {keys_.data() + keys_.size(), values_.data() + values_.size()}; }
 
 inline const Arg* ArgDict::find(std::string_view key) const {
-  for (const auto& [k, v] : items_)
-    if (k == key) return &v;
+  for (std::size_t i = 0; i < keys_.size(); ++i)
+    if (keys_[i] == key) return &values_[i];
   return nullptr;
 }
 inline Arg* ArgDict::find(std::string_view key) {
-  for (auto& [k, v] : items_)
-    if (k == key) return &v;
+  for (std::size_t i = 0; i < keys_.size(); ++i)
+    if (keys_[i] == key) return &values_[i];
   return nullptr;
 }
 inline void ArgDict::set(std::string key, Arg value) {
@@ -140,17 +194,19 @@ inline void ArgDict::set(std::string key, Arg value) {
     *existing = std::move(value);
     return;
   }
-  items_.emplace_back(std::move(key), std::move(value));
+  keys_.push_back(std::move(key));
+  values_.push_back(std::move(value));
 }
 inline bool ArgDict::erase(std::string_view key) {
-  for (auto it = items_.begin(); it != items_.end(); ++it)
-    if (it->first == key) {
-      items_.erase(it);
+  for (std::size_t i = 0; i < keys_.size(); ++i)
+    if (keys_[i] == key) {
+      keys_.erase(keys_.begin() + static_cast<std::ptrdiff_t>(i));
+      values_.erase(values_.begin() + static_cast<std::ptrdiff_t>(i));
       return true;
     }
   return false;
 }
-inline bool operator==(const ArgDict& a, const ArgDict& b) { return a.items_ == b.items_; }
+inline bool operator==(const ArgDict& a, const ArgDict& b) { return a.keys_ == b.keys_ && a.values_ == b.values_; }
 
 // Calls fn(Node*) for every node reference inside `arg`, depth first, in order,
 // duplicates included (the counterpart of torch.fx's map_arg traversal).

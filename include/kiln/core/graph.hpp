@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,11 +72,11 @@ class Graph {
   // derived name never shadows a Python builtin or keyword); a taken name gets a suffix.
   Node* create_node(OpKind op, OpRef target, ArgList args, ArgDict kwargs, std::string_view name = {}) {
     std::string unique = name.empty() ? make_unique_name(default_name(op, target), true) : make_unique_name(name, false);
-    auto* n = new Node(this, op, target, std::move(unique));
+    Node* n = allocate_node(op, target, std::move(unique));
     try {
       n->set_args_and_kwargs(std::move(args), std::move(kwargs));
     } catch (...) {
-      delete n;
+      free_node(n);
       throw;
     }
     names_[n->name_] = n;
@@ -154,7 +155,7 @@ class Graph {
   // Frees erased nodes. Pointers to them become dangling: call only when no
   // snapshot of nodes is held (PassManager does it between passes).
   void purge_erased() {
-    for (Node* n : erased_) delete n;
+    for (Node* n : erased_) free_node(n);
     erased_.clear();
   }
 
@@ -439,13 +440,40 @@ class Graph {
     if (n->erased_) throw GraphError(std::string(what) + ": node " + n->name_ + " was erased");
   }
 
+  // Nodes are carved from chunks in creation order, so walking a graph that was
+  // built or read in order touches memory sequentially, and creating a node
+  // costs no allocation of its own. Freed slots are reused by later nodes.
+  static constexpr std::size_t kNodesPerChunk = 256;
+  Node* allocate_node(OpKind op, OpRef target, std::string name) {
+    void* slot;
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      if (chunks_.empty() || chunk_used_ == kNodesPerChunk) {
+        chunks_.push_back(std::make_unique_for_overwrite<NodeSlot[]>(kNodesPerChunk));
+        chunk_used_ = 0;
+      }
+      slot = &chunks_.back()[chunk_used_++];
+    }
+    return ::new (slot) Node(this, op, target, std::move(name));
+  }
+  void free_node(Node* n) {
+    n->~Node();
+    free_slots_.push_back(n);
+  }
+
   void destroy() {
     for (Node* n = head_; n;) {
       Node* next = n->next_;
-      delete n;
+      n->~Node();
       n = next;
     }
-    purge_erased();
+    for (Node* n : erased_) n->~Node();
+    erased_.clear();
+    free_slots_.clear();
+    chunks_.clear();
+    chunk_used_ = 0;
     head_ = tail_ = nullptr;
   }
   void steal(Graph& o) {
@@ -461,6 +489,11 @@ class Graph {
     for (auto& v : buckets_by_op_) v.clear();
     for (auto& [key, b] : index_) buckets_by_op_[key == 0 ? 0 : (key - 1) % 8].push_back(&b);
     erased_ = std::move(o.erased_);
+    chunks_ = std::move(o.chunks_);
+    chunk_used_ = std::exchange(o.chunk_used_, 0);
+    free_slots_ = std::move(o.free_slots_);
+    o.chunks_.clear();
+    o.free_slots_.clear();
     // Leave `o` an empty graph that can be used again (its bucket list pointed
     // into the index this graph now owns).
     for (auto& v : o.buckets_by_op_) v.clear();
@@ -483,6 +516,12 @@ class Graph {
   std::unordered_map<std::uint64_t, Bucket> index_;
   std::array<std::vector<Bucket*>, 6> buckets_by_op_;
   std::vector<Node*> erased_;
+  struct alignas(Node) NodeSlot {
+    std::byte bytes[sizeof(Node)];
+  };
+  std::vector<std::unique_ptr<NodeSlot[]>> chunks_;
+  std::size_t chunk_used_ = 0;
+  std::vector<void*> free_slots_;
 };
 
 // ---- Node operations that need the Graph ----

@@ -40,7 +40,10 @@ inline void lint(const Graph& g) {
     };
     for (std::size_t i = 0; i < n->args().size(); ++i)
       for_each_node(n->args()[i], check_ref([i] { return "args[" + std::to_string(i) + "]"; }));
-    for (const auto& [k, a] : n->kwargs()) for_each_node(a, check_ref([&k] { return "kwargs[" + k + "]"; }));
+    for (const auto& kv : n->kwargs()) {
+      const std::string& key = kv.first;  // named: clang 14 cannot capture a structured binding
+      for_each_node(kv.second, check_ref([&key] { return "kwargs[" + key + "]"; }));
+    }
     input_entries += n->all_input_nodes().size();
     std::size_t live = 0;
     for (const Node* u : n->users()) {

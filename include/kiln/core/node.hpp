@@ -21,6 +21,17 @@ namespace kiln {
 class Graph;
 
 class Node {
+  // The fields every graph walk touches, first, so they share a cache line.
+  Node* prev_ = nullptr;
+  Node* next_ = nullptr;
+  std::uint64_t order_ = 0;
+  OpRef target_;
+  Graph* graph_;
+  std::uint32_t live_users_ = 0;
+  mutable std::uint32_t scratch_ = 0;
+  OpKind op_;
+  bool erased_ = false;
+
  public:
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -142,7 +153,7 @@ class Node {
  private:
   friend class Graph;
   Node(Graph* g, OpKind op, OpRef target, std::string name)
-      : name_(std::move(name)), op_(op), target_(target), graph_(g) {}
+      : target_(target), graph_(g), op_(op), name_(std::move(name)) {}
 
   static void collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out);
   void add_user_to(Node* input);
@@ -150,8 +161,6 @@ class Node {
   void compact_users();
 
   std::string name_;
-  OpKind op_;
-  OpRef target_;
   ArgList args_;
   ArgDict kwargs_;
 
@@ -159,19 +168,12 @@ class Node {
   // iterating and squeezed out once they outnumber live users. This keeps
   // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
   std::vector<Node*> users_;
-  std::uint32_t live_users_ = 0;
   std::vector<Node*> inputs_;
   std::vector<std::uint32_t> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
 
-  Graph* graph_;
-  Node* prev_ = nullptr;
-  Node* next_ = nullptr;
-  std::uint64_t order_ = 0;
   // Links in the graph's (op, target) index, for find_nodes without a scan.
   Node* index_prev_ = nullptr;
   Node* index_next_ = nullptr;
-  bool erased_ = false;
-  mutable std::uint32_t scratch_ = 0;
 };
 
 // args[index] if the node has that many positional arguments, else kwargs[name],
@@ -190,7 +192,7 @@ inline bool has_null_node(const Arg& a) {
   if (a.is_node()) return a.node() == nullptr;
   if (const auto* l = a.get_if<ArgList>()) return std::any_of(l->begin(), l->end(), has_null_node);
   if (const auto* d = a.get_if<ArgDict>())
-    return std::any_of(d->begin(), d->end(), [](const ArgDict::Item& kv) { return has_null_node(kv.second); });
+    return std::any_of(d->begin(), d->end(), [](const auto& kv) { return has_null_node(kv.second); });
   if (const auto* s = a.get_if<Slice>()) return std::any_of(s->parts.begin(), s->parts.end(), has_null_node);
   return false;
 }
@@ -242,7 +244,7 @@ inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
   std::vector<Node*> new_inputs;
   collect_inputs(args, kwargs, new_inputs);
   if (std::any_of(args.begin(), args.end(), detail::has_null_node) ||
-      std::any_of(kwargs.begin(), kwargs.end(), [](const ArgDict::Item& kv) { return detail::has_null_node(kv.second); }))
+      std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return detail::has_null_node(kv.second); }))
     throw GraphError("node " + name_ + ": argument refers to a null node");
   for (Node* n : new_inputs) {
     if (n->graph_ != graph_)

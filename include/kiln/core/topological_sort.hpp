@@ -11,6 +11,19 @@ namespace kiln {
 
 // Returns the number of nodes moved. Throws GraphError on a dependency cycle.
 inline std::size_t stable_topological_sort(Graph& g) {
+  // Fast path: when every input already comes before its user, Inductor's
+  // algorithm would move nothing; order keys answer that in one walk.
+  bool sorted = true;
+  for (const Node* n : g.nodes()) {
+    for (const Node* in : n->all_input_nodes())
+      if (!in->is_before(*n)) {
+        sorted = false;
+        break;
+      }
+    if (!sorted) break;
+  }
+  if (sorted) return 0;
+
   // Per-node state lives in flat tables indexed by each node's position.
   std::vector<Node*> order = g.node_list();
   for (std::uint32_t i = 0; i < order.size(); ++i) order[i]->scratch() = i;
