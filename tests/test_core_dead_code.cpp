@@ -6,19 +6,14 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "test_support.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/c10d_functional.hpp"
 #include "kiln/ops/operator.hpp"
 
 using namespace kiln;
+using namespace kiln::testing;
 
-namespace {
-std::vector<std::string> names(const Graph& g) {
-  std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.push_back(n->name());
-  return out;
-}
-}  // namespace
 
 TEST_CASE("a chain of unused pure nodes goes in one call") {
   Graph g;

@@ -11,31 +11,17 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "test_support.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/c10d_functional.hpp"
 #include "kiln/ops/functional.hpp"
 #include "kiln/ops/operator.hpp"
 
 using namespace kiln;
+using namespace kiln::testing;
 
 namespace {
 
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
-
-std::vector<std::string> names(const std::vector<Node*>& v) {
-  std::vector<std::string> out;
-  for (Node* n : v) out.push_back(n->name());
-  return out;
-}
-std::vector<std::string> names(const Graph& g) { return names(g.node_list()); }
 std::vector<Node*> users_of(const Node* n) { return n->user_list(); }
 
 // is_before agrees with list order for every pair (quadratic: small graphs only),

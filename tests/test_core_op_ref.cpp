@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "test_support.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/c10d_functional.hpp"
 #include "kiln/ops/functional.hpp"
@@ -13,6 +14,7 @@
 #include "kiln/ops/torch.hpp"
 
 using namespace kiln;
+using namespace kiln::testing;
 
 // Ops declared by this test file, as a user of the library would declare them.
 namespace test_ops {
@@ -24,17 +26,6 @@ KILN_DECLARE_OP_WITH(announce, "kiln_test.announce.default", (::kiln::OpTraits{.
 KILN_DECLARE_OP(mm_again, "aten.mm.default");
 }  // namespace test_ops
 
-namespace {
-template <class E, class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "<no exception>";
-}
-}  // namespace
 
 TEST_CASE("OpRef hashes and compares at compile time") {
   static_assert(OpRef("aten.mm.default") == aten::mm);

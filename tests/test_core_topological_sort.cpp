@@ -11,29 +11,12 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "test_support.hpp"
 #include "kiln/ops/aten.hpp"
 
 using namespace kiln;
+using namespace kiln::testing;
 
-namespace {
-
-std::vector<std::string> names(const Graph& g) {
-  std::vector<std::string> out;
-  for (Node* n : g.nodes()) out.push_back(n->name());
-  return out;
-}
-
-void check_links(const Graph& g) {
-  Node* prev = nullptr;
-  for (Node* n : g.nodes()) {
-    REQUIRE(n->prev() == prev);
-    if (prev) REQUIRE(prev->is_before(*n));
-    prev = n;
-  }
-  REQUIRE(g.back() == prev);
-}
-
-}  // namespace
 
 TEST_CASE("an already sorted graph is left exactly as it is") {
   Graph g;
