@@ -39,3 +39,23 @@ if(KILN_HAVE_TORCH)
 else()
   message(STATUS "kiln: PyTorch not importable; the export tests are not registered (scripts/install-deps.sh --with-torch)")
 endif()
+
+# Compile-fail tests of the pattern DSL: asking a Match for a capture its
+# pattern does not bind must not compile (Match::get's static_assert). Each
+# target is left out of `all` and built by its test through the build tree;
+# the positive twin proves the harness builds what it should.
+foreach(_cf unbound_capture bound_capture_ok)
+  add_executable(compile_fail_${_cf} EXCLUDE_FROM_ALL compile_fail/${_cf}.cpp)
+  target_link_libraries(compile_fail_${_cf} PRIVATE kiln::kiln)
+endforeach()
+add_test(NAME pattern_unbound_capture_does_not_compile
+  COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_unbound_capture
+          -DEXPECT=fail "-DEXPECT_TEXT=binds no KeywordArg"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/expect_build.cmake)
+add_test(NAME pattern_bound_capture_compiles
+  COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_bound_capture_ok
+          -DEXPECT=success
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/expect_build.cmake)
+# Both drive the same build tree: never at the same time.
+set_tests_properties(pattern_unbound_capture_does_not_compile pattern_bound_capture_compiles PROPERTIES
+  RESOURCE_LOCK kiln_build_tree LABELS compile_fail TIMEOUT 300)

@@ -240,6 +240,11 @@ class Graph {
     if (sorted) std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
     return out;
   }
+  // How many live nodes find_nodes(op, target) would return, in O(1).
+  std::size_t count_nodes(OpKind op, OpRef target) const {
+    auto it = index_.find(bucket_key(op, target.hash));
+    return it == index_.end() ? 0 : it->second.count;
+  }
   std::vector<Node*> placeholders() const { return find_nodes(OpKind::placeholder); }
   // The output node, or nullptr while the graph has none.
   Node* output_node() const {
@@ -280,6 +285,7 @@ class Graph {
   struct Bucket {
     Node* head = nullptr;
     Node* tail = nullptr;
+    std::size_t count = 0;
   };
   static constexpr std::uint64_t kKeySpacing = std::uint64_t(1) << 32;
 
@@ -390,12 +396,14 @@ class Graph {
     n->index_next_ = nullptr;
     (b.tail ? b.tail->index_next_ : b.head) = n;
     b.tail = n;
+    ++b.count;
   }
   void index_remove(Node* n) {
     Bucket& b = index_.at(bucket_key(n->op_, n->target_.hash));
     (n->index_prev_ ? n->index_prev_->index_next_ : b.head) = n->index_next_;
     (n->index_next_ ? n->index_next_->index_prev_ : b.tail) = n->index_prev_;
     n->index_prev_ = n->index_next_ = nullptr;
+    --b.count;
   }
 
   void link_before(Node* anchor, Node* n) {

@@ -25,12 +25,4 @@ inline void register_builtin_passes(PassRegistry& registry) {
                 }});
 }
 
-// A registry holding every pass kiln ships. Later pass families add their
-// register_*_passes call here.
-inline PassRegistry default_pass_registry() {
-  PassRegistry r;
-  register_builtin_passes(r);
-  return r;
-}
-
 }  // namespace kiln

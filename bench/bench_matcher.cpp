@@ -1,0 +1,132 @@
+// kiln-bench-matcher GRAPH.json[.gz] [--reps N]
+//
+// Applies the five patterns of the matcher benchmark in one PatternMatcherPass
+// and prints one JSON object:
+//   {"nodes":..., "hits":{"P1":...,...}, "apply_ns_per_node":..., "second_apply_ns_per_node":...}
+//   P1 add.Tensor(mm(a, b), c)        -> addmm(c, a, b)
+//   P2 sigmoid(mul.Tensor(x, x))      -> sigmoid(pow.Tensor_Scalar(x, 2))
+//   P3 relu(convolution(9 args))      (never present in the chain graph)
+//   P4 add.Tensor(sigmoid(_), tanh(_)) (fails at tanh)
+//   P5 mul.Tensor(relu(x), y)         (fails the users rule: relu has 2 users)
+// The first apply runs on the graph as read (matching and rewriting); the second
+// on the rewritten graph, where nothing matches any more (matching only). Times
+// are per node of the graph being matched; best and median of --reps fresh reads.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/core.hpp"
+#include "kiln/io.hpp"
+#include "kiln/ops/aten.hpp"
+#include "kiln/passes/pattern_matcher_pass.hpp"
+
+using namespace kiln;
+using namespace kiln::pattern;
+
+namespace {
+
+struct Hits {
+  std::int64_t p[5] = {0, 0, 0, 0, 0};
+};
+
+PatternMatcherPass build_pass(Hits& hits) {
+  PatternMatcherPass pass("matcher_bench");
+  pass.register_pattern(CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">),
+                        [&hits](auto& m, Graph& g, Node* root) {
+                          ++hits.p[0];
+                          Node* fused = g.call_function(aten::addmm, {get<"c">(m), get<"a">(m), get<"b">(m)});
+                          fused->meta = root->meta;
+                          root->replace_all_uses_with(fused);
+                          m.erase_nodes();
+                        });
+  pass.register_pattern(CallFunction(aten::sigmoid, CallFunction(aten::mul_Tensor, kw<"x">, kw<"x">)),
+                        [&hits](auto& m, Graph& g, Node* root) {
+                          ++hits.p[1];
+                          Node* sq = g.call_function(aten::pow_Tensor_Scalar, {get<"x">(m), 2});
+                          Node* s = g.call_function(aten::sigmoid, {sq});
+                          s->meta = root->meta;
+                          root->replace_all_uses_with(s);
+                          m.erase_nodes();
+                        });
+  pass.register_pattern(CallFunction(aten::relu, CallFunction(aten::convolution, pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(),
+                                                              pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg())),
+                        [&hits](auto&) { ++hits.p[2]; });
+  pass.register_pattern(CallFunction(aten::add_Tensor, CallFunction(aten::sigmoid, Ignored()),
+                                     CallFunction(aten::tanh, Ignored())),
+                        [&hits](auto&) { ++hits.p[3]; });
+  pass.register_pattern(CallFunction(aten::mul_Tensor, CallFunction(aten::relu, kw<"x">), kw<"y">),
+                        [&hits](auto&) { ++hits.p[4]; });
+  return pass;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: kiln-bench-matcher GRAPH.json[.gz] [--reps N]\n";
+    return 2;
+  }
+  int reps = 3;
+  int repeat_second = 1;  // > 1: rerun the matching-only apply, for profilers
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--repeat-second") repeat_second = std::max(1, std::atoi(argv[i + 1]));
+  }
+  try {
+    std::vector<double> first_ns, second_ns;
+    Hits hits;
+    std::size_t nodes = 0, nodes_after = 0;
+    Counters counters;
+    for (int r = 0; r < reps; ++r) {
+      auto file = io::read_fx_json(argv[1]);
+      Graph& g = file.graph;
+      nodes = g.size();
+      Hits h;
+      Counters c;
+      PatternMatcherPass pass = build_pass(h);
+      auto t0 = std::chrono::steady_clock::now();
+      pass.apply(g, &c);
+      first_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes));
+      g.purge_erased();
+      nodes_after = g.size();
+      Hits h2;
+      PatternMatcherPass again = build_pass(h2);
+      t0 = std::chrono::steady_clock::now();
+      std::size_t second_hits = 0;
+      for (int k = 0; k < repeat_second; ++k) second_hits += again.apply(g);
+      second_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes_after) / repeat_second);
+      if (second_hits != 0) std::cerr << "warning: the second apply matched " << second_hits << " times\n";
+      lint(g);
+      hits = h;
+      counters = c;
+    }
+    nlohmann::json out;
+    out["nodes"] = nodes;
+    out["nodes_after_rewrite"] = nodes_after;
+    out["hits"] = {{"P1", hits.p[0]}, {"P2", hits.p[1]}, {"P3", hits.p[2]}, {"P4", hits.p[3]}, {"P5", hits.p[4]}};
+    out["apply_ns_per_node"] = *std::min_element(first_ns.begin(), first_ns.end());
+    out["apply_ns_per_node_median"] = median(first_ns);
+    out["second_apply_ns_per_node"] = *std::min_element(second_ns.begin(), second_ns.end());
+    out["second_apply_ns_per_node_median"] = median(second_ns);
+    out["counters"] = counters.to_json();
+    std::cout << out.dump() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "kiln-bench-matcher: error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

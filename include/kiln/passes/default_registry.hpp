@@ -1,0 +1,17 @@
+#pragma once
+// default_pass_registry(): every pass kiln ships, by name (what kiln-opt offers).
+// Each pass family adds its register_* call here.
+#include "kiln/passes/builtin_passes.hpp"
+#include "kiln/passes/fuse_addmm.hpp"
+#include "kiln/passes/pass_registry.hpp"
+
+namespace kiln {
+
+inline PassRegistry default_pass_registry() {
+  PassRegistry r;
+  register_builtin_passes(r);
+  register_fuse_addmm_pass(r);
+  return r;
+}
+
+}  // namespace kiln

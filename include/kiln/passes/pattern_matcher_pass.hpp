@@ -1,0 +1,310 @@
+#pragma once
+// PatternMatcherPass: Inductor's driver for compile-time patterns.
+//
+//   kiln::PatternMatcherPass pass("my_fusions");
+//   pass.register_pattern(
+//       CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">),
+//       [](auto& m, kiln::Graph& g, kiln::Node* root) {      // inserting before root
+//         auto* fused = g.call_function(aten::addmm, {m.get<"c">(), m.get<"a">(), m.get<"b">()});
+//         root->replace_all_uses_with(fused);
+//         m.erase_nodes();
+//       });
+//   std::size_t n = pass.apply(graph, &counters);
+//
+// Patterns are indexed by their root's (op kind, target) in a table built at
+// registration. apply() takes a snapshot of the candidate nodes in reverse
+// topological order (nodes a handler creates are not visited), skips nodes
+// erased meanwhile, tries each node's patterns in registration order, drops a
+// match that spans a mutation region when asked to, runs extra_check, then the
+// handler, and counts `pattern_matcher_count` and `pattern_matcher_nodes`.
+// KILN_PATTERN_DEBUG=<node name> prints every pattern tried at that node and why
+// it did not match (Inductor's TORCHINDUCTOR_PATTERN_MATCH_DEBUG).
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "kiln/passes/counters.hpp"
+#include "kiln/passes/pass.hpp"
+#include "kiln/pattern/match.hpp"
+
+namespace kiln {
+
+struct PatternOptions {
+  bool prepend = false;  // try before the patterns registered earlier at the same root
+  std::string name{};    // shown by KILN_PATTERN_DEBUG and describe(); defaults to the pattern's text
+  std::size_t pass_number = 0;  // for PatternMatcherPasses: which of its passes gets the pattern
+};
+
+namespace detail {
+
+// The root (kind, targets) a pattern is indexed under.
+template <class P>
+std::pair<OpKind, pattern::OpSet> pattern_root(const P& p) {
+  if constexpr (requires { p.root_fns(); })
+    return {p.root_kind(), p.root_fns()};
+  else
+    return {P::kind, p.fns};
+}
+
+inline std::uint64_t root_key(OpKind op, std::uint64_t target_hash) {
+  return target_hash * 8 + static_cast<std::uint64_t>(op) + 1;
+}
+
+struct ApplyContext {
+  Counters* counters = nullptr;
+  const std::string* debug_node = nullptr;  // KILN_PATTERN_DEBUG
+  // Mutation regions (only when the pass prevents matches across mutations).
+  const std::unordered_map<const Node*, std::uint32_t>* regions = nullptr;
+};
+
+class EntryBase {
+ public:
+  virtual ~EntryBase() = default;
+  // Matches at `node`, and on success checks and applies; true if applied.
+  virtual bool try_apply(Node* node, Graph& g, ApplyContext& ctx) = 0;
+  virtual std::string describe() const = 0;
+  std::string name;
+};
+
+template <class P, class Handler, class Check>
+class Entry final : public EntryBase {
+ public:
+  Entry(P p, Handler h, Check c) : plan_(std::move(p)), handler_(std::move(h)), check_(std::move(c)) {}
+
+  bool try_apply(Node* node, Graph& g, ApplyContext& ctx) override {
+    const bool debug = ctx.debug_node && node->name() == *ctx.debug_node;
+    std::string why;
+    if (!plan_.try_match(node, debug ? &why : nullptr)) {
+      if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": " << why << "\n";
+      return false;
+    }
+    if (ctx.regions && !one_region(plan_.matched_nodes(), *ctx.regions)) {
+      if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": the match crosses a mutation\n";
+      return false;
+    }
+    auto m = plan_.result(g);
+    if (!check_(m)) {
+      if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": extra_check rejected the match\n";
+      return false;
+    }
+    if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": matched\n";
+    const auto matched = static_cast<std::int64_t>(m.nodes().size());
+    {
+      auto guard = g.inserting_before(node);
+      if constexpr (std::is_invocable_v<Handler&, decltype(m)&, Graph&, Node*>)
+        handler_(m, g, node);
+      else
+        handler_(m);
+    }
+    if (ctx.counters) {
+      ctx.counters->increment("pattern_matcher_count");
+      ctx.counters->increment("pattern_matcher_nodes", matched);
+    }
+    return true;
+  }
+  std::string describe() const override { return plan_.describe(); }
+
+ private:
+  // Inductor's rule: every matched node must lie in the same mutation region.
+  static bool one_region(const std::vector<Node*>& nodes, const std::unordered_map<const Node*, std::uint32_t>& regions) {
+    std::int64_t first = -1;
+    for (const Node* n : nodes) {
+      auto r = region_of(n, regions);
+      if (first < 0) first = r;
+      else if (r != first) return false;
+    }
+    return true;
+  }
+  // A node created after the regions were computed takes its predecessor's region.
+  static std::int64_t region_of(const Node* n, const std::unordered_map<const Node*, std::uint32_t>& regions) {
+    for (const Node* p = n; p; p = p->prev())
+      if (auto it = regions.find(p); it != regions.end()) return it->second;
+    return 0;
+  }
+
+  pattern::PatternPlan<P> plan_;
+  Handler handler_;
+  Check check_;
+};
+
+struct AcceptAll {
+  template <class M>
+  bool operator()(const M&) const { return true; }
+};
+
+}  // namespace detail
+
+class PatternMatcherPass {
+ public:
+  explicit PatternMatcherPass(std::string name = "pattern_matcher", bool prevent_match_across_mutations = false)
+      : name_(std::move(name)), prevent_across_mutations_(prevent_match_across_mutations) {}
+  PatternMatcherPass(PatternMatcherPass&&) = default;
+  PatternMatcherPass& operator=(PatternMatcherPass&&) = default;
+
+  const std::string& name() const { return name_; }
+  std::size_t num_patterns() const { return entries_.size(); }
+
+  // Registers `pattern` with its handler: handler(match, graph, root_node) or
+  // handler(match), called with the graph inserting before the root node.
+  // extra_check(match) may still reject a structural match.
+  template <class P, class Handler, class Check = detail::AcceptAll>
+  PatternMatcherPass& register_pattern(P pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
+    auto [kind, fns] = detail::pattern_root(pattern);
+    auto entry = std::make_unique<detail::Entry<P, Handler, Check>>(std::move(pattern), std::move(handler),
+                                                                   std::move(extra_check));
+    entry->name = opts.name.empty() ? entry->describe() : opts.name;
+    for (std::size_t i = 0; i < fns.count; ++i) {
+      auto& list = index_[detail::root_key(kind, fns.ops[i].hash)];
+      if (list.entries.empty()) {
+        list.kind = kind;
+        list.target = OpRegistry::instance().intern(fns.ops[i].name);
+        keys_.push_back(detail::root_key(kind, fns.ops[i].hash));
+        lists_.push_back(&list);  // unordered_map nodes never move
+      }
+      if (opts.prepend) list.entries.insert(list.entries.begin(), entry.get());
+      else list.entries.push_back(entry.get());
+    }
+    entries_.push_back(std::move(entry));
+    return *this;
+  }
+  template <class P, class Handler>
+  PatternMatcherPass& register_pattern(P pattern, Handler handler, PatternOptions opts) {
+    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
+  }
+
+  // Applies the patterns once over a snapshot of `g`; returns the number of matches applied.
+  std::size_t apply(Graph& g, Counters* counters = nullptr) {
+    if (entries_.empty()) return 0;
+    detail::ApplyContext ctx;
+    ctx.counters = counters;
+    std::string debug_node;
+    if (const char* d = std::getenv("KILN_PATTERN_DEBUG"); d && *d) {
+      debug_node = d;
+      ctx.debug_node = &debug_node;
+    }
+    std::unordered_map<const Node*, std::uint32_t> regions;
+    if (prevent_across_mutations_) {
+      // A region starts at each mutating node (Inductor's compute_mutation_region_ids).
+      std::uint32_t id = 0;
+      regions.reserve(g.size() * 2);
+      for (const Node* n : g.nodes()) {
+        if (n->is_mutating()) ++id;
+        regions.emplace(n, id);
+      }
+      ctx.regions = &regions;
+    }
+
+    std::size_t count = 0;
+    for (const auto& [node, list] : snapshot(g)) {
+      if (node->erased()) continue;
+      for (detail::EntryBase* e : list->entries) {
+        if (node->erased()) break;
+        if (e->try_apply(node, g, ctx)) ++count;
+      }
+    }
+    return count;
+  }
+
+  // Every registered pattern, one per line, for logs.
+  std::string describe() const {
+    std::string s;
+    for (const auto& e : entries_) s += e->name + "\n";
+    return s;
+  }
+
+ private:
+  struct RootList {
+    OpKind kind{};
+    OpRef target;
+    std::vector<detail::EntryBase*> entries;
+  };
+
+  // The root lists for a node's (kind, target): a linear scan, since a pass
+  // has few distinct roots and this runs for every node of the graph.
+  const RootList* roots_for(const Node* n) const {
+    const std::uint64_t key = detail::root_key(n->op(), n->target().hash);
+    for (std::size_t i = 0; i < keys_.size(); ++i)
+      if (keys_[i] == key) return lists_[i];
+    return nullptr;
+  }
+
+  // The nodes that some pattern's root could match, last node first, each with
+  // the patterns to try there.
+  std::vector<std::pair<Node*, const RootList*>> snapshot(const Graph& g) const {
+    std::size_t total = 0;
+    for (const RootList* r : lists_) total += g.count_nodes(r->kind, r->target);
+    std::vector<std::pair<Node*, const RootList*>> out;
+    out.reserve(total);
+    if (total * 4 > g.size() || keys_.size() > 16) {
+      // Many candidates: one backward walk is cheaper than gathering and sorting.
+      for (Node* n : g.nodes_reversed())
+        if (const RootList* r = roots_for(n)) out.emplace_back(n, r);
+      return out;
+    }
+    for (const RootList* r : lists_)
+      for (Node* n : g.find_nodes(r->kind, r->target, /*sorted=*/false)) out.emplace_back(n, r);
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return b.first->is_before(*a.first); });
+    return out;
+  }
+
+  std::string name_;
+  bool prevent_across_mutations_;
+  std::vector<std::unique_ptr<detail::EntryBase>> entries_;
+  std::unordered_map<std::uint64_t, RootList> index_;
+  std::vector<std::uint64_t> keys_;        // root keys, in registration order
+  std::vector<const RootList*> lists_;     // lists_[i] belongs to keys_[i]
+};
+
+// Several PatternMatcherPasses applied in order, with patterns registered by
+// pass_number (Inductor's pass_patterns list in post_grad).
+class PatternMatcherPasses {
+ public:
+  explicit PatternMatcherPasses(std::size_t count, const std::string& name = "pattern_matcher",
+                                bool prevent_match_across_mutations = false) {
+    for (std::size_t i = 0; i < count; ++i)
+      passes_.emplace_back(name + "_" + std::to_string(i), prevent_match_across_mutations);
+  }
+  template <class P, class Handler, class Check = detail::AcceptAll>
+  PatternMatcherPasses& register_pattern(P pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
+    if (opts.pass_number >= passes_.size())
+      throw Error("register_pattern: pass_number " + std::to_string(opts.pass_number) + " but there are only " +
+                  std::to_string(passes_.size()) + " passes");
+    passes_[opts.pass_number].register_pattern(std::move(pattern), std::move(handler), std::move(extra_check), opts);
+    return *this;
+  }
+  template <class P, class Handler>
+  PatternMatcherPasses& register_pattern(P pattern, Handler handler, PatternOptions opts) {
+    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
+  }
+  std::size_t apply(Graph& g, Counters* counters = nullptr) {
+    std::size_t n = 0;
+    for (auto& p : passes_) n += p.apply(g, counters);
+    return n;
+  }
+  PatternMatcherPass& operator[](std::size_t i) { return passes_.at(i); }
+  std::size_t size() const { return passes_.size(); }
+
+ private:
+  std::vector<PatternMatcherPass> passes_;
+};
+
+// A Pass (for PassRegistry / kiln-opt) that builds a PatternMatcherPass (or
+// PatternMatcherPasses) once and applies it to each graph it runs on. Besides
+// the pattern_matcher_* counters, `count_as` (if given) counts the matches under
+// the pass family's own name, as Inductor's passes do.
+template <class Build>
+Pass make_pattern_pass(std::string name, std::string description, Build build, std::string count_as = {}) {
+  auto matcher = std::make_shared<decltype(build())>(build());
+  return Pass{std::move(name), std::move(description), [matcher, count_as](Graph& g, PassContext& ctx) {
+                const std::size_t n = matcher->apply(g, &ctx.counters);
+                if (n && !count_as.empty()) ctx.counters.increment(count_as, static_cast<std::int64_t>(n));
+                return n > 0;
+              }};
+}
+
+}  // namespace kiln

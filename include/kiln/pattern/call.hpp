@@ -1,0 +1,436 @@
+#pragma once
+// Call patterns: CallFunction, CallMethod, CallModule and their VarArgs forms.
+//
+//   CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">)
+//   CallFunction({aten::relu, F::relu}, Arg(), users(MULTIPLE))
+//   CallFunction(aten::add_Tensor, kw<"x">, kw<"y">, kwarg<"alpha">(1))
+//
+// A call pattern matches a node whose kind and target fit, with exactly as many
+// positional arguments as the pattern has positional children, each child
+// matching the argument in its place; keyword children match the node's kwargs
+// (found under the op schema's name when given positionally, or the schema
+// default when absent). An interior call pattern's node must have exactly
+// `users` users (1 unless stated; MULTIPLE: any number); pattern outputs are exempt.
+#include <algorithm>
+#include <initializer_list>
+#include <tuple>
+#include <string>
+#include <utility>
+
+#include "kiln/core/op_schema.hpp"
+#include "kiln/pattern/leaf.hpp"
+
+namespace kiln::pattern {
+
+// users(n) / MULTIPLE: how many users an interior node must have.
+struct Users {
+  int count = 1;  // -1: any number
+};
+inline constexpr Users MULTIPLE{-1};
+constexpr Users users(int n) { return Users{n}; }
+
+// kwarg<"alpha">(child): a keyword child.
+template <FixedString Name, class T>
+struct KwChild : ChildTag {
+  T child;
+  static constexpr std::size_t size = T::size;
+  using captures = typename T::captures;
+  static constexpr bool has_positional = T::has_positional;
+  static constexpr std::string_view name = Name.view();
+};
+template <FixedString Name, class T>
+KwChild<Name, child_t<T>> kwarg(T&& child) {
+  KwChild<Name, child_t<T>> k;
+  k.child = as_child(std::forward<T>(child));
+  return k;
+}
+
+template <class T>
+struct is_kw_child : std::false_type {};
+template <FixedString N, class T>
+struct is_kw_child<KwChild<N, T>> : std::true_type {};
+// The parameter name of a keyword child; empty for a positional child.
+template <class T>
+inline constexpr std::string_view kw_child_name{};
+template <FixedString N, class T>
+inline constexpr std::string_view kw_child_name<KwChild<N, T>> = KwChild<N, T>::name;
+
+// The targets a call pattern accepts (Inductor's fns): one or a few ops.
+struct OpSet {
+  static constexpr std::size_t kMax = 8;
+  std::array<OpRef, kMax> ops{};
+  std::size_t count = 0;
+  OpSet() = default;
+  OpSet(OpRef op) : count(1) { ops[0] = op; }
+  OpSet(std::initializer_list<OpRef> list) {
+    for (OpRef op : list) add(op);
+  }
+  // A method or module name (CallMethod("view"), CallModule("encoder.fc")).
+  OpSet(const char* name) : OpSet(OpRef(name)) {}
+  void add(OpRef op) {
+    if (count == kMax) throw Error("a call pattern takes at most 8 targets");
+    ops[count++] = op;
+  }
+  bool contains(std::uint64_t hash) const {
+    for (std::size_t i = 0; i < count; ++i)
+      if (ops[i].hash == hash) return true;
+    return false;
+  }
+  std::string describe() const {
+    if (count == 1) return std::string(ops[0].name);
+    std::string s = "[";
+    for (std::size_t i = 0; i < count; ++i) s += (i ? ", " : "") + std::string(ops[i].name);
+    return s + "]";
+  }
+};
+
+template <OpKind Kind>
+constexpr const char* call_pattern_name() {
+  if constexpr (Kind == OpKind::call_function) return "CallFunction";
+  else if constexpr (Kind == OpKind::call_method) return "CallMethod";
+  else return "CallModule";
+}
+
+// Positional children must come before keyword children: a C++ call has no
+// other way to say which is which, and Inductor's patterns read that way too.
+template <class... Cs>
+constexpr bool keyword_children_last() {
+  constexpr bool kw[] = {is_kw_child<Cs>::value..., false};
+  bool seen_kw = false;
+  for (std::size_t i = 0; i < sizeof...(Cs); ++i) {
+    if (kw[i]) seen_kw = true;
+    else if (seen_kw) return false;
+  }
+  return true;
+}
+
+template <OpKind Kind, class... Cs>
+struct CallPattern : PatternTag, PatternIdentity {
+  static_assert(keyword_children_last<Cs...>(), "CallFunction: keyword children (kwarg<\"name\">(...)) must follow the positional ones");
+  OpSet fns;
+  Users user_count;
+  Children<Cs...> children;
+
+  static constexpr std::size_t size = 1 + (std::size_t{0} + ... + Cs::size);
+  using captures = concat_names_t<typename Cs::captures...>;
+  static constexpr bool has_positional = (false || ... || Cs::has_positional);
+  static constexpr std::size_t num_positional = (std::size_t{0} + ... + (is_kw_child<Cs>::value ? 0 : 1));
+  static constexpr std::size_t num_keyword = sizeof...(Cs) - num_positional;
+  static constexpr OpKind kind = Kind;
+
+  bool match_fns(const Node* n) const { return n->op() == Kind && fns.contains(n->target().hash); }
+  bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
+
+  template <std::size_t Pos, class S>
+  bool match(const kiln::Arg& v, S& st) const {
+    Node* n = v.node();
+    if (!n) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
+    return match_node<Pos>(n, st, &v);
+  }
+
+  template <std::size_t Pos, class S>
+  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
+    Slot& s = st.slot(Pos);
+    if (s.set) {
+      if (s.node == n) return true;  // this pattern object already matched this node
+      return st.fail([&] { return "node " + n->name() + ": repeated pattern differs (" + short_describe() + ")"; });
+    }
+    if (!match_fns(n))
+      return st.fail([&] {
+        return "node " + n->name() + ": function_mismatch: it is " + std::string(op_kind_name(n->op())) + " " +
+               std::string(n->target_name()) + ", the pattern wants " + call_pattern_name<Kind>() + " " + fns.describe();
+      });
+    const ArgList& args = n->args();
+    const OpSchema* schema = nullptr;
+    if (args.size() != num_positional) {
+      // Only a pattern with keyword children may find them among extra
+      // positional arguments, and only when the op's schema names them.
+      if (num_keyword == 0 || args.size() < num_positional || !(schema = OpSchemaRegistry::instance().find(n->target())) ||
+          !extra_args_named(*schema, args.size()))
+        return st.fail([&] {
+          return "node " + n->name() + ": function_mismatch: it has " + std::to_string(args.size()) +
+                 " positional arguments, the pattern " + std::to_string(num_positional);
+        });
+    }
+    if (!st.info[Pos].output && user_count.count >= 0 && n->num_users() != static_cast<std::size_t>(user_count.count))
+      return st.fail([&] {
+        return "node " + n->name() + ": expected " + std::to_string(user_count.count) + " user" +
+               (user_count.count == 1 ? "" : "s") + ", has " + std::to_string(n->num_users());
+      });
+    if (!match_children<Pos>(n, schema, st, std::index_sequence_for<Cs...>{})) return false;
+    st.nodes.push_back(n);
+    s.node = n;
+    s.value = via;
+    s.set = true;
+    return true;
+  }
+
+  template <std::size_t Pos>
+  void plan(PositionInfo* info) const {
+    info[Pos].id = id;
+    info[Pos].multi_user = has_multiple_users();
+    plan_children<Pos>(info, std::index_sequence_for<Cs...>{});
+  }
+
+  // Calls yield(Node*) for nodes this pattern might match, found from the
+  // nodes its children already matched (Inductor's find_anchor_nodes).
+  template <std::size_t Pos, class S, class Yield>
+  void find_anchor_nodes(S& st, std::vector<Node*>& searched, Yield&& yield) const {
+    const Slot& s = st.slot(Pos);
+    if (s.set) {
+      if (s.node) yield(s.node);
+      return;
+    }
+    anchor_children<Pos>(st, searched, yield, std::index_sequence_for<Cs...>{});
+  }
+
+  std::string short_describe() const { return std::string(call_pattern_name<Kind>()) + "(" + fns.describe() + ", ...)"; }
+  void describe(std::string& out) const {
+    out += call_pattern_name<Kind>();
+    out += "(" + fns.describe();
+    describe_children(out, std::index_sequence_for<Cs...>{});
+    if (user_count.count < 0) out += ", _users=MULTIPLE";
+    else if (user_count.count != 1) out += ", _users=" + std::to_string(user_count.count);
+    out += ")";
+  }
+
+ private:
+  template <std::size_t I>
+  static constexpr std::size_t positional_index() {
+    constexpr bool kw[] = {is_kw_child<Cs>::value..., false};
+    std::size_t k = 0;
+    for (std::size_t j = 0; j < I; ++j) k += !kw[j];
+    return k;
+  }
+
+  // Every positional argument beyond the pattern's positional children must be
+  // a schema parameter that one of its keyword children names (Inductor
+  // normalizes the call and then wants exactly len(pattern.args) positionals);
+  // otherwise that argument would go unmatched.
+  static bool extra_args_named(const OpSchema& schema, std::size_t nargs) {
+    constexpr std::string_view kw_names[] = {kw_child_name<Cs>..., std::string_view{}};
+    for (std::size_t i = num_positional; i < nargs; ++i) {
+      if (i >= schema.params.size() || schema.params[i].keyword_only) return false;
+      bool named = false;
+      for (std::string_view k : kw_names) named |= !k.empty() && k == schema.params[i].name;
+      if (!named) return false;
+    }
+    return true;
+  }
+
+  // The node's value for keyword child `name`: its kwarg, else (with a schema)
+  // the positional argument in that parameter's place, else the default.
+  static const kiln::Arg* keyword_value(const Node* n, const OpSchema* schema, std::string_view name) {
+    if (const kiln::Arg* v = n->kwargs().find(name)) return v;
+    if (!schema) schema = OpSchemaRegistry::instance().find(n->target());
+    if (!schema) return nullptr;
+    const int idx = schema->index_of(name);
+    if (idx < 0) return nullptr;
+    const auto& p = schema->params[static_cast<std::size_t>(idx)];
+    if (!p.keyword_only && static_cast<std::size_t>(idx) < n->args().size() && static_cast<std::size_t>(idx) >= num_positional)
+      return &n->args()[static_cast<std::size_t>(idx)];
+    return p.default_value ? &*p.default_value : nullptr;
+  }
+
+  template <std::size_t Pos, class S, std::size_t... Is>
+  bool match_children(Node* n, const OpSchema* schema, S& st, std::index_sequence<Is...>) const {
+    return (match_child<Pos, Is>(n, schema, st) && ...);
+  }
+  template <std::size_t Pos, std::size_t I, class S>
+  bool match_child(Node* n, const OpSchema* schema, S& st) const {
+    using C = std::remove_cvref_t<decltype(children.template get<I>())>;
+    constexpr std::size_t child_pos = Pos + 1 + offset_of<I, Cs...>();
+    const auto& c = children.template get<I>();
+    if constexpr (is_kw_child<C>::value) {
+      const kiln::Arg* v = keyword_value(n, schema, C::name);
+      if (!v)
+        return st.fail([&] { return "node " + n->name() + ": function_mismatch: no keyword argument '" + std::string(C::name) + "'"; });
+      return c.child.template match<child_pos>(*v, st);
+    } else {
+      return c.template match<child_pos>(n->args()[positional_index<I>()], st);
+    }
+  }
+  template <std::size_t Pos, std::size_t... Is>
+  void plan_children(PositionInfo* info, std::index_sequence<Is...>) const {
+    (plan_child<Pos + 1 + offset_of<Is, Cs...>()>(children.template get<Is>(), info), ...);
+  }
+  template <std::size_t P, class C>
+  static void plan_child(const C& c, PositionInfo* info) {
+    if constexpr (is_kw_child<C>::value) c.child.template plan<P>(info);
+    else c.template plan<P>(info);
+  }
+  template <std::size_t Pos, class S, class Yield, std::size_t... Is>
+  void anchor_children(S& st, std::vector<Node*>& searched, Yield& yield, std::index_sequence<Is...>) const {
+    (anchor_child<Pos + 1 + offset_of<Is, Cs...>()>(children.template get<Is>(), st, searched, yield), ...);
+  }
+  template <std::size_t P, class C, class S, class Yield>
+  void anchor_child(const C& c, S& st, std::vector<Node*>& searched, Yield& yield) const {
+    auto from = [&](Node* other) {
+      for (Node* u : other->users()) {
+        if (std::find(searched.begin(), searched.end(), u) != searched.end()) continue;
+        if (match_fns(u)) {
+          searched.push_back(u);
+          yield(u);
+        }
+      }
+    };
+    if constexpr (is_kw_child<C>::value) anchors_of<P>(c.child, st, searched, from);
+    else anchors_of<P>(c, st, searched, from);
+  }
+  // Anchor candidates of a child: a call pattern searches further; a leaf
+  // offers the node it matched, if any.
+  template <std::size_t P, class C, class S, class F>
+  static void anchors_of(const C& c, S& st, std::vector<Node*>& searched, F& from) {
+    if constexpr (requires { c.template find_anchor_nodes<P>(st, searched, from); }) {
+      c.template find_anchor_nodes<P>(st, searched, from);
+    } else if constexpr (C::size > 0) {
+      const Slot& s = st.slot(P);
+      if (s.set && s.node) from(s.node);
+    }
+  }
+  template <std::size_t... Is>
+  void describe_children(std::string& out, std::index_sequence<Is...>) const {
+    (describe_child(out, children.template get<Is>()), ...);
+  }
+  template <class C>
+  static void describe_child(std::string& out, const C& c) {
+    out += ", ";
+    if constexpr (is_kw_child<C>::value) {
+      out += std::string(C::name) + "=";
+      c.child.describe(out);
+    } else {
+      c.describe(out);
+    }
+  }
+};
+
+// CallFunctionVarArgs and friends: target and users only; every argument is
+// passed to the handler (positional ones as args, keyword ones as var_kwargs).
+template <OpKind Kind>
+struct CallVarArgsPattern : PatternTag, PatternIdentity {
+  OpSet fns;
+  Users user_count;
+  static constexpr std::size_t size = 1;
+  using captures = NameList<>;
+  static constexpr bool has_positional = true;
+  static constexpr OpKind kind = Kind;
+
+  bool match_fns(const Node* n) const { return n->op() == Kind && fns.contains(n->target().hash); }
+  bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
+
+  template <std::size_t Pos, class S>
+  bool match(const kiln::Arg& v, S& st) const {
+    Node* n = v.node();
+    if (!n) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
+    return match_node<Pos>(n, st, &v);
+  }
+  template <std::size_t Pos, class S>
+  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
+    Slot& s = st.slot(Pos);
+    if (s.set) return s.node == n || st.fail([&] { return "node " + n->name() + ": repeated pattern differs"; });
+    if (!match_fns(n))
+      return st.fail([&] { return "node " + n->name() + ": function_mismatch: the pattern wants " + fns.describe(); });
+    if (!st.info[Pos].output && user_count.count >= 0 && n->num_users() != static_cast<std::size_t>(user_count.count))
+      return st.fail([&] {
+        return "node " + n->name() + ": expected " + std::to_string(user_count.count) + " user" +
+               (user_count.count == 1 ? "" : "s") + ", has " + std::to_string(n->num_users());
+      });
+    for (const auto& a : n->args()) st.args.push_back(a);
+    for (const auto& [k, a] : n->kwargs()) st.var_kwargs.set(k, a);
+    st.nodes.push_back(n);
+    s.node = n;
+    s.value = via;
+    s.set = true;
+    return true;
+  }
+  template <std::size_t Pos>
+  void plan(PositionInfo* info) const {
+    info[Pos].id = id;
+    info[Pos].multi_user = has_multiple_users();
+  }
+  template <std::size_t Pos, class S, class Yield>
+  void find_anchor_nodes(S& st, std::vector<Node*>&, Yield&& yield) const {
+    const Slot& s = st.slot(Pos);
+    if (s.set && s.node) yield(s.node);
+  }
+  void describe(std::string& out) const {
+    out += std::string(call_pattern_name<Kind>()) + "VarArgs(" + fns.describe();
+    if (user_count.count < 0) out += ", _users=MULTIPLE";
+    else if (user_count.count != 1) out += ", _users=" + std::to_string(user_count.count);
+    out += ")";
+  }
+};
+
+// ---- factories ----
+
+
+// Children, with an optional trailing users(n) / MULTIPLE.
+template <OpKind Kind>
+struct CallBuilder {
+  template <class... Ts>
+  static auto build(OpSet fns, Users u, Ts&&... ts) {
+    CallPattern<Kind, child_t<Ts>...> p;
+    p.fns = std::move(fns);
+    p.user_count = u;
+    p.children = Children<child_t<Ts>...>(as_child(std::forward<Ts>(ts))...);
+    return p;
+  }
+};
+
+namespace detail {
+// Splits off a trailing Users argument, if there is one.
+template <OpKind Kind, class... Ts, std::size_t... Is>
+auto build_without_last(OpSet fns, Users u, std::tuple<Ts...>&& t, std::index_sequence<Is...>) {
+  return CallBuilder<Kind>::build(std::move(fns), u, std::get<Is>(std::move(t))...);
+}
+}  // namespace detail
+
+template <OpKind Kind, class... Ts>
+auto make_call_pattern(OpSet fns, Ts&&... ts) {
+  if constexpr (sizeof...(Ts) > 0) {
+    using Last = std::remove_cvref_t<std::tuple_element_t<sizeof...(Ts) - 1, std::tuple<Ts...>>>;
+    if constexpr (std::is_same_v<Last, Users>) {
+      auto t = std::forward_as_tuple(std::forward<Ts>(ts)...);
+      Users u = std::get<sizeof...(Ts) - 1>(t);
+      return detail::build_without_last<Kind>(std::move(fns), u, std::move(t),
+                                              std::make_index_sequence<sizeof...(Ts) - 1>{});
+    } else {
+      return CallBuilder<Kind>::build(std::move(fns), Users{1}, std::forward<Ts>(ts)...);
+    }
+  } else {
+    return CallBuilder<Kind>::build(std::move(fns), Users{1});
+  }
+}
+
+template <class... Ts>
+auto CallFunction(OpSet fns, Ts&&... children) {
+  return make_call_pattern<OpKind::call_function>(std::move(fns), std::forward<Ts>(children)...);
+}
+template <class... Ts>
+auto CallMethod(OpSet methods, Ts&&... children) {
+  return make_call_pattern<OpKind::call_method>(std::move(methods), std::forward<Ts>(children)...);
+}
+template <class... Ts>
+auto CallModule(OpSet modules, Ts&&... children) {
+  return make_call_pattern<OpKind::call_module>(std::move(modules), std::forward<Ts>(children)...);
+}
+inline CallVarArgsPattern<OpKind::call_function> CallFunctionVarArgs(OpSet fns, Users u = {}) {
+  CallVarArgsPattern<OpKind::call_function> p;
+  p.fns = std::move(fns);
+  p.user_count = u;
+  return p;
+}
+inline CallVarArgsPattern<OpKind::call_method> CallMethodVarArgs(OpSet fns, Users u = {}) {
+  CallVarArgsPattern<OpKind::call_method> p;
+  p.fns = std::move(fns);
+  p.user_count = u;
+  return p;
+}
+inline CallVarArgsPattern<OpKind::call_module> CallModuleVarArgs(OpSet fns, Users u = {}) {
+  CallVarArgsPattern<OpKind::call_module> p;
+  p.fns = std::move(fns);
+  p.user_count = u;
+  return p;
+}
+
+}  // namespace kiln::pattern

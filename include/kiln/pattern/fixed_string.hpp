@@ -1,0 +1,81 @@
+#pragma once
+// Compile-time names for captures: `KeywordArg<"x">`, `match.get<"x">()`.
+// A FixedString is a string literal usable as a template argument; a NameList
+// is the (possibly repeating) list of capture names a pattern binds, and
+// NameIndex maps a name to its slot among the distinct names at compile time.
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace kiln::pattern {
+
+template <std::size_t N>
+struct FixedString {
+  char data[N]{};
+  constexpr FixedString(const char (&s)[N]) {
+    for (std::size_t i = 0; i < N; ++i) data[i] = s[i];
+  }
+  constexpr std::string_view view() const { return {data, N - 1}; }
+};
+
+template <FixedString... Names>
+struct NameList {
+  static constexpr std::size_t size = sizeof...(Names);
+  static constexpr std::array<std::string_view, sizeof...(Names)> names{Names.view()...};
+};
+
+template <class... Lists>
+struct ConcatNames;
+template <>
+struct ConcatNames<> {
+  using type = NameList<>;
+};
+template <FixedString... A>
+struct ConcatNames<NameList<A...>> {
+  using type = NameList<A...>;
+};
+template <FixedString... A, FixedString... B, class... Rest>
+struct ConcatNames<NameList<A...>, NameList<B...>, Rest...> {
+  using type = typename ConcatNames<NameList<A..., B...>, Rest...>::type;
+};
+template <class... Lists>
+using concat_names_t = typename ConcatNames<Lists...>::type;
+
+inline constexpr std::size_t kNoName = static_cast<std::size_t>(-1);
+
+// Slots for the distinct names of a NameList, in order of first appearance.
+template <class List>
+struct NameIndex {
+  static constexpr std::size_t distinct() {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < List::size; ++i) {
+      bool seen = false;
+      for (std::size_t j = 0; j < i; ++j) seen |= List::names[j] == List::names[i];
+      n += !seen;
+    }
+    return n;
+  }
+  static constexpr std::size_t of(std::string_view name) {
+    std::size_t slot = 0;
+    for (std::size_t i = 0; i < List::size; ++i) {
+      bool seen = false;
+      for (std::size_t j = 0; j < i; ++j) seen |= List::names[j] == List::names[i];
+      if (seen) continue;
+      if (List::names[i] == name) return slot;
+      ++slot;
+    }
+    return kNoName;
+  }
+  static constexpr std::array<std::string_view, distinct()> distinct_names() {
+    std::array<std::string_view, distinct()> out{};
+    std::size_t slot = 0;
+    for (std::size_t i = 0; i < List::size; ++i) {
+      bool seen = false;
+      for (std::size_t j = 0; j < i; ++j) seen |= List::names[j] == List::names[i];
+      if (!seen) out[slot++] = List::names[i];
+    }
+    return out;
+  }
+};
+
+}  // namespace kiln::pattern

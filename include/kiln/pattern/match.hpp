@@ -1,0 +1,206 @@
+#pragma once
+// Match<P>: a successful match of pattern type P, and PatternPlan<P>, a pattern
+// prepared for matching (its position tables and a reusable match state).
+//
+// Captures are typed: m.get<"x">() is an array index fixed at compile time, and
+// asking for a name the pattern does not bind does not compile.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/graph.hpp"
+#include "kiln/pattern/call.hpp"
+
+namespace kiln::pattern {
+
+template <class P>
+class Match {
+ public:
+  using Captures = NameIndex<typename P::captures>;
+  static constexpr std::size_t kCaptures = Captures::distinct();
+
+  // The value captured as `Name` (a node reference or a constant).
+  template <FixedString Name>
+  const kiln::Arg& get() const {
+    constexpr std::size_t i = Captures::of(Name.view());
+    static_assert(i != kNoName, "Match::get<\"name\">: this pattern binds no KeywordArg or ExclusiveKeywordArg with that name");
+    return captures_[i];
+  }
+  // The node captured as `Name`; an error if that capture is a constant.
+  template <FixedString Name>
+  Node* node() const {
+    const kiln::Arg& a = get<Name>();
+    if (Node* n = a.node()) return n;
+    throw Error("Match::node<\"" + std::string(Name.view()) + "\">: the capture is " + describe_value(a) + ", not a node");
+  }
+  static constexpr auto capture_names() { return Captures::distinct_names(); }
+
+  // Arg() captures in depth-first order (ListOf bundles each element's into a list).
+  const std::vector<kiln::Arg>& args() const { return args_; }
+  // Keyword arguments passed through by a VarArgs pattern.
+  const ArgDict& var_kwargs() const { return var_kwargs_; }
+  // Every matched node, children before parents; the last is the root's.
+  const std::vector<Node*>& nodes() const { return nodes_; }
+  // The nodes matched by the pattern's outputs (one, or several for MultiOutputPattern).
+  const std::vector<Node*>& output_nodes() const { return outputs_; }
+  Node* output_node() const {
+    for (Node* n : outputs_)
+      if (n) return n;
+    throw Error("Match::output_node: the match has no output node");
+  }
+  Graph& graph() const { return *graph_; }
+
+  // The matched nodes whose target is `op`.
+  std::vector<Node*> filter_nodes(OpRef op) const {
+    std::vector<Node*> out;
+    for (Node* n : nodes_)
+      if (n->target() == op) out.push_back(n);
+    return out;
+  }
+
+  // Erases the matched nodes that nothing uses any more, parents first.
+  void erase_nodes() {
+    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+      if (!(*it)->erased() && (*it)->num_users() == 0) graph_->erase_node(*it);
+  }
+
+  // Splices in a replacement: `build(graph)` creates nodes (before the output
+  // node) and returns the one that takes the output's place; its users are
+  // moved over and the matched nodes that became unused are erased.
+  template <class Build>
+  Node* replace_with_graph(Build&& build) {
+    Node* out = output_node();
+    Node* replacement;
+    {
+      auto guard = graph_->inserting_before(out);
+      replacement = build(*graph_);
+    }
+    if (replacement == nullptr) throw Error("Match::replace_with_graph: the builder returned no node");
+    if (replacement->meta.val.is_none()) replacement->meta.val = out->meta.val;
+    out->replace_all_uses_with(replacement);
+    erase_nodes();
+    return replacement;
+  }
+
+ private:
+  template <class>
+  friend class PatternPlan;
+  std::array<kiln::Arg, kCaptures> captures_{};
+  std::vector<kiln::Arg> args_;
+  ArgDict var_kwargs_;
+  std::vector<Node*> nodes_;
+  std::vector<Node*> outputs_;
+  Graph* graph_ = nullptr;
+};
+
+template <class P>
+class PatternPlan {
+ public:
+  using Result = Match<P>;
+
+  explicit PatternPlan(P p) : pattern_(std::move(p)) {
+    pattern_.template plan<0>(info_.data());
+    if constexpr (requires { P::marks_outputs; }) {
+      // MultiOutputPattern marked its outputs in plan().
+    } else {
+      info_[0].output = true;
+    }
+    // Positions holding the same pattern object share the first one's slot.
+    for (std::size_t i = 0; i < P::size; ++i) {
+      info_[i].canon = static_cast<std::uint32_t>(i);
+      if (info_[i].id == 0) continue;
+      for (std::size_t j = 0; j < i; ++j)
+        if (info_[j].id == info_[i].id) {
+          info_[i].canon = static_cast<std::uint32_t>(j);
+          break;
+        }
+    }
+    state_.info = info_.data();
+  }
+
+  const P& pattern() const { return pattern_; }
+  std::string describe() const {
+    std::string s;
+    pattern_.describe(s);
+    return s;
+  }
+
+  // Whether the pattern can match at `n` (its root's kind and target), cheaply.
+  bool root_accepts(const Node* n) const { return pattern_.match_fns(n); }
+
+  // Matches the pattern with its root at `n`. On failure, `why` (if given)
+  // receives the reason along the failing path.
+  std::optional<Result> match(Node* n, std::string* why = nullptr) {
+    if (!try_match(n, why)) return std::nullopt;
+    return result(n->graph());
+  }
+
+  // The allocation-free part: true when the pattern matches at `n`; the match
+  // stays in the plan's state until the next call (see result()).
+  bool try_match(Node* n, std::string* why = nullptr) {
+    state_.reset();
+    state_.explain = why;
+    if (why) why->clear();
+    const bool ok = pattern_.template match_node<0>(n, state_);
+    state_.explain = nullptr;
+    return ok;
+  }
+
+  // The nodes of the last successful try_match, children before parents.
+  const std::vector<Node*>& matched_nodes() const { return state_.nodes; }
+
+  // Copies the last successful try_match out of the reusable state.
+  Result result(Graph& g) const {
+    Result m;
+    for (std::size_t i = 0; i < Result::kCaptures; ++i)
+      if (state_.captures[i]) m.captures_[i] = *state_.captures[i];
+    m.args_ = state_.args;
+    m.var_kwargs_ = state_.var_kwargs;
+    m.nodes_ = state_.nodes;
+    if constexpr (requires { P::output_positions; }) {
+      // MultiOutputPattern: info.output marks every position exempt from the
+      // users rule (outputs by object), so it lists its outputs' places itself.
+      for (std::size_t i : P::output_positions) m.outputs_.push_back(state_.slots[info_[i].canon].node);
+    } else {
+      for (std::size_t i = 0; i < P::size; ++i)
+        if (info_[i].output) m.outputs_.push_back(state_.slots[info_[i].canon].node);
+    }
+    m.graph_ = &g;
+    return m;
+  }
+
+ private:
+  P pattern_;
+  std::array<PositionInfo, P::size> info_{};
+  MatchState<P> state_;
+};
+
+// One-off matching, without keeping a plan: match(pattern, node).
+template <class P>
+std::optional<Match<P>> match(const P& pattern, Node* n, std::string* why = nullptr) {
+  PatternPlan<P> plan(pattern);
+  return plan.match(n, why);
+}
+
+// The pattern as text, in Inductor's repr style.
+template <class P>
+std::string describe(const P& pattern) {
+  std::string s;
+  pattern.describe(s);
+  return s;
+}
+
+}  // namespace kiln::pattern
+
+namespace kiln::pattern {
+// get<"x">(m) / node<"x">(m): the same as m.get<"x">(), spelled so that a generic
+// handler ([](auto& m) { ... }) needs no `m.template get<"x">()`.
+template <FixedString Name, class P>
+const kiln::Arg& get(const Match<P>& m) {
+  return m.template get<Name>();
+}
+template <FixedString Name, class P>
+Node* node(const Match<P>& m) {
+  return m.template node<Name>();
+}
+}  // namespace kiln::pattern
