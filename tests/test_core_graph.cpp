@@ -534,7 +534,7 @@ TEST_CASE("insertion guards nest and restore the previous point") {
   check_order_consistent(g);
 }
 
-TEST_CASE("erasing the insertion anchor keeps inserting at the same place; moving it moves the point") {
+TEST_CASE("erasing the insertion anchor keeps inserting at the same place, and moving it moves the point") {
   Graph g;
   Node* x = g.placeholder("x");
   Node* a = g.call_function(aten::relu, {x}, {}, "a");

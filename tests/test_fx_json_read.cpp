@@ -304,7 +304,7 @@ TEST_CASE("meta: absent, {} and a val are told apart") {
   CHECK(f.weights.empty());
 }
 
-TEST_CASE("unknown targets are kept and interned; node names are kept verbatim") {
+TEST_CASE("unknown targets are kept and interned, node names are kept verbatim") {
   std::string text = R"({"format":"fx-graph-json","version":1,"name":"t","nodes":[)"
                      R"({"name":"L__self___x","op":"placeholder","target":"L['x']","args":[],"kwargs":{},"meta":{}},)"
                      R"({"name":"add_01","op":"call_function","target":"my_ns.frobnicate.default","args":[{"node":"L__self___x"}],"kwargs":{},"meta":{}},)"

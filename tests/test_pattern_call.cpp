@@ -201,7 +201,7 @@ TEST_CASE("keyword child: absent from the node, the schema default is matched (a
   CHECK(ms->get<"d">() == Arg(0));
 }
 
-TEST_CASE("keyword child: absent and the op has no schema, no match; given as a kwarg, a match") {
+TEST_CASE("keyword child: absent and the op has no schema, no match, given as a kwarg, a match") {
   Graph g;
   Node* x = g.placeholder("x");
   Node* bare = g.call_function(kFrob, {x});
@@ -338,7 +338,7 @@ TEST_CASE("typed captures: get<> gives the value, node<> the node, and throws fo
   CHECK(contains(msg, "not a node"));
 }
 
-TEST_CASE("Match::nodes lists children before parents; output_node is the root's node") {
+TEST_CASE("Match::nodes lists children before parents, output_node is the root's node") {
   Graph g;
   Node* a = g.placeholder("a");
   Node* b = g.placeholder("b");

@@ -94,7 +94,7 @@ TEST_CASE("Ignored() matches anything (node, constant, list) and captures nothin
   CHECK(m2->get<"d">() == Arg(1));
 }
 
-TEST_CASE("KeywordArg captures by name; capture_names lists each name once, in first-use order") {
+TEST_CASE("KeywordArg captures by name, and capture_names lists each name once in first-use order") {
   Graph g;
   Node* a = g.placeholder("a");
   Node* b = g.placeholder("b");
@@ -162,7 +162,7 @@ TEST_CASE("a repeated name compares values with Python ==: 1 == 1.0 == True, 1 !
   CHECK_FALSE(try_with(0, Arg()));  // 0 != None
 }
 
-TEST_CASE("ExclusiveKeywordArg: two exclusive args may not bind the same value; KeywordArgs may") {
+TEST_CASE("ExclusiveKeywordArg: two exclusive args may not bind the same value, KeywordArgs may") {
   OneCall square(aten::mul_Tensor, {});
   square.call->set_args({square.x, square.x});
   OneCall product(aten::mul_Tensor, {});

@@ -219,7 +219,7 @@ TEST_CASE("apply: once an entry's handler erases the node, later entries for it 
   }
 }
 
-TEST_CASE("apply: a node's entries are tried in registration order; prepend puts one first") {
+TEST_CASE("apply: a node's entries are tried in registration order, prepend puts one first") {
   Graph g;
   Node* x = g.placeholder("x");
   Node* r = g.call_function(aten::relu, {x});
@@ -243,7 +243,7 @@ TEST_CASE("apply: a node's entries are tried in registration order; prepend puts
   CHECK(seen == std::vector<std::string>{"C", "A", "B"});
 }
 
-TEST_CASE("apply: extra_check can reject a structural match; rejected matches are not counted") {
+TEST_CASE("apply: extra_check can reject a structural match, rejected matches are not counted") {
   Graph g;
   Node* keep = g.placeholder("keep");
   Node* skip = g.placeholder("skip");

@@ -146,7 +146,7 @@ TEST_CASE("when every anchor candidate fails, the last one's reason is reported"
   CHECK(contains(why, "4"));
 }
 
-TEST_CASE("every output is exempt from the users rule; interior patterns are not") {
+TEST_CASE("every output is exempt from the users rule, interior patterns are not") {
   auto build = [](Graph& g, bool extra_relu_user) {
     Node* a = g.placeholder("a");
     Node* r = g.call_function(aten::relu, {a});
