@@ -62,6 +62,17 @@ struct ApplyContext {
   const std::unordered_map<const Node*, std::uint32_t>* regions = nullptr;
 };
 
+// KILN_PATTERN_DEBUG output; out of line so each pattern's code stays small.
+[[gnu::noinline]] inline void report_pattern_debug(const Node* node, const std::string& pattern, std::string_view what) {
+  std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << pattern << ": " << what << "\n";
+}
+
+[[gnu::noinline]] inline void count_match(Counters* counters, std::int64_t matched_nodes) {
+  if (!counters) return;
+  counters->increment("pattern_matcher_count");
+  counters->increment("pattern_matcher_nodes", matched_nodes);
+}
+
 class EntryBase {
  public:
   virtual ~EntryBase() = default;
@@ -80,19 +91,19 @@ class Entry final : public EntryBase {
     const bool debug = ctx.debug_node && node->name() == *ctx.debug_node;
     std::string why;
     if (!plan_.try_match(node, debug ? &why : nullptr)) {
-      if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": " << why << "\n";
+      if (debug) report_pattern_debug(node, name, why);
       return false;
     }
     if (ctx.regions && !one_region(plan_.matched_nodes(), *ctx.regions)) {
-      if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": the match crosses a mutation\n";
+      if (debug) report_pattern_debug(node, name, "the match crosses a mutation");
       return false;
     }
     auto m = plan_.result(g);
     if (!check_(m)) {
-      if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": extra_check rejected the match\n";
+      if (debug) report_pattern_debug(node, name, "extra_check rejected the match");
       return false;
     }
-    if (debug) std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << name << ": matched\n";
+    if (debug) report_pattern_debug(node, name, "matched");
     const auto matched = static_cast<std::int64_t>(m.nodes().size());
     {
       auto guard = g.inserting_before(node);
@@ -101,10 +112,7 @@ class Entry final : public EntryBase {
       else
         handler_(m);
     }
-    if (ctx.counters) {
-      ctx.counters->increment("pattern_matcher_count");
-      ctx.counters->increment("pattern_matcher_nodes", matched);
-    }
+    count_match(ctx.counters, matched);
     return true;
   }
   std::string describe() const override { return plan_.describe(); }
@@ -158,18 +166,7 @@ class PatternMatcherPass {
     auto entry = std::make_unique<detail::Entry<P, Handler, Check>>(std::move(pattern), std::move(handler),
                                                                    std::move(extra_check));
     entry->name = opts.name.empty() ? entry->describe() : opts.name;
-    for (std::size_t i = 0; i < fns.count; ++i) {
-      auto& list = index_[detail::root_key(kind, fns.ops[i].hash)];
-      if (list.entries.empty()) {
-        list.kind = kind;
-        list.target = OpRegistry::instance().intern(fns.ops[i].name);
-        keys_.push_back(detail::root_key(kind, fns.ops[i].hash));
-        lists_.push_back(&list);  // unordered_map nodes never move
-      }
-      if (opts.prepend) list.entries.insert(list.entries.begin(), entry.get());
-      else list.entries.push_back(entry.get());
-    }
-    entries_.push_back(std::move(entry));
+    add_entry(std::move(entry), kind, fns, opts.prepend);
     return *this;
   }
   template <class P, class Handler>
@@ -218,6 +215,22 @@ class PatternMatcherPass {
   }
 
  private:
+  // The non-template part of register_pattern, kept out of each pattern's instantiation.
+  void add_entry(std::unique_ptr<detail::EntryBase> entry, OpKind kind, const pattern::OpSet& fns, bool prepend) {
+    for (std::size_t i = 0; i < fns.count; ++i) {
+      auto& list = index_[detail::root_key(kind, fns.ops[i].hash)];
+      if (list.entries.empty()) {
+        list.kind = kind;
+        list.target = OpRegistry::instance().intern(fns.ops[i].name);
+        keys_.push_back(detail::root_key(kind, fns.ops[i].hash));
+        lists_.push_back(&list);  // unordered_map nodes never move
+      }
+      if (prepend) list.entries.insert(list.entries.begin(), entry.get());
+      else list.entries.push_back(entry.get());
+    }
+    entries_.push_back(std::move(entry));
+  }
+
   struct RootList {
     OpKind kind{};
     OpRef target;
