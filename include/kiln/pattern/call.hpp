@@ -84,6 +84,27 @@ struct OpSet {
   }
 };
 
+// Inductor's users rule: an interior call pattern's node must have exactly the
+// stated number of users (any, for MULTIPLE); the pattern's outputs are exempt.
+template <std::size_t Pos, class S>
+bool users_rule_holds(S& st, const Node* n, Users u) {
+  if (st.info[Pos].output || u.count < 0 || n->num_users() == static_cast<std::size_t>(u.count)) return true;
+  return st.fail([&] {
+    return "node " + n->name() + ": expected " + std::to_string(u.count) + " user" + (u.count == 1 ? "" : "s") +
+           ", has " + std::to_string(n->num_users());
+  });
+}
+
+// A call pattern matched `n`: it joins the match's nodes (children first) and
+// its slot, so later uses of the same pattern object must see the same node.
+template <class S>
+void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
+  st.nodes.push_back(n);
+  s.node = n;
+  s.value = via;
+  s.set = true;
+}
+
 template <OpKind Kind>
 constexpr const char* call_pattern_name() {
   if constexpr (Kind == OpKind::call_function) return "CallFunction";
@@ -152,16 +173,9 @@ struct CallPattern : PatternTag, PatternIdentity {
                  " positional arguments, the pattern " + std::to_string(num_positional);
         });
     }
-    if (!st.info[Pos].output && user_count.count >= 0 && n->num_users() != static_cast<std::size_t>(user_count.count))
-      return st.fail([&] {
-        return "node " + n->name() + ": expected " + std::to_string(user_count.count) + " user" +
-               (user_count.count == 1 ? "" : "s") + ", has " + std::to_string(n->num_users());
-      });
+    if (!users_rule_holds<Pos>(st, n, user_count)) return false;
     if (!match_children<Pos>(n, schema, st, std::index_sequence_for<Cs...>{})) return false;
-    st.nodes.push_back(n);
-    s.node = n;
-    s.value = via;
-    s.set = true;
+    record_matched_node(st, s, n, via);
     return true;
   }
 
@@ -330,17 +344,10 @@ struct CallVarArgsPattern : PatternTag, PatternIdentity {
     if (s.set) return s.node == n || st.fail([&] { return "node " + n->name() + ": repeated pattern differs"; });
     if (!match_fns(n))
       return st.fail([&] { return "node " + n->name() + ": function_mismatch: the pattern wants " + fns.describe(); });
-    if (!st.info[Pos].output && user_count.count >= 0 && n->num_users() != static_cast<std::size_t>(user_count.count))
-      return st.fail([&] {
-        return "node " + n->name() + ": expected " + std::to_string(user_count.count) + " user" +
-               (user_count.count == 1 ? "" : "s") + ", has " + std::to_string(n->num_users());
-      });
+    if (!users_rule_holds<Pos>(st, n, user_count)) return false;
     for (const auto& a : n->args()) st.args.push_back(a);
     for (const auto& [k, a] : n->kwargs()) st.var_kwargs.set(k, a);
-    st.nodes.push_back(n);
-    s.node = n;
-    s.value = via;
-    s.set = true;
+    record_matched_node(st, s, n, via);
     return true;
   }
   template <std::size_t Pos>
