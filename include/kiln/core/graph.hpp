@@ -240,6 +240,12 @@ class Graph {
     if (sorted) std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
     return out;
   }
+  // The key of an (op kind, target) pair in the graph's index; other indexes of
+  // nodes by kind and target (PatternMatcherPass's) use the same one.
+  static std::uint64_t bucket_key(OpKind op, std::uint64_t target_hash) {
+    return target_hash * 8 + static_cast<std::uint64_t>(op) + 1;
+  }
+
   // How many live nodes find_nodes(op, target) would return, in O(1).
   std::size_t count_nodes(OpKind op, OpRef target) const {
     auto it = index_.find(bucket_key(op, target.hash));
@@ -385,9 +391,7 @@ class Graph {
     return name;
   }
 
-  static std::uint64_t bucket_key(OpKind op, std::uint64_t target_hash) {
-    return target_hash * 8 + static_cast<std::uint64_t>(op) + 1;
-  }
+
   void index_add(Node* n) {
     auto [it, inserted] = index_.try_emplace(bucket_key(n->op_, n->target_.hash));
     Bucket& b = it->second;

@@ -274,9 +274,9 @@ inline bool Node::is_impure() const {
     case OpKind::call_function:
       return OpRegistry::instance().traits(target_).impure();
     case OpKind::call_method:
+      return is_mutating();  // a method ending in '_' mutates self (x.add_(y))
     case OpKind::call_module:
-      // A method ending in '_' mutates self (x.add_(y)); modules are opaque, so keep them.
-      return op_ == OpKind::call_module || (!target_.name.empty() && target_.name.back() == '_');
+      return true;  // modules are opaque: keep them
   }
   return true;
 }

@@ -51,9 +51,6 @@ std::pair<OpKind, pattern::OpSet> pattern_root(const P& p) {
     return {P::kind, p.fns};
 }
 
-inline std::uint64_t root_key(OpKind op, std::uint64_t target_hash) {
-  return target_hash * 8 + static_cast<std::uint64_t>(op) + 1;
-}
 
 struct ApplyContext {
   Counters* counters = nullptr;
@@ -218,11 +215,11 @@ class PatternMatcherPass {
   // The non-template part of register_pattern, kept out of each pattern's instantiation.
   void add_entry(std::unique_ptr<detail::EntryBase> entry, OpKind kind, const pattern::OpSet& fns, bool prepend) {
     for (std::size_t i = 0; i < fns.count; ++i) {
-      auto& list = index_[detail::root_key(kind, fns.ops[i].hash)];
+      auto& list = index_[Graph::bucket_key(kind, fns.ops[i].hash)];
       if (list.entries.empty()) {
         list.kind = kind;
         list.target = OpRegistry::instance().intern(fns.ops[i].name);
-        keys_.push_back(detail::root_key(kind, fns.ops[i].hash));
+        keys_.push_back(Graph::bucket_key(kind, fns.ops[i].hash));
         lists_.push_back(&list);  // unordered_map nodes never move
       }
       if (prepend) list.entries.insert(list.entries.begin(), entry.get());
@@ -240,7 +237,7 @@ class PatternMatcherPass {
   // The root lists for a node's (kind, target): a linear scan, since a pass
   // has few distinct roots and this runs for every node of the graph.
   const RootList* roots_for(const Node* n) const {
-    const std::uint64_t key = detail::root_key(n->op(), n->target().hash);
+    const std::uint64_t key = Graph::bucket_key(n->op(), n->target().hash);
     for (std::size_t i = 0; i < keys_.size(); ++i)
       if (keys_[i] == key) return lists_[i];
     return nullptr;
