@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/name_table.hpp"
 #include "kiln/core/node.hpp"
 
 namespace kiln {
@@ -71,7 +72,7 @@ class Graph {
   // does ("aten.add.Tensor" -> add, add_1, ...; "aten.abs.default" -> abs_1, since a
   // derived name never shadows a Python builtin or keyword); a taken name gets a suffix.
   Node* create_node(OpKind op, OpRef target, ArgList args, ArgDict kwargs, std::string_view name = {}) {
-    std::string unique = name.empty() ? make_unique_name(default_name(op, target), true) : make_unique_name(name, false);
+    std::string unique = name.empty() ? names_.make_unique(default_name(op, target), true) : names_.make_unique(name, false);
     Node* n = allocate_node(op, target, std::move(unique));
     try {
       n->set_args_and_kwargs(std::move(args), std::move(kwargs));
@@ -79,7 +80,7 @@ class Graph {
       free_node(n);
       throw;
     }
-    names_[n->name_] = n;
+    names_.bind(n->name_, n);
     link_before(insert_after_ ? insert_anchor_->next_ : insert_anchor_, n);
     index_add(n);
     ++size_;
@@ -143,10 +144,10 @@ class Graph {
         insert_after_ = false;
       }
     }
-    n->set_args_and_kwargs({}, {});
+    n->clear_inputs();
     unlink(n);
     index_remove(n);
-    if (auto it = names_.find(n->name_); it != names_.end() && it->second == n) it->second = nullptr;
+    names_.release(n->name_, n);
     n->erased_ = true;
     erased_.push_back(n);
     --size_;
@@ -221,8 +222,7 @@ class Graph {
 
   // The live node called `name`, or nullptr.
   Node* find_node(std::string_view name) const {
-    auto it = names_.find(std::string(name));
-    return it == names_.end() ? nullptr : it->second;
+    return names_.find(name);
   }
   // Nodes of kind `op` (and, if given, target), without scanning the graph.
   // sorted: in graph order; otherwise in creation order per target.
@@ -251,6 +251,21 @@ class Graph {
     auto it = index_.find(bucket_key(op, target.hash));
     return it == index_.end() ? 0 : it->second.count;
   }
+  // Calls fn(Node*) for every live node in storage order: creation order, except
+  // that nodes created after a purge_erased reuse freed places. Not graph order
+  // (sort by Node::order_key for that), but a sequential pass over memory, which
+  // on a large edited graph is several times faster than following the links.
+  template <class Fn>
+  void for_each_node_in_storage(Fn&& fn) const {
+    for (std::size_t c = 0; c < chunks_.size(); ++c) {
+      const std::size_t used = slots_in_chunk(c);
+      for (std::size_t i = 0; i < used; ++i) {
+        if (i + 8 < used) __builtin_prefetch(&chunks_[c][i + 8]);
+        Node* n = std::launder(reinterpret_cast<Node*>(&chunks_[c][i]));
+        if (!n->erased_) fn(n);
+      }
+    }
+  }
   std::vector<Node*> placeholders() const { return find_nodes(OpKind::placeholder); }
   // The output node, or nullptr while the graph has none.
   Node* output_node() const {
@@ -265,7 +280,7 @@ class Graph {
   // numeric suffix counted on from the last one used with that base
   // (add -> add_1 -> add_2; after an explicit add_5, add is still free, then add_6).
   // A free legal name is kept verbatim ("add_01" stays "add_01"). The name is not reserved.
-  std::string unique_name(std::string_view candidate) { return make_unique_name(candidate, false); }
+  std::string unique_name(std::string_view candidate) { return names_.make_unique(candidate, false); }
 
   // A deep copy: same names, order, args, kwargs and meta.
   Graph clone(std::unordered_map<const Node*, Node*>* mapping = nullptr) const {
@@ -278,11 +293,11 @@ class Graph {
       for (const auto& a : n->args_) args.push_back(map_nodes(a, remap));
       ArgDict kwargs;
       for (const auto& [k, a] : n->kwargs_) kwargs.set(k, map_nodes(a, remap));
-      Node* c = g.create_node(n->op_, n->target_, std::move(args), std::move(kwargs), n->name_);
+      Node* c = g.create_node(n->op_, n->target(), std::move(args), std::move(kwargs), n->name_);
       c->meta = n->meta;
       map[n] = c;
     }
-    g.base_count_ = base_count_;
+    g.names_.assign_counts(names_);
     return g;
   }
 
@@ -298,21 +313,24 @@ class Graph {
   static OpRef intern(std::string_view s) { return OpRegistry::instance().intern(s); }
   // A target declared at compile time points at a string literal; interning makes
   // graph nodes share one registry entry (and checks for a collision once).
-  static OpRef canonical(OpRef op) { return intern(op.name); }
-
-  static std::string sanitize(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    bool in_illegal_run = false;  // re.sub("[^0-9a-zA-Z_]+", "_", s)
-    for (char c : s) {
-      const bool legal = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      if (legal || !in_illegal_run) out.push_back(legal ? c : '_');
-      in_illegal_run = !legal;
-    }
-    if (out.empty()) out = "_unnamed";
-    if (std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
-    return out;
+  // A per-thread memo of (hash, text address) pairs skips the registry's lock
+  // for the few ops a pass creates over and over; the same address and hash
+  // mean the same text (a different text with the same hash would have been
+  // rejected as a collision when first interned).
+  static OpRef canonical(OpRef op) {
+    struct Memo {
+      std::uint64_t hash = 0;
+      const char* data = nullptr;
+      std::string_view name;
+    };
+    thread_local std::array<Memo, 64> memo{};
+    Memo& m = memo[op.hash % memo.size()];
+    if (m.hash == op.hash && m.data == op.name.data() && m.name.size() == op.name.size()) return OpRef(m.name, op.hash);
+    const OpRef c = intern(op.name);
+    m = Memo{op.hash, op.name.data(), c.name};
+    return c;
   }
+
   // torch.fx's Graph._target_to_str: the op's short name, "__x__" stripped to "x",
   // then _snake_case: an '_' where a lower-case letter meets an upper-case one, and
   // everything lower-cased ("MyOp" -> my_op, "ALL_CAPS" -> all_caps, "Conv2D" -> conv2d).
@@ -331,69 +349,8 @@ class Graph {
     return out;
   }
 
-  // Python keywords, builtins and the names torch.fx adds to every generated
-  // module's globals (Python 3.11): torch.fx never gives a node one of these.
-  static bool is_python_reserved(std::string_view name) {
-    static constexpr std::string_view kReserved[] = {
-        "ArithmeticError", "AssertionError", "AttributeError", "BaseException", "BaseExceptionGroup",
-        "BlockingIOError", "BrokenPipeError", "BufferError", "BytesWarning", "ChildProcessError",
-        "ConnectionAbortedError", "ConnectionError", "ConnectionRefusedError", "ConnectionResetError",
-        "DeprecationWarning", "EOFError", "Ellipsis", "EncodingWarning", "EnvironmentError", "Exception",
-        "ExceptionGroup", "False", "FileExistsError", "FileNotFoundError", "FloatingPointError", "FutureWarning",
-        "GeneratorExit", "IOError", "ImportError", "ImportWarning", "IndentationError", "IndexError",
-        "InterruptedError", "IsADirectoryError", "KeyError", "KeyboardInterrupt", "LookupError", "MemoryError",
-        "ModuleNotFoundError", "NameError", "None", "NoneType", "NotADirectoryError", "NotImplemented",
-        "NotImplementedError", "OSError", "OverflowError", "PendingDeprecationWarning", "PermissionError",
-        "ProcessLookupError", "RecursionError", "ReferenceError", "ResourceWarning", "RuntimeError",
-        "RuntimeWarning", "StopAsyncIteration", "StopIteration", "SyntaxError", "SyntaxWarning", "SystemError",
-        "SystemExit", "TabError", "TimeoutError", "True", "TypeError", "UnboundLocalError", "UnicodeDecodeError",
-        "UnicodeEncodeError", "UnicodeError", "UnicodeTranslateError", "UnicodeWarning", "UserWarning",
-        "ValueError", "Warning", "ZeroDivisionError", "__build_class__", "__debug__", "__doc__", "__import__",
-        "__loader__", "__name__", "__package__", "__spec__", "abs", "aiter", "all", "and", "anext", "any", "as",
-        "ascii", "assert", "async", "await", "bin", "bool", "break", "breakpoint", "bytearray", "bytes",
-        "callable", "chr", "class", "classmethod", "compile", "complex", "continue", "copyright", "credits",
-        "def", "del", "delattr", "device", "dict", "dir", "divmod", "elif", "else", "enumerate", "eval",
-        "except", "exec", "exit", "filter", "finally", "float", "for", "format", "from", "frozenset",
-        "fx_pytree", "getattr", "global", "globals", "hasattr", "hash", "help", "hex", "id", "if", "import",
-        "in", "inf", "input", "int", "is", "isinstance", "issubclass", "iter", "lambda", "len", "license",
-        "list", "locals", "map", "max", "memoryview", "min", "nan", "next", "nonlocal", "not", "object", "oct",
-        "open", "or", "ord", "pass", "pow", "print", "property", "pytree", "quit", "raise", "range", "repr",
-        "return", "reversed", "round", "set", "setattr", "slice", "sorted", "staticmethod", "str", "sum",
-        "super", "torch", "try", "tuple", "type", "vars", "while", "with", "yield", "zip"};
-    static_assert(std::is_sorted(std::begin(kReserved), std::end(kReserved)));
-    return std::binary_search(std::begin(kReserved), std::end(kReserved), name);
-  }
-
-  // _Namespace.create_name. `avoid_reserved`: a derived name that is a Python builtin
-  // or keyword gets a suffix, as torch.fx gives it ("abs" -> abs_1); explicit names
-  // are kept, so a graph read from a file keeps the names it was written with.
-  std::string make_unique_name(std::string_view candidate, bool avoid_reserved) {
-    std::string name = sanitize(candidate);
-    // _name_regex: an "_<digits>" suffix after a non-empty base.
-    std::string base = name;
-    std::optional<std::int64_t> suffix;
-    if (auto us = name.rfind('_'); us != std::string::npos && us > 0 && us + 1 < name.size() &&
-                                   std::all_of(name.begin() + us + 1, name.end(), ::isdigit) &&
-                                   name.size() - us - 1 < 18) {
-      base = name.substr(0, us);
-      suffix = std::stoll(name.substr(us + 1));
-    }
-    std::int64_t num;
-    if (!suffix || names_.count(name)) {
-      auto it = base_count_.find(name);
-      num = it == base_count_.end() ? 0 : it->second;
-      if (avoid_reserved && is_python_reserved(name)) name = base + "_" + std::to_string(++num);
-    } else {
-      num = *suffix;
-    }
-    while (names_.count(name)) name = base + "_" + std::to_string(++num);
-    base_count_[base] = num;
-    return name;
-  }
-
-
   void index_add(Node* n) {
-    auto [it, inserted] = index_.try_emplace(bucket_key(n->op_, n->target_.hash));
+    auto [it, inserted] = index_.try_emplace(bucket_key(n->op_, n->target_hash_));
     Bucket& b = it->second;
     if (inserted) buckets_by_op_[static_cast<std::size_t>(n->op_)].push_back(&b);
     n->index_prev_ = b.tail;
@@ -403,7 +360,7 @@ class Graph {
     ++b.count;
   }
   void index_remove(Node* n) {
-    Bucket& b = index_.at(bucket_key(n->op_, n->target_.hash));
+    Bucket& b = index_.at(bucket_key(n->op_, n->target_hash_));
     (n->index_prev_ ? n->index_prev_->index_next_ : b.head) = n->index_next_;
     (n->index_next_ ? n->index_next_->index_prev_ : b.tail) = n->index_prev_;
     n->index_prev_ = n->index_next_ = nullptr;
@@ -456,11 +413,17 @@ class Graph {
   // built or read in order touches memory sequentially, and creating a node
   // costs no allocation of its own. Freed slots are reused by later nodes.
   static constexpr std::size_t kNodesPerChunk = 256;
+  // Every slot below chunk_used_ (and every slot of earlier chunks) holds a
+  // constructed Node: a live one, an erased one awaiting purge_erased, or a
+  // vacant one (erased, no graph links) whose slot is free for reuse. That keeps
+  // for_each_node_in_storage a plain scan.
   Node* allocate_node(OpKind op, OpRef target, std::string name) {
     void* slot;
     if (!free_slots_.empty()) {
-      slot = free_slots_.back();
+      Node* vacant = free_slots_.back();
       free_slots_.pop_back();
+      vacant->~Node();
+      slot = vacant;
     } else {
       if (chunks_.empty() || chunk_used_ == kNodesPerChunk) {
         chunks_.push_back(std::make_unique_for_overwrite<NodeSlot[]>(kNodesPerChunk));
@@ -472,16 +435,15 @@ class Graph {
   }
   void free_node(Node* n) {
     n->~Node();
-    free_slots_.push_back(n);
+    Node* vacant = ::new (static_cast<void*>(n)) Node(this, OpKind::placeholder, OpRef{}, std::string{});
+    vacant->erased_ = true;
+    free_slots_.push_back(vacant);
   }
+  std::size_t slots_in_chunk(std::size_t c) const { return c + 1 == chunks_.size() ? chunk_used_ : kNodesPerChunk; }
 
   void destroy() {
-    for (Node* n = head_; n;) {
-      Node* next = n->next_;
-      n->~Node();
-      n = next;
-    }
-    for (Node* n : erased_) n->~Node();
+    for (std::size_t c = 0; c < chunks_.size(); ++c)
+      for (std::size_t i = 0; i < slots_in_chunk(c); ++i) std::launder(reinterpret_cast<Node*>(&chunks_[c][i]))->~Node();
     erased_.clear();
     free_slots_.clear();
     chunks_.clear();
@@ -496,7 +458,6 @@ class Graph {
     insert_anchor_ = std::exchange(o.insert_anchor_, nullptr);
     insert_after_ = std::exchange(o.insert_after_, false);
     names_ = std::move(o.names_);
-    base_count_ = std::move(o.base_count_);
     index_ = std::move(o.index_);
     for (auto& v : buckets_by_op_) v.clear();
     for (auto& [key, b] : index_) buckets_by_op_[key == 0 ? 0 : (key - 1) % 8].push_back(&b);
@@ -510,7 +471,6 @@ class Graph {
     // into the index this graph now owns).
     for (auto& v : o.buckets_by_op_) v.clear();
     o.names_.clear();
-    o.base_count_.clear();
     o.index_.clear();
     o.erased_.clear();
     for (Node* n = head_; n; n = n->next_) n->graph_ = this;
@@ -523,8 +483,7 @@ class Graph {
   std::size_t size_ = 0;
   Node* insert_anchor_ = nullptr;  // nullptr: append at the end
   bool insert_after_ = false;      // insert right after insert_anchor_ instead of before it
-  std::unordered_map<std::string, Node*> names_;  // every name ever used; erased ones map to nullptr
-  std::unordered_map<std::string, std::int64_t> base_count_;
+  NameTable names_;  // every name ever used; erased ones map to no node
   std::unordered_map<std::uint64_t, Bucket> index_;
   std::array<std::vector<Bucket*>, 6> buckets_by_op_;
   std::vector<Node*> erased_;
@@ -533,7 +492,7 @@ class Graph {
   };
   std::vector<std::unique_ptr<NodeSlot[]>> chunks_;
   std::size_t chunk_used_ = 0;
-  std::vector<void*> free_slots_;
+  std::vector<Node*> free_slots_;  // vacant nodes
 };
 
 // ---- Node operations that need the Graph ----

@@ -21,17 +21,21 @@ namespace kiln {
 class Graph;
 
 // Aligned to a cache line so that the fields every walk and match reads (the
-// first 64 bytes: links, order, target, kind, user count) cost one miss.
+// first 64 bytes: links, order, target hash, the positional arguments' storage,
+// kind, user count) cost one miss; the rest is read when a match succeeds.
 class alignas(64) Node {
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
   std::uint64_t order_ = 0;
-  OpRef target_;
+  std::uint64_t target_hash_;
+  ArgList args_;
   OpKind op_;
   bool erased_ = false;
   std::uint32_t live_users_ = 0;
-  mutable std::uint32_t scratch_ = 0;
+  // ---- end of the first cache line ----
+  std::string_view target_name_;
   Graph* graph_;
+  mutable std::uint32_t scratch_ = 0;
 
  public:
   Node(const Node&) = delete;
@@ -39,10 +43,10 @@ class alignas(64) Node {
 
   const std::string& name() const { return name_; }
   OpKind op() const { return op_; }
-  OpRef target() const { return target_; }
-  std::string_view target_name() const { return target_.name; }
+  OpRef target() const { return OpRef(target_name_, target_hash_); }
+  std::string_view target_name() const { return target_name_; }
   // True when this node is a call_function of `op` (one integer compare).
-  bool is_call(OpRef op) const { return op_ == OpKind::call_function && target_.hash == op.hash; }
+  bool is_call(OpRef op) const { return op_ == OpKind::call_function && target_hash_ == op.hash; }
 
   const ArgList& args() const { return args_; }
   const ArgDict& kwargs() const { return kwargs_; }
@@ -126,6 +130,10 @@ class alignas(64) Node {
   Node* prev() const { return prev_; }
   // O(1): both nodes must be live nodes of the same graph.
   bool is_before(const Node& other) const { return order_ < other.order_; }
+  // The key behind is_before: it grows along the graph. Keys change when the
+  // graph renumbers (an insert between adjacent keys), so compare keys read
+  // between the same two edits only.
+  std::uint64_t order_key() const { return order_; }
 
   Graph& graph() const { return *graph_; }
   bool erased() const { return erased_; }
@@ -154,15 +162,20 @@ class alignas(64) Node {
  private:
   friend class Graph;
   Node(Graph* g, OpKind op, OpRef target, std::string name)
-      : target_(target), op_(op), graph_(g), name_(std::move(name)) {}
+      : target_hash_(target.hash), op_(op), target_name_(target.name), graph_(g), name_(std::move(name)) {}
 
   static void collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out);
+  // Throws (naming this node) unless `n` is a live node of this node's graph.
+  void check_input(const Node* n) const;
+  // Rebuilds inputs_ from args_ and kwargs_ and rejoins their user lists.
+  void relink_inputs();
+  // Drops every argument (erase_node).
+  void clear_inputs();
   void add_user_to(Node* input);
   void remove_from_users_of(std::size_t input_index);
   void compact_users();
 
   std::string name_;
-  ArgList args_;
   ArgDict kwargs_;
 
   // users_ may hold nullptr holes left by removals; they are skipped when
@@ -241,27 +254,43 @@ inline void Node::compact_users() {
   users_.resize(w);
 }
 
+inline void Node::check_input(const Node* n) const {
+  if (n == nullptr) throw GraphError("node " + name_ + ": argument refers to a null node");
+  if (n->graph_ != graph_)
+    throw GraphError("node " + name_ + ": argument refers to node " + n->name_ + " of another graph");
+  if (n->erased_) throw GraphError("node " + name_ + ": argument refers to erased node " + n->name_);
+}
+
 inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
-  std::vector<Node*> new_inputs;
-  collect_inputs(args, kwargs, new_inputs);
-  if (std::any_of(args.begin(), args.end(), detail::has_null_node) ||
-      std::any_of(kwargs.begin(), kwargs.end(), [](const auto& kv) { return detail::has_null_node(kv.second); }))
-    throw GraphError("node " + name_ + ": argument refers to a null node");
-  for (Node* n : new_inputs) {
-    if (n->graph_ != graph_)
-      throw GraphError("node " + name_ + ": argument refers to node " + n->name_ + " of another graph");
-    if (n->erased_) throw GraphError("node " + name_ + ": argument refers to erased node " + n->name_);
-  }
+  // Check everything before changing anything, so a bad argument leaves the node as it was.
+  auto check = [this](const Arg& a) {
+    if (detail::has_null_node(a)) check_input(nullptr);
+    for_each_node(a, [this](const Node* n) { check_input(n); });
+  };
+  for (const auto& a : args) check(a);
+  for (const auto& [k, a] : kwargs) check(a);
+  args_ = std::move(args);
+  kwargs_ = std::move(kwargs);
+  relink_inputs();
+}
+
+inline void Node::relink_inputs() {
   // As torch.fx does: leave every old input's user list, then join the new
   // inputs' lists at the end, so an edited node becomes its inputs' last user.
   // Passes that walk users (anchors, fusion searches) then see Inductor's order.
+  // The vectors keep their capacity, so an edit allocates nothing.
+  for (std::size_t i = 0; i < inputs_.size(); ++i) remove_from_users_of(i);
+  input_slots_.clear();
+  collect_inputs(args_, kwargs_, inputs_);
+  for (Node* n : inputs_) add_user_to(n);
+}
+
+inline void Node::clear_inputs() {
   for (std::size_t i = 0; i < inputs_.size(); ++i) remove_from_users_of(i);
   inputs_.clear();
   input_slots_.clear();
-  for (Node* n : new_inputs) add_user_to(n);
-  inputs_ = std::move(new_inputs);
-  args_ = std::move(args);
-  kwargs_ = std::move(kwargs);
+  args_.clear();
+  if (!kwargs_.empty()) kwargs_ = ArgDict{};
 }
 
 inline bool Node::is_impure() const {
@@ -272,7 +301,7 @@ inline bool Node::is_impure() const {
     case OpKind::get_attr:
       return false;
     case OpKind::call_function:
-      return OpRegistry::instance().traits(target_).impure();
+      return OpRegistry::instance().traits(target()).impure();
     case OpKind::call_method:
       return is_mutating();  // a method ending in '_' mutates self (x.add_(y))
     case OpKind::call_module:
@@ -282,15 +311,30 @@ inline bool Node::is_impure() const {
 }
 
 inline bool Node::is_mutating() const {
-  if (op_ == OpKind::call_function) return OpRegistry::instance().traits(target_).mutates;
-  if (op_ == OpKind::call_method) return !target_.name.empty() && target_.name.back() == '_';
+  if (op_ == OpKind::call_function) return OpRegistry::instance().traits(target()).mutates;
+  if (op_ == OpKind::call_method) return !target_name_.empty() && target_name_.back() == '_';
   return false;
 }
 
 inline std::vector<Node*> Node::replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter) {
   std::vector<Node*> changed;
   if (replacement == this) return changed;
-  for (Node* u : user_list()) {
+  check_input(replacement);
+  // Editing a user changes users_, so walk a copy (on the stack when short).
+  Node* inline_copy[8];
+  std::vector<Node*> heap_copy;
+  Node** users = inline_copy;
+  if (live_users_ > 8) {
+    heap_copy = user_list();
+    users = heap_copy.data();
+  } else {
+    std::size_t k = 0;
+    for (Node* u : this->users()) inline_copy[k++] = u;
+  }
+  const std::size_t count = live_users_;
+  changed.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    Node* u = users[i];
     if (filter && !filter(u)) continue;
     u->replace_input_with(this, replacement);
     changed.push_back(u);
@@ -298,14 +342,26 @@ inline std::vector<Node*> Node::replace_all_uses_with(Node* replacement, const s
   return changed;
 }
 
+namespace detail {
+// Replaces references to `from` by `to` inside `a`, in place.
+inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
+  if (a.is_node()) {
+    if (a.node() == from) a = Arg(to);
+  } else if (auto* l = a.get_if<ArgList>()) {
+    for (auto& x : *l) replace_node_refs(x, from, to);
+  } else if (auto* d = a.get_if<ArgDict>()) {
+    for (auto&& [k, x] : *d) replace_node_refs(x, from, to);
+  } else if (auto* s = a.get_if<Slice>()) {
+    for (auto& x : s->parts) replace_node_refs(x, from, to);
+  }
+}
+}  // namespace detail
+
 inline void Node::replace_input_with(Node* old_input, Node* new_input) {
-  auto swap_ref = [&](Node* n) { return n == old_input ? new_input : n; };
-  ArgList args;
-  args.reserve(args_.size());
-  for (const auto& a : args_) args.push_back(map_nodes(a, swap_ref));
-  ArgDict kwargs;
-  for (const auto& [k, a] : kwargs_) kwargs.set(k, map_nodes(a, swap_ref));
-  set_args_and_kwargs(std::move(args), std::move(kwargs));
+  check_input(new_input);
+  for (auto& a : args_) detail::replace_node_refs(a, old_input, new_input);
+  for (auto&& [k, a] : kwargs_) detail::replace_node_refs(a, old_input, new_input);
+  relink_inputs();
 }
 
 }  // namespace kiln

@@ -23,11 +23,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/core/natural_sort.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/pattern/match.hpp"
@@ -95,7 +97,19 @@ class Entry final : public EntryBase {
       if (debug) report_pattern_debug(node, name, "the match crosses a mutation");
       return false;
     }
-    auto m = plan_.result(g);
+    // One Match per pattern, refilled for each match, so its vectors keep their
+    // capacity; a handler that re-enters this pass gets a fresh one.
+    std::optional<Match> fresh;
+    Match* slot = &match_;
+    if (match_in_use_) slot = &fresh.emplace();
+    plan_.result_into(*slot, g);
+    Match& m = *slot;
+    struct InUse {
+      bool& flag;
+      bool was;
+      ~InUse() { flag = was; }
+    } in_use{match_in_use_, match_in_use_};
+    match_in_use_ = true;
     if (!check_(m)) {
       if (debug) report_pattern_debug(node, name, "extra_check rejected the match");
       return false;
@@ -132,9 +146,12 @@ class Entry final : public EntryBase {
     return 0;
   }
 
+  using Match = pattern::Match<P>;
   pattern::PatternPlan<P> plan_;
   Handler handler_;
   Check check_;
+  Match match_;
+  bool match_in_use_ = false;
 };
 
 struct AcceptAll {
@@ -194,9 +211,12 @@ class PatternMatcherPass {
     }
 
     std::size_t count = 0;
-    for (const auto& [node, list] : snapshot(g)) {
+    const std::vector<Candidate> candidates = snapshot(g);
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      prefetch_ahead(candidates, i);
+      Node* node = candidates[i].node;
       if (node->erased()) continue;
-      for (detail::EntryBase* e : list->entries) {
+      for (detail::EntryBase* e : candidates[i].list->entries) {
         if (node->erased()) break;
         if (e->try_apply(node, g, ctx)) ++count;
       }
@@ -243,23 +263,53 @@ class PatternMatcherPass {
     return nullptr;
   }
 
+  struct Candidate {
+    std::uint64_t key;  // the node's order key when the snapshot was taken
+    Node* node;
+    const RootList* list;
+  };
+
   // The nodes that some pattern's root could match, last node first, each with
   // the patterns to try there.
-  std::vector<std::pair<Node*, const RootList*>> snapshot(const Graph& g) const {
+  std::vector<Candidate> snapshot(const Graph& g) const {
     std::size_t total = 0;
     for (const RootList* r : lists_) total += g.count_nodes(r->kind, r->target);
-    std::vector<std::pair<Node*, const RootList*>> out;
+    std::vector<Candidate> out;
     out.reserve(total);
-    if (total * 4 > g.size() || keys_.size() > 16) {
-      // Many candidates: one backward walk is cheaper than gathering and sorting.
-      for (Node* n : g.nodes_reversed())
-        if (const RootList* r = roots_for(n)) out.emplace_back(n, r);
-      return out;
+    if (total * 16 > g.size() || keys_.size() > 16) {
+      // Many candidates: one pass over the node storage, which the hardware
+      // streams, beats following the graph's links (a cache miss per node once
+      // passes have scattered the list) or the index's.
+      g.for_each_node_in_storage([&](Node* n) {
+        if (const RootList* r = roots_for(n)) out.push_back({n->order_key(), n, r});
+      });
+    } else {
+      for (const RootList* r : lists_)
+        for (Node* n : g.find_nodes(r->kind, r->target, /*sorted=*/false)) out.push_back({n->order_key(), n, r});
     }
-    for (const RootList* r : lists_)
-      for (Node* n : g.find_nodes(r->kind, r->target, /*sorted=*/false)) out.emplace_back(n, r);
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return b.first->is_before(*a.first); });
+    // Storage order is nearly graph order (a few runs), so this is close to linear.
+    natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key > b.key; });
     return out;
+  }
+
+  // Matching at a node reads the node's first cache line, its positional
+  // arguments and their nodes' first lines. On a graph larger than the cache
+  // each is a miss, and one after another they would dominate the pass, so they
+  // are requested a few candidates ahead in stages: the node, then (once its
+  // line has arrived) its arguments, then the nodes they refer to.
+  static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
+    constexpr std::size_t kNode = 12, kArgs = 6, kInputs = 3;
+    if (i + kNode < c.size()) __builtin_prefetch(c[i + kNode].node);
+    if (i + kArgs < c.size()) {
+      const ArgList& args = c[i + kArgs].node->args();
+      __builtin_prefetch(args.data());
+      if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
+    }
+    if (i + kInputs < c.size()) {
+      const ArgList& args = c[i + kInputs].node->args();
+      for (std::size_t k = 0; k < args.size() && k < 3; ++k)
+        if (const Node* in = args[k].node()) __builtin_prefetch(in);
+    }
   }
 
   std::string name_;

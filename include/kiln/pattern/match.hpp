@@ -152,11 +152,20 @@ class PatternPlan {
   // Copies the last successful try_match out of the reusable state.
   Result result(Graph& g) const {
     Result m;
-    for (std::size_t i = 0; i < Result::kCaptures; ++i)
+    result_into(m, g);
+    return m;
+  }
+  // The same into an existing Match, reusing its storage (PatternMatcherPass
+  // keeps one per pattern, so applying a match allocates nothing).
+  void result_into(Result& m, Graph& g) const {
+    for (std::size_t i = 0; i < Result::kCaptures; ++i) {
       if (state_.captures[i]) m.captures_[i] = *state_.captures[i];
-    m.args_ = state_.args;
+      else m.captures_[i] = kiln::Arg();
+    }
+    m.args_.assign(state_.args.begin(), state_.args.end());
     m.var_kwargs_ = state_.var_kwargs;
-    m.nodes_ = state_.nodes;
+    m.nodes_.assign(state_.nodes.begin(), state_.nodes.end());
+    m.outputs_.clear();
     if constexpr (requires { P::output_positions; }) {
       // MultiOutputPattern: info.output marks every position exempt from the
       // users rule (outputs by object), so it lists its outputs' places itself.
@@ -166,7 +175,6 @@ class PatternPlan {
         if (info_[i].output) m.outputs_.push_back(state_.slots[info_[i].canon].node);
     }
     m.graph_ = &g;
-    return m;
   }
 
  private:
