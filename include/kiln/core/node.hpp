@@ -14,6 +14,7 @@
 #include "kiln/core/error.hpp"
 #include "kiln/core/op_kind.hpp"
 #include "kiln/core/op_ref.hpp"
+#include "kiln/core/small_vector.hpp"
 #include "kiln/core/tensor_meta.hpp"
 
 namespace kiln {
@@ -105,7 +106,7 @@ class alignas(64) Node {
       Node* const* p_ = nullptr;
       Node* const* e_ = nullptr;
     };
-    UserRange(const std::vector<Node*>& v) : b_(v.data()), e_(v.data() + v.size()) {}
+    UserRange(Node* const* b, Node* const* e) : b_(b), e_(e) {}
     iterator begin() const { return {b_, e_}; }
     iterator end() const { return {e_, e_}; }
 
@@ -113,7 +114,7 @@ class alignas(64) Node {
     Node* const* b_;
     Node* const* e_;
   };
-  UserRange users() const { return UserRange(users_); }
+  UserRange users() const { return UserRange(users_.begin(), users_.end()); }
   std::size_t num_users() const { return live_users_; }
   // A copy of the users, safe to iterate while editing the graph.
   std::vector<Node*> user_list() const {
@@ -123,7 +124,8 @@ class alignas(64) Node {
     return out;
   }
   // The distinct nodes referenced by args and kwargs, in first-use order.
-  const std::vector<Node*>& all_input_nodes() const { return inputs_; }
+  using InputNodes = SmallVector<Node*, 3>;
+  const InputNodes& all_input_nodes() const { return inputs_; }
 
   // Neighbours in graph order; nullptr at either end.
   Node* next() const { return next_; }
@@ -164,7 +166,7 @@ class alignas(64) Node {
   Node(Graph* g, OpKind op, OpRef target, std::string name)
       : target_hash_(target.hash), op_(op), target_name_(target.name), graph_(g), name_(std::move(name)) {}
 
-  static void collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out);
+  static void collect_inputs(const ArgList& args, const ArgDict& kwargs, InputNodes& out);
   // Throws (naming this node) unless `n` is a live node of this node's graph.
   void check_input(const Node* n) const;
   // Rebuilds inputs_ from args_ and kwargs_ and rejoins their user lists.
@@ -181,9 +183,9 @@ class alignas(64) Node {
   // users_ may hold nullptr holes left by removals; they are skipped when
   // iterating and squeezed out once they outnumber live users. This keeps
   // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
-  std::vector<Node*> users_;
-  std::vector<Node*> inputs_;
-  std::vector<std::uint32_t> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
+  SmallVector<Node*, 2> users_;
+  InputNodes inputs_;
+  SmallVector<std::uint32_t, 4> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
 
   // Links in the graph's (op, target) index, for find_nodes without a scan.
   Node* index_prev_ = nullptr;
@@ -212,7 +214,7 @@ inline bool has_null_node(const Arg& a) {
 }
 }  // namespace detail
 
-inline void Node::collect_inputs(const ArgList& args, const ArgDict& kwargs, std::vector<Node*>& out) {
+inline void Node::collect_inputs(const ArgList& args, const ArgDict& kwargs, InputNodes& out) {
   out.clear();
   std::unordered_set<Node*> seen;  // only used for large fan-in (cat of many)
   auto add = [&](Node* n) {
@@ -251,7 +253,7 @@ inline void Node::compact_users() {
       if (u->inputs_[j] == this) u->input_slots_[j] = static_cast<std::uint32_t>(w);
     users_[w++] = u;
   }
-  users_.resize(w);
+  users_.truncate(w);
 }
 
 inline void Node::check_input(const Node* n) const {
