@@ -190,6 +190,8 @@ class alignas(64) Node {
   // Links in the graph's (op, target) index, for find_nodes without a scan.
   Node* index_prev_ = nullptr;
   Node* index_next_ = nullptr;
+  // This node's entry in its storage chunk's table of index keys (0 while erased).
+  std::uint64_t* storage_key_ = nullptr;
 };
 
 // args[index] if the node has that many positional arguments, else kwargs[name],

@@ -254,10 +254,9 @@ class PatternMatcherPass {
     std::vector<detail::EntryBase*> entries;
   };
 
-  // The root lists for a node's (kind, target): a linear scan, since a pass
+  // The root lists for a node's (kind, target) key: a linear scan, since a pass
   // has few distinct roots and this runs for every node of the graph.
-  const RootList* roots_for(const Node* n) const {
-    const std::uint64_t key = Graph::bucket_key(n->op(), n->target().hash);
+  const RootList* roots_for(std::uint64_t key) const {
     for (std::size_t i = 0; i < keys_.size(); ++i)
       if (keys_[i] == key) return lists_[i];
     return nullptr;
@@ -280,8 +279,8 @@ class PatternMatcherPass {
       // Many candidates: one pass over the node storage, which the hardware
       // streams, beats following the graph's links (a cache miss per node once
       // passes have scattered the list) or the index's.
-      g.for_each_node_in_storage([&](Node* n) {
-        if (const RootList* r = roots_for(n)) out.push_back({n->order_key(), n, r});
+      g.for_each_node_in_storage([&](Node* n, std::uint64_t key) {
+        if (const RootList* r = roots_for(key)) out.push_back({n->order_key(), n, r});
       });
     } else {
       for (const RootList* r : lists_)
