@@ -349,8 +349,10 @@ class Graph {
     out.reserve(s.size() + 4);
     for (std::size_t i = 0; i < s.size(); ++i) {
       const auto c = static_cast<unsigned char>(s[i]);
-      if (std::isupper(c) && i > 0 && std::islower(static_cast<unsigned char>(s[i - 1]))) out.push_back('_');
-      out.push_back(static_cast<char>(std::tolower(c)));
+      // ASCII case rules, written out: the <cctype> calls consult the locale per character.
+      const bool upper = c >= 'A' && c <= 'Z';
+      if (upper && i > 0 && s[i - 1] >= 'a' && s[i - 1] <= 'z') out.push_back('_');
+      out.push_back(static_cast<char>(upper ? c - 'A' + 'a' : c));
     }
     return out;
   }

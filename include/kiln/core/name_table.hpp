@@ -25,6 +25,7 @@
 //
 // Node is only declared: the table stores Node* and never dereferences one.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstddef>
@@ -44,13 +45,23 @@ class Node;
 class NameTable {
  public:
   NameTable() = default;
-  NameTable(const NameTable&) = default;
-  NameTable& operator=(const NameTable&) = default;
+  // Copies start with an empty memo: the source's points into the source's map.
+  NameTable(const NameTable& o) : bases_(o.bases_), other_(o.other_), size_(o.size_) {}
+  NameTable& operator=(const NameTable& o) {
+    if (this != &o) {
+      bases_ = o.bases_;
+      other_ = o.other_;
+      size_ = o.size_;
+      forget_memo();
+    }
+    return *this;
+  }
   // A moved-from table is empty and usable.
   NameTable(NameTable&& o) noexcept
       : bases_(std::move(o.bases_)), other_(std::move(o.other_)), size_(std::exchange(o.size_, 0)) {
     o.bases_.clear();
     o.other_.clear();
+    o.forget_memo();
   }
   NameTable& operator=(NameTable&& o) noexcept {
     if (this != &o) {
@@ -59,6 +70,8 @@ class NameTable {
       size_ = std::exchange(o.size_, 0);
       o.bases_.clear();
       o.other_.clear();
+      forget_memo();
+      o.forget_memo();
     }
     return *this;
   }
@@ -183,6 +196,7 @@ class NameTable {
     bases_.clear();
     other_.clear();
     size_ = 0;
+    forget_memo();
   }
 
   // The base counts (torch.fx's _base_count) become `o`'s, the used names stay:
@@ -200,12 +214,13 @@ class NameTable {
     out.reserve(s.size());
     bool in_illegal_run = false;  // re.sub("[^0-9a-zA-Z_]+", "_", s)
     for (char c : s) {
-      const bool legal = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      // ASCII only, as the regex's classes are (and without a locale lookup per character).
+      const bool legal = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
       if (legal || !in_illegal_run) out.push_back(legal ? c : '_');
       in_illegal_run = !legal;
     }
     if (out.empty()) out = "_unnamed";
-    if (std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
+    if (out[0] >= '0' && out[0] <= '9') out.insert(out.begin(), '_');
     return out;
   }
 
@@ -308,18 +323,42 @@ class NameTable {
   static Node* erased_tag() noexcept { return reinterpret_cast<Node*>(std::uintptr_t{1}); }
   static Node* live(Node* p) noexcept { return p == erased_tag() ? nullptr : p; }
 
-  const BaseEntry* find_base(std::string_view base) const {
+  // A pass creating and erasing nodes looks up the same handful of bases over
+  // and over (addmm, mm, add, ...); a small direct-mapped memo of map entries,
+  // keyed by a cheap mix of the base's length and end characters, skips hashing
+  // the string and probing the map for them. Map entries never move or go away
+  // (until clear), so the memo holds plain pointers into the map.
+  using MapEntry = std::pair<const std::string, BaseEntry>;
+  static std::size_t memo_slot(std::string_view base) {
+    const std::size_t mix = base.size() * 31 + static_cast<unsigned char>(base.front()) +
+                            static_cast<unsigned char>(base.back()) * 7;
+    return mix % kMemoSize;
+  }
+  MapEntry* lookup(std::string_view base) const {
+    if (base.empty()) {
+      auto it = bases_.find(base);
+      return it == bases_.end() ? nullptr : const_cast<MapEntry*>(&*it);
+    }
+    MapEntry*& m = memo_[memo_slot(base)];
+    if (m && m->first == base) return m;
     auto it = bases_.find(base);
-    return it == bases_.end() ? nullptr : &it->second;
+    if (it == bases_.end()) return nullptr;
+    m = const_cast<MapEntry*>(&*it);
+    return m;
+  }
+  void forget_memo() const { memo_.fill(nullptr); }
+
+  const BaseEntry* find_base(std::string_view base) const {
+    MapEntry* e = lookup(base);
+    return e ? &e->second : nullptr;
   }
   BaseEntry* find_base(std::string_view base) {
-    auto it = bases_.find(base);
-    return it == bases_.end() ? nullptr : &it->second;
+    MapEntry* e = lookup(base);
+    return e ? &e->second : nullptr;
   }
-  std::pair<const std::string, BaseEntry>& entry(std::string_view base) {
-    auto it = bases_.find(base);
-    if (it == bases_.end()) it = bases_.emplace(std::string(base), BaseEntry{}).first;
-    return *it;
+  MapEntry& entry(std::string_view base) {
+    if (MapEntry* e = lookup(base)) return *e;
+    return *bases_.emplace(std::string(base), BaseEntry{}).first;
   }
   Node*& other_slot(std::string_view name) {
     auto it = other_.find(name);
@@ -375,6 +414,8 @@ class NameTable {
 
   StringMap<BaseEntry> bases_;  // few: add, mul, getitem, ...
   StringMap<Node*> other_;      // names that fit no vector
+  static constexpr std::size_t kMemoSize = 16;
+  mutable std::array<MapEntry*, kMemoSize> memo_{};  // see lookup()
   std::size_t size_ = 0;        // used names
 };
 
