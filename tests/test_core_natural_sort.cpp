@@ -285,3 +285,30 @@ TEST_CASE("natural_sort: a custom comparator (descending) sorts by that order") 
   natural_sort(items.begin(), items.end(), later_first);
   CHECK(items == expected_items);
 }
+
+TEST_CASE("natural_sort: a caller's scratch buffer gives the same result and is reused without growing") {
+  std::vector<std::pair<int, int>> scratch;
+  auto by_key = [](const std::pair<int, int>& a, const std::pair<int, int>& b) { return a.first < b.first; };
+  std::size_t capacity_after_first = 0;
+  for (int round = 0; round < 5; ++round) {
+    // Three runs, as a pass leaves them: ascending (keys repeating), strictly
+    // descending, ascending again; `second` records the input position.
+    std::vector<std::pair<int, int>> v;
+    int seq = 0;
+    for (int i = 0; i < 300; ++i) v.push_back({i / 3, seq++});
+    for (int i = 500; i > 300; --i) v.push_back({i, seq++});
+    for (int i = 0; i < 200; ++i) v.push_back({i * 2, seq++});
+    std::vector<std::pair<int, int>> expected = v;
+    std::stable_sort(expected.begin(), expected.end(), by_key);
+    std::vector<std::pair<int, int>> plain = v;
+    natural_sort(plain.begin(), plain.end(), by_key);
+    natural_sort(v.begin(), v.end(), by_key, scratch);
+    // Three runs is far below the fallback, so the merge is stable: equal keys
+    // keep their input order, exactly as std::stable_sort leaves them.
+    CHECK(v == expected);
+    CHECK(plain == expected);
+    if (round == 0) capacity_after_first = scratch.capacity();
+    CHECK(capacity_after_first > 0);
+    CHECK(scratch.capacity() == capacity_after_first);
+  }
+}

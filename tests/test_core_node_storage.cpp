@@ -36,11 +36,16 @@ constexpr std::size_t kHugeChunkSlots = (std::size_t(2) << 20) / sizeof(Node);
 struct Scanned {
   Node* node;
   std::uint64_t key;
+  std::uint64_t order;
 };
 
+// The scan's order key must be the node's own, whatever edits came before.
 std::vector<Scanned> scan(const Graph& g) {
   std::vector<Scanned> out;
-  g.for_each_node_in_storage([&](Node* n, std::uint64_t key) { out.push_back({n, key}); });
+  g.for_each_node_in_storage([&](Node* n, std::uint64_t key, std::uint64_t order) {
+    REQUIRE(order == n->order_key());
+    out.push_back({n, key, order});
+  });
   return out;
 }
 

@@ -402,3 +402,36 @@ TEST_CASE("KILN_PATTERN_DEBUG=<node> prints each pattern tried at that node and 
   std::cerr.rdbuf(old);
   CHECK(silent.str().empty());
 }
+
+TEST_CASE("apply on the same pass again reuses its snapshot and a handler may re-enter it") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  std::vector<Node*> relus;
+  Node* h = x;
+  for (int i = 0; i < 40; ++i) relus.push_back(h = g.call_function(aten::relu, {h}));
+  g.output(h);
+
+  PatternMatcherPass pass("relus");
+  std::vector<Node*> outer, inner;
+  int depth = 0;
+  pass.register_pattern(p::CallFunction(aten::relu, p::kw<"x">, p::MULTIPLE), [&](auto&, Graph& graph, Node* root) {
+    (depth == 0 ? outer : inner).push_back(root);
+    if (depth == 0 && outer.size() == 1) {
+      // The nested apply must take a snapshot of its own, not overwrite the
+      // outer one that is still being walked.
+      ++depth;
+      CHECK(pass.apply(graph) == relus.size());
+      --depth;
+    }
+  });
+  const std::vector<Node*> reversed(relus.rbegin(), relus.rend());
+  CHECK(pass.apply(g) == relus.size());  // the nested apply counted its own
+  CHECK(outer == reversed);
+  CHECK(inner == reversed);
+  // A third apply on the same pass sees the same nodes in the same order.
+  outer.clear();
+  inner.clear();
+  depth = 1;  // no nesting this time: everything lands in `inner`
+  CHECK(pass.apply(g) == relus.size());
+  CHECK(inner == reversed);
+}

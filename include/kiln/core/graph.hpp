@@ -256,19 +256,19 @@ class Graph {
     auto it = index_.find(bucket_key(op, target.hash));
     return it == index_.end() ? 0 : it->second.count;
   }
-  // Calls fn(Node*, key) for every live node in storage order (creation order,
-  // except that nodes created after a purge_erased reuse freed places), where
-  // key is the node's bucket_key. Not graph order (sort by Node::order_key for
-  // that), but a pass over one dense table of keys per storage chunk, which on a
-  // large edited graph is many times faster than following the links; only the
-  // nodes that fn looks at are touched.
+  // Calls fn(Node*, bucket key, order key) for every live node in storage order
+  // (creation order, except that nodes created after a purge_erased reuse freed
+  // places), with the node's bucket_key and Node::order_key. Not graph order
+  // (sort by the order key for that), but a pass over one dense table per
+  // storage chunk, which on a large edited graph is many times faster than
+  // following the links; the nodes themselves are not read.
   template <class Fn>
   void for_each_node_in_storage(Fn&& fn) const {
     for (std::size_t c = 0; c < chunks_.size(); ++c) {
       const std::size_t used = slots_in_chunk(c);
-      const std::uint64_t* keys = chunks_[c].keys();
+      const detail::StorageSlot* table = chunks_[c].table();
       for (std::size_t i = 0; i < used; ++i)
-        if (keys[i] != 0) fn(chunks_[c].node(i), keys[i]);
+        if (table[i].key != 0) fn(chunks_[c].node(i), table[i].key, table[i].order);
     }
   }
 
@@ -358,7 +358,7 @@ class Graph {
   }
 
   void index_add(Node* n) {
-    *n->storage_key_ = bucket_key(n->op_, n->target_hash_);
+    n->storage_->key = bucket_key(n->op_, n->target_hash_);
     auto [it, inserted] = index_.try_emplace(bucket_key(n->op_, n->target_hash_));
     Bucket& b = it->second;
     if (inserted) buckets_by_op_[static_cast<std::size_t>(n->op_)].push_back(&b);
@@ -369,7 +369,7 @@ class Graph {
     ++b.count;
   }
   void index_remove(Node* n) {
-    *n->storage_key_ = 0;
+    n->storage_->key = 0;
     Bucket& b = index_.at(bucket_key(n->op_, n->target_hash_));
     (n->index_prev_ ? n->index_prev_->index_next_ : b.head) = n->index_next_;
     (n->index_next_ ? n->index_next_->index_prev_ : b.tail) = n->index_prev_;
@@ -396,11 +396,11 @@ class Graph {
     const std::uint64_t lo = n->prev_ ? n->prev_->order_ : 0;
     if (!n->next_) {
       if (lo <= std::numeric_limits<std::uint64_t>::max() - kKeySpacing) {
-        n->order_ = lo + kKeySpacing;
+        n->storage_->order = n->order_ = lo + kKeySpacing;
         return;
       }
     } else if (n->next_->order_ - lo >= 2) {
-      n->order_ = lo + (n->next_->order_ - lo) / 2;
+      n->storage_->order = n->order_ = lo + (n->next_->order_ - lo) / 2;
       return;
     }
     renumber();
@@ -410,7 +410,7 @@ class Graph {
     const std::uint64_t count = size_ + 2;
     const std::uint64_t step = std::max<std::uint64_t>(2, std::min(kKeySpacing, std::numeric_limits<std::uint64_t>::max() / (2 * count)));
     std::uint64_t k = 0;
-    for (Node* m = head_; m; m = m->next_) m->order_ = (k += step);
+    for (Node* m = head_; m; m = m->next_) m->storage_->order = m->order_ = (k += step);
   }
 
   void check_owned(const Node* n, const char* what) const {
@@ -435,7 +435,7 @@ class Graph {
   static constexpr std::size_t kMaxChunk = kHugePage / sizeof(NodeSlot);
   class Chunk {
    public:
-    explicit Chunk(std::size_t capacity) : keys_(new std::uint64_t[capacity]()), capacity_(capacity) {
+    explicit Chunk(std::size_t capacity) : table_(new detail::StorageSlot[capacity]()), capacity_(capacity) {
       const std::size_t bytes = capacity * sizeof(NodeSlot);
       if (capacity >= kMaxChunk) {  // kMaxChunk slots fill one huge page (less a remainder)
         slots_ = static_cast<NodeSlot*>(::operator new(kHugePage, std::align_val_t{kHugePage}));
@@ -448,7 +448,7 @@ class Graph {
       }
     }
     Chunk(Chunk&& o) noexcept
-        : slots_(std::exchange(o.slots_, nullptr)), keys_(std::move(o.keys_)), capacity_(o.capacity_), huge_(o.huge_) {}
+        : slots_(std::exchange(o.slots_, nullptr)), table_(std::move(o.table_)), capacity_(o.capacity_), huge_(o.huge_) {}
     Chunk& operator=(Chunk&&) = delete;
     Chunk(const Chunk&) = delete;
     ~Chunk() {
@@ -459,12 +459,12 @@ class Graph {
     std::size_t capacity() const { return capacity_; }
     void* slot(std::size_t i) const { return &slots_[i]; }
     Node* node(std::size_t i) const { return std::launder(reinterpret_cast<Node*>(&slots_[i])); }
-    // keys()[i]: the bucket_key of the live node in slot i, or 0.
-    std::uint64_t* keys() const { return keys_.get(); }
+    // table()[i]: slot i's bucket key (0: no live node) and order key.
+    detail::StorageSlot* table() const { return table_.get(); }
 
    private:
     NodeSlot* slots_;
-    std::unique_ptr<std::uint64_t[]> keys_;
+    std::unique_ptr<detail::StorageSlot[]> table_;
     std::size_t capacity_;
     bool huge_ = false;
   };
@@ -475,11 +475,11 @@ class Graph {
   // for_each_node_in_storage a plain scan.
   Node* allocate_node(OpKind op, OpRef target, std::string name) {
     void* slot;
-    std::uint64_t* key;
+    detail::StorageSlot* entry;
     if (!free_slots_.empty()) {
       Node* vacant = free_slots_.back();
       free_slots_.pop_back();
-      key = vacant->storage_key_;
+      entry = vacant->storage_;
       vacant->~Node();
       slot = vacant;
     } else {
@@ -488,20 +488,20 @@ class Graph {
         chunks_.emplace_back(capacity);
         chunk_used_ = 0;
       }
-      key = &chunks_.back().keys()[chunk_used_];
+      entry = &chunks_.back().table()[chunk_used_];
       slot = chunks_.back().slot(chunk_used_++);
     }
     Node* n = ::new (slot) Node(this, op, target, std::move(name));
-    n->storage_key_ = key;  // set to the bucket key once the node is linked
+    n->storage_ = entry;  // its key is set once the node is linked
     return n;
   }
   void free_node(Node* n) {
-    std::uint64_t* key = n->storage_key_;
-    *key = 0;
+    detail::StorageSlot* entry = n->storage_;
+    entry->key = 0;
     n->~Node();
     Node* vacant = ::new (static_cast<void*>(n)) Node(this, OpKind::placeholder, OpRef{}, std::string{});
     vacant->erased_ = true;
-    vacant->storage_key_ = key;
+    vacant->storage_ = entry;
     free_slots_.push_back(vacant);
   }
   std::size_t slots_in_chunk(std::size_t c) const { return c + 1 == chunks_.size() ? chunk_used_ : chunks_[c].capacity(); }

@@ -21,6 +21,16 @@ namespace kiln {
 
 class Graph;
 
+namespace detail {
+// What a scan over a Graph's node storage reads instead of the nodes: each
+// slot's bucket_key (0: no live node there) and order key, kept up to date by
+// the Graph in a dense table beside its nodes.
+struct StorageSlot {
+  std::uint64_t key = 0;
+  std::uint64_t order = 0;
+};
+}  // namespace detail
+
 // Aligned to a cache line so that the fields every walk and match reads (the
 // first 64 bytes: links, order, target hash, the positional arguments' storage,
 // kind, user count) cost one miss; the rest is read when a match succeeds.
@@ -190,8 +200,8 @@ class alignas(64) Node {
   // Links in the graph's (op, target) index, for find_nodes without a scan.
   Node* index_prev_ = nullptr;
   Node* index_next_ = nullptr;
-  // This node's entry in its storage chunk's table of index keys (0 while erased).
-  std::uint64_t* storage_key_ = nullptr;
+  // This node's entry in its storage chunk's table (see detail::StorageSlot).
+  detail::StorageSlot* storage_ = nullptr;
 };
 
 // args[index] if the node has that many positional arguments, else kwargs[name],

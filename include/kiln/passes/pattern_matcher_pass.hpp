@@ -211,7 +211,18 @@ class PatternMatcherPass {
     }
 
     std::size_t count = 0;
-    const std::vector<Candidate> candidates = snapshot(g);
+    // The snapshot goes into a buffer the pass keeps, so applying it again
+    // (fixpoint loops, the next graph) allocates nothing; a handler that
+    // re-enters apply() on this same pass gets a buffer of its own.
+    std::vector<Candidate> own;
+    std::vector<Candidate>& candidates = applying_ ? own : buffer_;
+    struct Applying {
+      bool& flag;
+      bool was;
+      ~Applying() { flag = was; }
+    } applying{applying_, applying_};
+    applying_ = true;
+    snapshot(g, candidates);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       prefetch_ahead(candidates, i);
       Node* node = candidates[i].node;
@@ -270,25 +281,29 @@ class PatternMatcherPass {
 
   // The nodes that some pattern's root could match, last node first, each with
   // the patterns to try there.
-  std::vector<Candidate> snapshot(const Graph& g) const {
+  void snapshot(const Graph& g, std::vector<Candidate>& out) {
     std::size_t total = 0;
     for (const RootList* r : lists_) total += g.count_nodes(r->kind, r->target);
-    std::vector<Candidate> out;
+    out.clear();
     out.reserve(total);
+    // Room for natural_sort's merges up front: an allocation this size later,
+    // after a pass has freed many nodes, would make malloc tidy up all of them
+    // right then.
+    merge_buffer_.reserve(total);
     if (total * 16 > g.size() || keys_.size() > 16) {
       // Many candidates: one pass over the node storage, which the hardware
       // streams, beats following the graph's links (a cache miss per node once
       // passes have scattered the list) or the index's.
-      g.for_each_node_in_storage([&](Node* n, std::uint64_t key) {
-        if (const RootList* r = roots_for(key)) out.push_back({n->order_key(), n, r});
+      g.for_each_node_in_storage([&](Node* n, std::uint64_t key, std::uint64_t order) {
+        if (const RootList* r = roots_for(key)) out.push_back({order, n, r});
       });
     } else {
       for (const RootList* r : lists_)
         for (Node* n : g.find_nodes(r->kind, r->target, /*sorted=*/false)) out.push_back({n->order_key(), n, r});
     }
     // Storage order is nearly graph order (a few runs), so this is close to linear.
-    natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key > b.key; });
-    return out;
+    natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key > b.key; },
+                 merge_buffer_);
   }
 
   // Matching at a node reads the node's first cache line, its positional
@@ -317,6 +332,9 @@ class PatternMatcherPass {
   std::unordered_map<std::uint64_t, RootList> index_;
   std::vector<std::uint64_t> keys_;        // root keys, in registration order
   std::vector<const RootList*> lists_;     // lists_[i] belongs to keys_[i]
+  std::vector<Candidate> buffer_;          // apply()'s snapshot, kept for the next apply
+  std::vector<Candidate> merge_buffer_;    // natural_sort's, likewise
+  bool applying_ = false;
 };
 
 // Several PatternMatcherPasses applied in order, with patterns registered by
