@@ -173,6 +173,7 @@ class alignas(64) Node {
 
  private:
   friend class Graph;
+  friend class Arg;
   Node(Graph* g, OpKind op, OpRef target, std::string name)
       : target_hash_(target.hash), op_(op), target_name_(target.name), graph_(g), name_(std::move(name)) {}
 
@@ -203,6 +204,9 @@ class alignas(64) Node {
   // This node's entry in its storage chunk's table (see detail::StorageSlot).
   detail::StorageSlot* storage_ = nullptr;
 };
+
+inline Arg::Arg(Node* n)
+    : v_(NodeRef{n, n ? n->target_hash_ : 0, n ? static_cast<std::uint8_t>(n->op_) : std::uint8_t{0xff}}) {}
 
 // args[index] if the node has that many positional arguments, else kwargs[name],
 // else nullptr (Inductor's get_arg_value).

@@ -72,7 +72,7 @@ inline std::string format_arg(const Arg& a, bool node_percent = true) {
       for (std::size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + format_arg(l[i], pct);
       return s + "]";
     }
-    std::string operator()(Node* n) const { return (pct ? "%" : "") + n->name(); }
+    std::string operator()(const NodeRef& r) const { return (pct ? "%" : "") + r.node->name(); }
     std::string operator()(DType d) const { return "torch." + std::string(dtype_name(d)); }
     std::string operator()(const Device& d) const { return d.name; }
     std::string operator()(const EnumConst& e) const { return e.name; }

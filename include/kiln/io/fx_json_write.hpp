@@ -164,7 +164,8 @@ class FxJsonWriter {
     }
     out_ += ']';
   }
-  void arg_value(Node* in) {
+  void arg_value(const NodeRef& ref) {
+    Node* in = ref.node;
     if (in == nullptr) fail("a null node reference");
     if (&in->graph() != &g_) fail("refers to node '" + in->name() + "' of another graph");
     if (in->erased()) fail("refers to erased node '" + in->name() + "'");

@@ -306,23 +306,18 @@ class PatternMatcherPass {
                  merge_buffer_);
   }
 
-  // Matching at a node reads the node's first cache line, its positional
-  // arguments and their nodes' first lines. On a graph larger than the cache
-  // each is a miss, and one after another they would dominate the pass, so they
-  // are requested a few candidates ahead in stages: the node, then (once its
-  // line has arrived) its arguments, then the nodes they refer to.
+  // Matching at a node reads the node's first cache line and its positional
+  // arguments (which carry their nodes' kinds and targets, so a pattern that
+  // fails on an argument's op reads no further). On a graph larger than the
+  // cache each is a miss, so they are requested a few candidates ahead in two
+  // stages: the node, then, once its line has arrived, its arguments.
   static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
-    constexpr std::size_t kNode = 12, kArgs = 6, kInputs = 3;
+    constexpr std::size_t kNode = 12, kArgs = 6;
     if (i + kNode < c.size()) __builtin_prefetch(c[i + kNode].node);
     if (i + kArgs < c.size()) {
       const ArgList& args = c[i + kArgs].node->args();
       __builtin_prefetch(args.data());
       if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
-    }
-    if (i + kInputs < c.size()) {
-      const ArgList& args = c[i + kInputs].node->args();
-      for (std::size_t k = 0; k < args.size() && k < 3; ++k)
-        if (const Node* in = args[k].node()) __builtin_prefetch(in);
     }
   }
 

@@ -144,9 +144,14 @@ struct CallPattern : PatternTag, PatternIdentity {
 
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
-    Node* n = v.node();
-    if (!n) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
-    return match_node<Pos>(n, st, &v);
+    const NodeRef* r = v.node_ref();
+    if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
+    // The reference carries the node's kind and target: a wrong op is rejected
+    // here without reading the node (unless this pattern object matched before,
+    // where match_node must report the repeat).
+    if (!st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
+      return st.fail([&] { return function_mismatch(r->node); });
+    return match_node<Pos>(r->node, st, &v);
   }
 
   template <std::size_t Pos, class S>
@@ -156,11 +161,7 @@ struct CallPattern : PatternTag, PatternIdentity {
       if (s.node == n) return true;  // this pattern object already matched this node
       return st.fail([&] { return "node " + n->name() + ": repeated pattern differs (" + short_describe() + ")"; });
     }
-    if (!match_fns(n))
-      return st.fail([&] {
-        return "node " + n->name() + ": function_mismatch: it is " + std::string(op_kind_name(n->op())) + " " +
-               std::string(n->target_name()) + ", the pattern wants " + call_pattern_name<Kind>() + " " + fns.describe();
-      });
+    if (!match_fns(n)) return st.fail([&] { return function_mismatch(n); });
     const ArgList& args = n->args();
     const OpSchema* schema = nullptr;
     if (args.size() != num_positional) {
@@ -199,6 +200,10 @@ struct CallPattern : PatternTag, PatternIdentity {
   }
 
   std::string short_describe() const { return std::string(call_pattern_name<Kind>()) + "(" + fns.describe() + ", ...)"; }
+  std::string function_mismatch(const Node* n) const {
+    return "node " + n->name() + ": function_mismatch: it is " + std::string(op_kind_name(n->op())) + " " +
+           std::string(n->target_name()) + ", the pattern wants " + call_pattern_name<Kind>() + " " + fns.describe();
+  }
   void describe(std::string& out) const {
     out += call_pattern_name<Kind>();
     out += "(" + fns.describe();
@@ -334,9 +339,11 @@ struct CallVarArgsPattern : PatternTag, PatternIdentity {
 
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
-    Node* n = v.node();
-    if (!n) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
-    return match_node<Pos>(n, st, &v);
+    const NodeRef* r = v.node_ref();
+    if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
+    if (!st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
+      return st.fail([&] { return "node " + r->node->name() + ": function_mismatch: the pattern wants " + fns.describe(); });
+    return match_node<Pos>(r->node, st, &v);
   }
   template <std::size_t Pos, class S>
   bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
