@@ -331,3 +331,31 @@ TEST_CASE("map_nodes on a bare node calls fn once") {
   Arg out = map_nodes(Arg(t.a), [&](Node*) { return t.b; });
   CHECK(out.node() == t.b);
 }
+
+TEST_CASE("a node reference carries the node's kind and target") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(aten::relu, {x});
+  Node* v = g.call_method("view", {r, -1});
+  const Arg ar(r), av(v), ax(x);
+  REQUIRE(ar.node_ref() != nullptr);
+  CHECK(ar.node_ref()->node == r);
+  CHECK(ar.node_ref()->target_hash == aten::relu.hash);
+  CHECK(ar.node_ref()->op == static_cast<std::uint8_t>(OpKind::call_function));
+  CHECK(av.node_ref()->op == static_cast<std::uint8_t>(OpKind::call_method));
+  CHECK(av.node_ref()->target_hash == v->target().hash);
+  CHECK(ax.node_ref()->op == static_cast<std::uint8_t>(OpKind::placeholder));
+  // Equality is the node's identity only.
+  CHECK(Arg(r) == ar);
+  CHECK_FALSE(Arg(r) == ax);
+  // A null reference is still a node reference (an error for graph edits), with no kind.
+  const Arg null_ref(static_cast<Node*>(nullptr));
+  CHECK(null_ref.is_node());
+  CHECK(null_ref.node() == nullptr);
+  CHECK(null_ref.node_ref()->op == 0xff);
+  CHECK(Arg(1).node_ref() == nullptr);
+  // Arguments rewritten by an edit carry the new node's kind and target.
+  Node* t = g.call_function(aten::tanh, {x});
+  v->replace_input_with(r, t);
+  CHECK(v->args()[0].node_ref()->target_hash == aten::tanh.hash);
+}
