@@ -304,7 +304,7 @@ struct CallPattern : PatternTag, PatternIdentity {
       c.template find_anchor_nodes<P>(st, searched, from);
     } else if constexpr (C::size > 0) {
       const Slot& s = st.slot(P);
-      if (s.set && s.node) from(s.node);
+      if (Node* n = s.set ? s.matched_node() : nullptr) from(n);
     }
   }
   template <std::size_t... Is>

@@ -169,10 +169,10 @@ class PatternPlan {
     if constexpr (requires { P::output_positions; }) {
       // MultiOutputPattern: info.output marks every position exempt from the
       // users rule (outputs by object), so it lists its outputs' places itself.
-      for (std::size_t i : P::output_positions) m.outputs_.push_back(state_.slots[info_[i].canon].node);
+      for (std::size_t i : P::output_positions) m.outputs_.push_back(state_.slots[info_[i].canon].matched_node());
     } else {
       for (std::size_t i = 0; i < P::size; ++i)
-        if (info_[i].output) m.outputs_.push_back(state_.slots[info_[i].canon].node);
+        if (info_[i].output) m.outputs_.push_back(state_.slots[info_[i].canon].matched_node());
     }
     m.graph_ = &g;
   }

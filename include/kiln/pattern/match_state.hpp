@@ -27,8 +27,10 @@ struct PositionInfo {
 // The value matched at one position (Inductor's pattern_to_node entry).
 struct Slot {
   Node* node = nullptr;               // for call patterns
-  const kiln::Arg* value = nullptr;   // for leaves: the argument value
+  const kiln::Arg* value = nullptr;   // for leaves: the argument value (not read while matching)
   bool set = false;
+  // The node matched here: a call pattern's, or the node a leaf's value refers to.
+  Node* matched_node() const { return node ? node : (value ? value->node() : nullptr); }
 };
 
 template <class Root>
