@@ -72,6 +72,20 @@ struct ApplyContext {
   counters->increment("pattern_matcher_nodes", matched_nodes);
 }
 
+// Sets a flag for a scope and then restores what it was: the re-entrancy
+// guards of a pass's reusable buffers.
+class ScopedFlag {
+ public:
+  explicit ScopedFlag(bool& flag) : flag_(flag), was_(flag) { flag = true; }
+  ~ScopedFlag() { flag_ = was_; }
+  ScopedFlag(const ScopedFlag&) = delete;
+  ScopedFlag& operator=(const ScopedFlag&) = delete;
+
+ private:
+  bool& flag_;
+  bool was_;
+};
+
 class EntryBase {
  public:
   virtual ~EntryBase() = default;
@@ -104,12 +118,7 @@ class Entry final : public EntryBase {
     if (match_in_use_) slot = &fresh.emplace();
     plan_.result_into(*slot, g);
     Match& m = *slot;
-    struct InUse {
-      bool& flag;
-      bool was;
-      ~InUse() { flag = was; }
-    } in_use{match_in_use_, match_in_use_};
-    match_in_use_ = true;
+    ScopedFlag in_use(match_in_use_);
     if (!check_(m)) {
       if (debug) report_pattern_debug(node, name, "extra_check rejected the match");
       return false;
@@ -216,12 +225,7 @@ class PatternMatcherPass {
     // re-enters apply() on this same pass gets a buffer of its own.
     std::vector<Candidate> own;
     std::vector<Candidate>& candidates = applying_ ? own : buffer_;
-    struct Applying {
-      bool& flag;
-      bool was;
-      ~Applying() { flag = was; }
-    } applying{applying_, applying_};
-    applying_ = true;
+    detail::ScopedFlag applying(applying_);
     snapshot(g, candidates);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       prefetch_ahead(candidates, i);
