@@ -114,7 +114,9 @@ class NameTable {
         const BaseEntry* ne = find_base(name);
         num = ne ? ne->count : 0;
       }
-      if (avoid_reserved && is_python_reserved(name)) {  // reserved names have no suffix: base == name
+      // No reserved name has an "_<digits>" suffix, so only a bare name (base ==
+      // name, entry be) can be one; the entry remembers the answer.
+      if (avoid_reserved && !has_suffix && reserved(be, name)) {
         ++num;
         numbered = true;
         taken = numbered_used(be, base, num);
@@ -273,7 +275,13 @@ class NameTable {
     std::vector<Node*> by_suffix;  // by_suffix[n]: the name `base_n`
     std::size_t dense_used = 0;    // used slots in by_suffix
     std::size_t spilled = 0;       // names `base_n` in other_ (n past the end of by_suffix)
+    signed char reserved = -1;     // is_python_reserved(base), once asked (-1: not yet)
   };
+  static bool reserved(BaseEntry* e, std::string_view base) {
+    if (!e) return is_python_reserved(base);
+    if (e->reserved < 0) e->reserved = is_python_reserved(base) ? 1 : 0;
+    return e->reserved == 1;
+  }
 
   // How a name is stored: n >= 0, canonical `base_<n>` (slot by_suffix[n] of base's
   // entry, or other_ while n is past its end); kBare, the entry of the whole name
