@@ -157,7 +157,10 @@ class alignas(64) Node {
 
   // Points every user of this node (those accepted by `filter`, if given) at
   // `replacement` instead; returns the users that were changed.
-  std::vector<Node*> replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter = {});
+  // The list holds a few nodes inline (most nodes have one to four users), so the
+  // common call allocates nothing; it converts to std::vector<Node*>.
+  using NodeList = SmallVector<Node*, 4>;
+  NodeList replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter = {});
   // Replaces every reference to `old_input` in this node's args and kwargs.
   void replace_input_with(Node* old_input, Node* new_input);
 
@@ -334,8 +337,8 @@ inline bool Node::is_mutating() const {
   return false;
 }
 
-inline std::vector<Node*> Node::replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter) {
-  std::vector<Node*> changed;
+inline Node::NodeList Node::replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter) {
+  NodeList changed;
   if (replacement == this) return changed;
   check_input(replacement);
   // Editing a user changes users_, so walk a copy (on the stack when short).

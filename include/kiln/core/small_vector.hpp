@@ -73,6 +73,9 @@ class SmallVector {
     if (n > capacity_) grow(n);
   }
 
+  // A copy as a std::vector, for code that wants one (returned lists of nodes).
+  operator std::vector<T>() const { return std::vector<T>(begin(), end()); }
+
   friend bool operator==(const SmallVector& a, const SmallVector& b) {
     return std::equal(a.begin(), a.end(), b.begin(), b.end());
   }
