@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -434,4 +435,22 @@ TEST_CASE("apply on the same pass again reuses its snapshot and a handler may re
   depth = 1;  // no nesting this time: everything lands in `inner`
   CHECK(pass.apply(g) == relus.size());
   CHECK(inner == reversed);
+}
+
+TEST_CASE("matches applied before a handler throws are still counted") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* h = x;
+  for (int i = 0; i < 5; ++i) h = g.call_function(aten::relu, {h});
+  g.output(h);
+  PatternMatcherPass pass("throws");
+  int calls = 0;
+  pass.register_pattern(p::CallFunction(aten::relu, p::kw<"x">, p::MULTIPLE), [&](auto&) {
+    if (++calls == 3) throw std::runtime_error("handler failed");
+  });
+  Counters counters;
+  CHECK_THROWS_WITH_AS(pass.apply(g, &counters), "handler failed", std::runtime_error);
+  CHECK(calls == 3);
+  CHECK(counters.get("pattern_matcher_count") == 2);
+  CHECK(counters.get("pattern_matcher_nodes") == 2);
 }

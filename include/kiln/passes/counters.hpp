@@ -3,6 +3,7 @@
 // counterpart of Inductor's `counters["inductor"]`. Names follow Inductor's
 // (`pattern_matcher_count`, `batch_linear`, ...) so runs can be compared one for one.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -13,14 +14,17 @@ namespace kiln {
 
 class Counters {
  public:
-  void increment(std::string_view name, std::int64_t by = 1) { values_[std::string(name)] += by; }
+  void increment(std::string_view name, std::int64_t by = 1) {
+    if (auto it = values_.find(name); it != values_.end()) it->second += by;
+    else values_.emplace(std::string(name), by);
+  }
   std::int64_t get(std::string_view name) const {
-    auto it = values_.find(std::string(name));
+    auto it = values_.find(name);
     return it == values_.end() ? 0 : it->second;
   }
   bool empty() const { return values_.empty(); }
   void clear() { values_.clear(); }
-  const std::map<std::string, std::int64_t>& values() const { return values_; }
+  const std::map<std::string, std::int64_t, std::less<>>& values() const { return values_; }
 
   // Adds every counter of `other` into this one.
   void merge(const Counters& other) {
@@ -35,7 +39,7 @@ class Counters {
   }
 
  private:
-  std::map<std::string, std::int64_t> values_;
+  std::map<std::string, std::int64_t, std::less<>> values_;  // less<>: look up by string_view
 };
 
 }  // namespace kiln

@@ -56,6 +56,9 @@ std::pair<OpKind, pattern::OpSet> pattern_root(const P& p) {
 
 struct ApplyContext {
   Counters* counters = nullptr;
+  // Counted during apply() and added to `counters` once at its end.
+  std::int64_t matches = 0;
+  std::int64_t matched_nodes = 0;
   const std::string* debug_node = nullptr;  // KILN_PATTERN_DEBUG
   // Mutation regions (only when the pass prevents matches across mutations).
   const std::unordered_map<const Node*, std::uint32_t>* regions = nullptr;
@@ -66,11 +69,16 @@ struct ApplyContext {
   std::cerr << "KILN_PATTERN_DEBUG: node " << node->name() << ": " << pattern << ": " << what << "\n";
 }
 
-[[gnu::noinline]] inline void count_match(Counters* counters, std::int64_t matched_nodes) {
-  if (!counters) return;
-  counters->increment("pattern_matcher_count");
-  counters->increment("pattern_matcher_nodes", matched_nodes);
-}
+// Adds what one apply() counted to its Counters, when it ends (also by an
+// exception from a handler: the matches applied before it still count).
+struct CountOnExit {
+  ApplyContext& ctx;
+  ~CountOnExit() {
+    if (!ctx.counters || ctx.matches == 0) return;
+    ctx.counters->increment("pattern_matcher_count", ctx.matches);
+    ctx.counters->increment("pattern_matcher_nodes", ctx.matched_nodes);
+  }
+};
 
 // Sets a flag for a scope and then restores what it was: the re-entrancy
 // guards of a pass's reusable buffers.
@@ -132,7 +140,8 @@ class Entry final : public EntryBase {
       else
         handler_(m);
     }
-    count_match(ctx.counters, matched);
+    ++ctx.matches;
+    ctx.matched_nodes += matched;
     return true;
   }
   std::string describe() const override { return plan_.describe(); }
@@ -202,6 +211,7 @@ class PatternMatcherPass {
     if (entries_.empty()) return 0;
     detail::ApplyContext ctx;
     ctx.counters = counters;
+    detail::CountOnExit count_on_exit{ctx};
     std::string debug_node;
     if (const char* d = std::getenv("KILN_PATTERN_DEBUG"); d && *d) {
       debug_node = d;
