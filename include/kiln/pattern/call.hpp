@@ -105,6 +105,13 @@ void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
   s.set = true;
 }
 
+// "node add_3: function_mismatch: it is call_function aten.mul.Tensor, the pattern
+// wants CallFunction aten.add.Tensor"; out of line, shared by every call pattern.
+[[gnu::noinline]] inline std::string function_mismatch_message(const Node* n, const char* pattern_kind, const OpSet& fns) {
+  return "node " + n->name() + ": function_mismatch: it is " + std::string(op_kind_name(n->op())) + " " +
+         std::string(n->target_name()) + ", the pattern wants " + pattern_kind + " " + fns.describe();
+}
+
 template <OpKind Kind>
 constexpr const char* call_pattern_name() {
   if constexpr (Kind == OpKind::call_function) return "CallFunction";
@@ -148,9 +155,10 @@ struct CallPattern : PatternTag, PatternIdentity {
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
     // The reference carries the node's kind and target: a wrong op is rejected
     // here without reading the node (unless this pattern object matched before,
-    // where match_node must report the repeat).
-    if (!st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
-      return st.fail([&] { return function_mismatch(r->node); });
+    // where match_node must report the repeat, or a failure is being explained,
+    // which match_node does in words).
+    if (!st.explain && !st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
+      return false;
     return match_node<Pos>(r->node, st, &v);
   }
 
@@ -161,7 +169,7 @@ struct CallPattern : PatternTag, PatternIdentity {
       if (s.node == n) return true;  // this pattern object already matched this node
       return st.fail([&] { return "node " + n->name() + ": repeated pattern differs (" + short_describe() + ")"; });
     }
-    if (!match_fns(n)) return st.fail([&] { return function_mismatch(n); });
+    if (!match_fns(n)) return st.fail([&] { return function_mismatch_message(n, call_pattern_name<Kind>(), fns); });
     const ArgList& args = n->args();
     const OpSchema* schema = nullptr;
     if (args.size() != num_positional) {
@@ -200,10 +208,6 @@ struct CallPattern : PatternTag, PatternIdentity {
   }
 
   std::string short_describe() const { return std::string(call_pattern_name<Kind>()) + "(" + fns.describe() + ", ...)"; }
-  std::string function_mismatch(const Node* n) const {
-    return "node " + n->name() + ": function_mismatch: it is " + std::string(op_kind_name(n->op())) + " " +
-           std::string(n->target_name()) + ", the pattern wants " + call_pattern_name<Kind>() + " " + fns.describe();
-  }
   void describe(std::string& out) const {
     out += call_pattern_name<Kind>();
     out += "(" + fns.describe();
@@ -341,8 +345,8 @@ struct CallVarArgsPattern : PatternTag, PatternIdentity {
   bool match(const kiln::Arg& v, S& st) const {
     const NodeRef* r = v.node_ref();
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
-    if (!st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
-      return st.fail([&] { return "node " + r->node->name() + ": function_mismatch: the pattern wants " + fns.describe(); });
+    if (!st.explain && !st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
+      return false;  // as in CallPattern::match
     return match_node<Pos>(r->node, st, &v);
   }
   template <std::size_t Pos, class S>
