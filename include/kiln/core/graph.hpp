@@ -358,8 +358,9 @@ class Graph {
   }
 
   void index_add(Node* n) {
-    n->storage_->key = bucket_key(n->op_, n->target_hash_);
-    auto [it, inserted] = index_.try_emplace(bucket_key(n->op_, n->target_hash_));
+    const std::uint64_t key = bucket_key(n->op_, n->target_hash_);
+    n->storage_->key = key;
+    auto [it, inserted] = index_.try_emplace(key);
     Bucket& b = it->second;
     if (inserted) buckets_by_op_[static_cast<std::size_t>(n->op_)].push_back(&b);
     n->index_prev_ = b.tail;
@@ -396,11 +397,11 @@ class Graph {
     const std::uint64_t lo = n->prev_ ? n->prev_->order_ : 0;
     if (!n->next_) {
       if (lo <= std::numeric_limits<std::uint64_t>::max() - kKeySpacing) {
-        n->storage_->order = n->order_ = lo + kKeySpacing;
+        set_order(n, lo + kKeySpacing);
         return;
       }
     } else if (n->next_->order_ - lo >= 2) {
-      n->storage_->order = n->order_ = lo + (n->next_->order_ - lo) / 2;
+      set_order(n, lo + (n->next_->order_ - lo) / 2);
       return;
     }
     renumber();
@@ -410,8 +411,11 @@ class Graph {
     const std::uint64_t count = size_ + 2;
     const std::uint64_t step = std::max<std::uint64_t>(2, std::min(kKeySpacing, std::numeric_limits<std::uint64_t>::max() / (2 * count)));
     std::uint64_t k = 0;
-    for (Node* m = head_; m; m = m->next_) m->storage_->order = m->order_ = (k += step);
+    for (Node* m = head_; m; m = m->next_) set_order(m, k += step);
   }
+  // A node's order key lives in the node (for is_before) and in its storage
+  // slot (for scans that read no node); both change here only.
+  static void set_order(Node* n, std::uint64_t key) { n->storage_->order = n->order_ = key; }
 
   void check_owned(const Node* n, const char* what) const {
     if (n == nullptr) throw GraphError(std::string(what) + ": null node");
@@ -436,7 +440,6 @@ class Graph {
   class Chunk {
    public:
     explicit Chunk(std::size_t capacity) : table_(new detail::StorageSlot[capacity]()), capacity_(capacity) {
-      const std::size_t bytes = capacity * sizeof(NodeSlot);
       if (capacity >= kMaxChunk) {  // kMaxChunk slots fill one huge page (less a remainder)
         slots_ = static_cast<NodeSlot*>(::operator new(kHugePage, std::align_val_t{kHugePage}));
         huge_ = true;
@@ -444,7 +447,7 @@ class Graph {
         ::madvise(slots_, kHugePage, MADV_HUGEPAGE);
 #endif
       } else {
-        slots_ = static_cast<NodeSlot*>(::operator new(bytes, std::align_val_t{alignof(NodeSlot)}));
+        slots_ = static_cast<NodeSlot*>(::operator new(capacity * sizeof(NodeSlot), std::align_val_t{alignof(NodeSlot)}));
       }
     }
     Chunk(Chunk&& o) noexcept

@@ -341,21 +341,12 @@ inline Node::NodeList Node::replace_all_uses_with(Node* replacement, const std::
   NodeList changed;
   if (replacement == this) return changed;
   check_input(replacement);
-  // Editing a user changes users_, so walk a copy (on the stack when short).
-  Node* inline_copy[8];
-  std::vector<Node*> heap_copy;
-  Node** users = inline_copy;
-  if (live_users_ > 8) {
-    heap_copy = user_list();
-    users = heap_copy.data();
-  } else {
-    std::size_t k = 0;
-    for (Node* u : this->users()) inline_copy[k++] = u;
-  }
-  const std::size_t count = live_users_;
-  changed.reserve(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    Node* u = users[i];
+  // Editing a user changes users_, so walk a copy (inline when short).
+  SmallVector<Node*, 8> users;
+  users.reserve(live_users_);
+  for (Node* u : this->users()) users.push_back(u);
+  changed.reserve(users.size());
+  for (Node* u : users) {
     if (filter && !filter(u)) continue;
     u->replace_input_with(this, replacement);
     changed.push_back(u);

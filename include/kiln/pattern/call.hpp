@@ -105,6 +105,14 @@ void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
   s.set = true;
 }
 
+// Whether a node of kind `op` (an OpKind's value) and target hash `target`
+// fits a call pattern of kind Kind with targets `fns`: asked of a node, or of
+// the copy of its kind and target that a reference to it carries.
+template <OpKind Kind>
+bool kind_and_target_fit(std::uint8_t op, std::uint64_t target, const OpSet& fns) {
+  return op == static_cast<std::uint8_t>(Kind) && fns.contains(target);
+}
+
 // "node add_3: function_mismatch: it is call_function aten.mul.Tensor, the pattern
 // wants CallFunction aten.add.Tensor"; out of line, shared by every call pattern.
 [[gnu::noinline]] inline std::string function_mismatch_message(const Node* n, const char* pattern_kind, const OpSet& fns) {
@@ -146,7 +154,9 @@ struct CallPattern : PatternTag, PatternIdentity {
   static constexpr std::size_t num_keyword = sizeof...(Cs) - num_positional;
   static constexpr OpKind kind = Kind;
 
-  bool match_fns(const Node* n) const { return n->op() == Kind && fns.contains(n->target().hash); }
+  bool match_fns(const Node* n) const {
+    return kind_and_target_fit<Kind>(static_cast<std::uint8_t>(n->op()), n->target().hash, fns);
+  }
   bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
 
   template <std::size_t Pos, class S>
@@ -157,7 +167,7 @@ struct CallPattern : PatternTag, PatternIdentity {
     // here without reading the node (unless this pattern object matched before,
     // where match_node must report the repeat, or a failure is being explained,
     // which match_node does in words).
-    if (!st.explain && !st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
+    if (!st.explain && !st.slot(Pos).set && !kind_and_target_fit<Kind>(r->op, r->target_hash, fns))
       return false;
     return match_node<Pos>(r->node, st, &v);
   }
@@ -338,14 +348,16 @@ struct CallVarArgsPattern : PatternTag, PatternIdentity {
   static constexpr bool has_positional = true;
   static constexpr OpKind kind = Kind;
 
-  bool match_fns(const Node* n) const { return n->op() == Kind && fns.contains(n->target().hash); }
+  bool match_fns(const Node* n) const {
+    return kind_and_target_fit<Kind>(static_cast<std::uint8_t>(n->op()), n->target().hash, fns);
+  }
   bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
 
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     const NodeRef* r = v.node_ref();
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
-    if (!st.explain && !st.slot(Pos).set && !(r->op == static_cast<std::uint8_t>(Kind) && fns.contains(r->target_hash)))
+    if (!st.explain && !st.slot(Pos).set && !kind_and_target_fit<Kind>(r->op, r->target_hash, fns))
       return false;  // as in CallPattern::match
     return match_node<Pos>(r->node, st, &v);
   }

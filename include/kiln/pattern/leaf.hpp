@@ -30,7 +30,7 @@ template <std::size_t Pos, class S, class Check>
 bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
   Slot& s = st.slot(Pos);
   if (s.set) {
-    const Node* before = s.value ? s.value->node() : nullptr;
+    const Node* before = s.matched_node();
     if (before ? v.node() == before : (s.value && python_equal(*s.value, v))) return true;
     return st.fail([&] { return describe_value(v) + ": repeated pattern differs"; });
   }
