@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "kiln/core.hpp"
@@ -160,6 +161,145 @@ TEST_CASE("NodeMeta equality includes extra JSON") {
   CHECK(a == b);
   b.extra_json.emplace_back("stack_trace", "\"x\"");
   CHECK(a != b);
+}
+
+TEST_CASE("MetaVal copies share the value until one is changed through value()") {
+  TensorMeta tm{{std::int64_t{4}, std::int64_t{5}}, DType::float16, std::vector<Dim>{std::int64_t{5}, std::int64_t{1}}};
+  MetaVal a(tm);
+  MetaVal b = a;
+  CHECK(b == a);
+  // Shared: both read the same TensorMeta.
+  REQUIRE(a.tensor() != nullptr);
+  CHECK(b.tensor() == a.tensor());
+
+  // Changing the copy leaves the original as it was.
+  std::get<TensorMeta>(b.value()).shape[0] = std::int64_t{7};
+  CHECK(b != a);
+  CHECK(b.tensor() != a.tensor());
+  CHECK(std::get<std::int64_t>(a.tensor()->shape[0]) == 4);
+  CHECK(std::get<std::int64_t>(b.tensor()->shape[0]) == 7);
+  CHECK(*a.tensor() == tm);
+  CHECK(b.tensor()->shape[1] == tm.shape[1]);
+  CHECK(b.tensor()->stride == tm.stride);
+
+  // And the other way round: changing the original leaves a copy alone.
+  MetaVal c = a;
+  std::get<TensorMeta>(a.value()).dtype = DType::bfloat16;
+  CHECK(c.tensor()->dtype == DType::float16);
+  CHECK(a.tensor()->dtype == DType::bfloat16);
+  CHECK(c == MetaVal(tm));
+
+  // A value no other copy shares is changed in place (no copy is made).
+  MetaVal only(tm);
+  const TensorMeta* before = only.tensor();
+  std::get<TensorMeta>(only.value()).shape[1] = std::int64_t{9};
+  CHECK(only.tensor() == before);
+  CHECK(std::get<std::int64_t>(only.tensor()->shape[1]) == 9);
+
+  // Assignment shares too, and the assigned-over value is not touched.
+  MetaVal d(std::int64_t{1});
+  MetaVal e(std::int64_t{2});
+  e = d;
+  CHECK(e == d);
+  std::get<std::int64_t>(e.value()) = 3;
+  CHECK(std::get<std::int64_t>(d.value()) == 1);
+  CHECK(std::get<std::int64_t>(e.value()) == 3);
+}
+
+TEST_CASE("MetaVal: a default value is none, and becomes a value when assigned through value()") {
+  MetaVal none;
+  CHECK(none.is_none());
+  const MetaVal& as_const = none;
+  CHECK(std::holds_alternative<std::monostate>(as_const.value()));
+  CHECK(none.is_none());  // reading it changed nothing
+  MetaVal copy_before = none;
+
+  // Non-const value() on a none value gives a monostate to assign to.
+  MetaVal::Value& slot = none.value();
+  CHECK(std::holds_alternative<std::monostate>(slot));
+  CHECK(none.is_none());
+  CHECK(none == MetaVal());  // a monostate held is the same as none
+  slot = std::int64_t{3};
+  CHECK_FALSE(none.is_none());
+  CHECK_FALSE(none.is_tensor());
+  CHECK(std::get<std::int64_t>(none.value()) == 3);
+  CHECK(none == MetaVal(std::int64_t{3}));
+  CHECK(none != MetaVal());
+  CHECK(copy_before.is_none());  // the earlier copy is still none
+
+  // It can become a tensor the same way.
+  MetaVal t;
+  t.value() = TensorMeta{{std::int64_t{2}}, DType::int8, std::nullopt};
+  CHECK(t.is_tensor());
+  REQUIRE(t.tensor() != nullptr);
+  CHECK(t.tensor()->dtype == DType::int8);
+}
+
+TEST_CASE("MetaVal equality compares values, not storage") {
+  TensorMeta tm{{SymInt{"s0"}, std::int64_t{3}}, DType::float32, std::nullopt};
+  MetaVal a(tm), b(tm);
+  CHECK(a.tensor() != b.tensor());  // built separately
+  CHECK(a == b);
+  CHECK(MetaVal(SymInt{"s1"}) == MetaVal(SymInt{"s1"}));
+  CHECK(MetaVal(SymInt{"s1"}) != MetaVal(SymInt{"s2"}));
+  CHECK(MetaVal(MetaVal::List{a, MetaVal(), MetaVal(std::int64_t{4})}) ==
+        MetaVal(MetaVal::List{b, MetaVal(), MetaVal(std::int64_t{4})}));
+  CHECK(MetaVal(MetaVal::List{a}) != MetaVal(MetaVal::List{MetaVal(std::int64_t{4})}));
+  // Different kinds never compare equal, even when the value looks alike.
+  CHECK(MetaVal(std::int64_t{0}) != MetaVal());
+  CHECK(MetaVal(MetaVal::List{}) != MetaVal());
+  // Equal after a change makes them equal again.
+  MetaVal c = a;
+  std::get<TensorMeta>(c.value()).dtype = DType::int32;
+  CHECK(c != b);
+  std::get<TensorMeta>(c.value()).dtype = DType::float32;
+  CHECK(c == b);
+}
+
+TEST_CASE("MetaVal: changing an element of a copied list leaves the original list alone") {
+  TensorMeta tm{{std::int64_t{8}}, DType::float32, std::nullopt};
+  MetaVal list(MetaVal::List{MetaVal(tm), MetaVal(), MetaVal(std::int64_t{2})});
+  MetaVal copy = list;
+  CHECK(copy == list);
+  // Replace an element of the copy.
+  std::get<MetaVal::List>(copy.value())[2] = MetaVal(std::int64_t{5});
+  CHECK(std::get<std::int64_t>((*list.list())[2].value()) == 2);
+  CHECK(std::get<std::int64_t>((*copy.list())[2].value()) == 5);
+  // Change an element's tensor in place, through the element's own value().
+  MetaVal copy2 = list;
+  MetaVal& first = std::get<MetaVal::List>(copy2.value())[0];
+  std::get<TensorMeta>(first.value()).shape[0] = std::int64_t{16};
+  CHECK(std::get<std::int64_t>((*list.list())[0].tensor()->shape[0]) == 8);
+  CHECK(std::get<std::int64_t>((*copy2.list())[0].tensor()->shape[0]) == 16);
+  CHECK(copy2 != list);
+  CHECK(*(*list.list())[0].tensor() == tm);
+}
+
+TEST_CASE("NodeMeta copied between nodes: editing one node's meta.val leaves the other's") {
+  Graph g;
+  TensorMeta tm{{std::int64_t{2}, std::int64_t{3}}, DType::float32, std::vector<Dim>{std::int64_t{3}, std::int64_t{1}}};
+  Node* a = g.placeholder("a", MetaVal(tm));
+  Node* b = g.placeholder("b");
+  a->meta.extra_json.emplace_back("stack_trace", "\"line 1\"");
+  b->meta = a->meta;  // what a pass does when one node replaces another
+  CHECK(b->meta == a->meta);
+  REQUIRE(b->meta.val.is_tensor());
+
+  std::get<TensorMeta>(b->meta.val.value()).shape[0] = std::int64_t{7};
+  CHECK(b->meta != a->meta);
+  CHECK(std::get<std::int64_t>(a->meta.val.tensor()->shape[0]) == 2);
+  CHECK(std::get<std::int64_t>(b->meta.val.tensor()->shape[0]) == 7);
+  CHECK(*a->meta.val.tensor() == tm);
+
+  // Copy again, then edit the source: the destination keeps what it copied.
+  b->meta = a->meta;
+  std::get<TensorMeta>(a->meta.val.value()).dtype = DType::float64;
+  CHECK(b->meta.val.tensor()->dtype == DType::float32);
+  CHECK(a->meta.val.tensor()->dtype == DType::float64);
+  // Replacing the whole value of one leaves the other too.
+  b->meta.val = MetaVal(std::int64_t{1});
+  CHECK(a->meta.val.is_tensor());
+  CHECK(b->meta.extra_json == a->meta.extra_json);
 }
 
 TEST_CASE("format_float_repr matches Python repr") {

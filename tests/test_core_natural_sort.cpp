@@ -1,5 +1,5 @@
 // natural_sort: a merge sort over the input's monotone runs (descending runs
-// reversed), falling back to std::sort past 64 + n/32 runs.
+// reversed), past 64 + n/32 runs a bounded insertion sort, then std::sort.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -311,4 +312,193 @@ TEST_CASE("natural_sort: a caller's scratch buffer gives the same result and is 
     CHECK(capacity_after_first > 0);
     CHECK(scratch.capacity() == capacity_after_first);
   }
+}
+
+// ---------------------------------------------------------------- many runs, each element near its place
+
+namespace {
+
+// The number of monotone runs natural_sort splits `v` into (non-decreasing, or
+// strictly decreasing), by `less`.
+template <class T, class Less>
+std::size_t count_runs(const std::vector<T>& v, Less less) {
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < v.size();) {
+    std::size_t j = i + 1;
+    if (j < v.size()) {
+      if (less(v[j], v[j - 1])) {
+        while (j < v.size() && less(v[j], v[j - 1])) ++j;
+      } else {
+        while (j < v.size() && !less(v[j], v[j - 1])) ++j;
+      }
+    }
+    ++runs;
+    i = j;
+  }
+  return runs;
+}
+
+// (key, position in the input); compared on the key only.
+using Keyed = std::pair<int, int>;
+
+struct CountingKeyLess {
+  std::size_t* calls;
+  bool operator()(const Keyed& a, const Keyed& b) const {
+    ++*calls;
+    return a.first < b.first;
+  }
+};
+
+// Keys 0, 0, 1, 1, 2, 2, ... (each twice), shuffled inside consecutive blocks
+// of `block`, so that no element is more than block - 1 places from where it
+// belongs; `second` is the input position.
+std::vector<Keyed> shuffled_in_blocks(std::size_t n, std::size_t block, std::uint32_t seed) {
+  std::vector<int> keys(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = static_cast<int>(i / 2);
+  std::mt19937 rng(seed);
+  for (std::size_t b = 0; b < n; b += block) std::shuffle(keys.begin() + b, keys.begin() + std::min(n, b + block), rng);
+  std::vector<Keyed> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = {keys[i], static_cast<int>(i)};
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("natural_sort: more runs than 64 + n/32 but every element a few places off sorts stably in linear time") {
+  const std::size_t n = 10000;
+  for (std::uint32_t seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    std::vector<Keyed> v = shuffled_in_blocks(n, 6, seed);
+    std::size_t unused = 0;
+    // Far past the merge threshold: the runs are not what makes this input easy.
+    REQUIRE(count_runs(v, CountingKeyLess{&unused}) > kiln::natural_sort_max_runs(n));
+    std::vector<Keyed> expected = v;
+    std::stable_sort(expected.begin(), expected.end(), [](const Keyed& a, const Keyed& b) { return a.first < b.first; });
+    std::size_t calls = 0;
+    std::vector<Keyed> scratch;
+    natural_sort(v.begin(), v.end(), CountingKeyLess{&calls}, scratch);
+    // Sorted, and equal keys (two of each) in their input order.
+    CHECK(v == expected);
+    for (std::size_t i = 1; i < n; ++i) {
+      REQUIRE(v[i - 1].first <= v[i].first);
+      if (v[i - 1].first == v[i].first) REQUIRE(v[i - 1].second < v[i].second);
+    }
+    // A block of 6 holds at most 15 inversions (2.5 per element): the run scan,
+    // one compare per element and one per move stay below 6n, where a full
+    // sort would need about n log2 n (13n here).
+    CHECK(calls < 6 * n);
+  }
+}
+
+TEST_CASE("natural_sort: a random permutation (many runs, elements far off) still sorts, the insertion sort giving up") {
+  const std::size_t n = 10000;
+  std::vector<int> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  std::mt19937 rng(12345);
+  std::shuffle(v.begin(), v.end(), rng);
+  REQUIRE(count_runs(v, std::less<>{}) > kiln::natural_sort_max_runs(n));
+  const std::size_t calls = sort_counting(v);
+  std::vector<int> expected(n);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(v == expected);
+  // An insertion sort run to the end would compare about n^2/4 times (25
+  // million); bounded by 8n moves, then std::sort, it stays near n log2 n.
+  CHECK(calls < 40 * n);
+}
+
+TEST_CASE("bounded_insertion_sort: sorts a nearly sorted input within its budget, stably") {
+  // Adjacent pairs swapped: [1, 0, 3, 2, ...]: one move per pair.
+  std::vector<int> v(1000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int>(i % 2 ? i - 1 : i + 1);
+  std::vector<int> w = v;
+  CHECK(kiln::detail::bounded_insertion_sort(v.begin(), v.end(), std::less<>{}, 8 * v.size()));
+  CHECK(std::is_sorted(v.begin(), v.end()));
+  CHECK(v.front() == 0);
+  CHECK(v.back() == 999);
+  // Exactly 500 moves are needed: a budget of 500 suffices, 499 does not.
+  std::vector<int> exact = w;
+  CHECK(kiln::detail::bounded_insertion_sort(exact.begin(), exact.end(), std::less<>{}, 500));
+  CHECK(exact == v);
+  std::vector<int> short_by_one = w;
+  CHECK_FALSE(kiln::detail::bounded_insertion_sort(short_by_one.begin(), short_by_one.end(), std::less<>{}, 499));
+
+  // Equal keys keep their input order.
+  std::vector<Keyed> items{{1, 0}, {0, 1}, {1, 2}, {0, 3}, {2, 4}, {1, 5}, {2, 6}, {0, 7}};
+  std::vector<Keyed> expected = items;
+  auto by_first = [](const Keyed& a, const Keyed& b) { return a.first < b.first; };
+  std::stable_sort(expected.begin(), expected.end(), by_first);
+  CHECK(kiln::detail::bounded_insertion_sort(items.begin(), items.end(), by_first, 100));
+  CHECK(items == expected);
+
+  // Already sorted: no move at all, so even a zero budget is enough.
+  std::vector<int> sorted{1, 2, 2, 3, 9};
+  CHECK(kiln::detail::bounded_insertion_sort(sorted.begin(), sorted.end(), std::less<>{}, 0));
+  CHECK(sorted == std::vector<int>{1, 2, 2, 3, 9});
+}
+
+TEST_CASE("bounded_insertion_sort: gives up past its budget, leaving a permutation of the input") {
+  for (std::size_t budget : {0u, 1u, 5u, 100u}) {
+    CAPTURE(budget);
+    std::vector<int> v(200);
+    std::iota(v.rbegin(), v.rend(), 0);  // reversed: 200 * 199 / 2 moves needed
+    CHECK_FALSE(kiln::detail::bounded_insertion_sort(v.begin(), v.end(), std::less<>{}, budget));
+    CHECK_FALSE(std::is_sorted(v.begin(), v.end()));
+    std::vector<int> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<int> expected(200);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(sorted == expected);  // nothing lost or duplicated
+  }
+  // Moves of non-trivial values stay a permutation too.
+  std::vector<std::string> s{"e", "d", "c", "b", "a"};
+  CHECK_FALSE(kiln::detail::bounded_insertion_sort(s.begin(), s.end(), std::less<>{}, 2));
+  std::vector<std::string> t = s;
+  std::sort(t.begin(), t.end());
+  CHECK(t == std::vector<std::string>{"a", "b", "c", "d", "e"});
+  for (const std::string& x : s) CHECK(x.size() == 1);
+}
+
+TEST_CASE("natural_sort: a caller's bounds vector sorts alike and is reused across calls without growing") {
+  const std::size_t n = 4096;
+  std::vector<std::size_t> bounds;
+  bounds.reserve(kiln::natural_sort_max_runs(n) + 1);  // the most it ever holds
+  const std::size_t* data = bounds.data();
+  const std::size_t capacity = bounds.capacity();
+  std::vector<Keyed> scratch;
+  auto by_first = [](const Keyed& a, const Keyed& b) { return a.first < b.first; };
+  std::mt19937 rng(21);
+  for (int round = 0; round < 6; ++round) {
+    CAPTURE(round);
+    std::vector<Keyed> v;
+    if (round % 3 == 0) {
+      // Three runs: merged.
+      for (std::size_t i = 0; i < n / 2; ++i) v.push_back({static_cast<int>(i / 4), 0});
+      for (std::size_t i = 0; i < n / 4; ++i) v.push_back({static_cast<int>(5000 - i), 0});
+      for (std::size_t i = 0; i < n / 4; ++i) v.push_back({static_cast<int>(i), 0});
+    } else if (round % 3 == 1) {
+      v = shuffled_in_blocks(n, 5, static_cast<std::uint32_t>(round));  // many runs, insertion sort
+    } else {
+      for (std::size_t i = 0; i < n; ++i) v.push_back({static_cast<int>(rng() % 100000), 0});  // std::sort
+    }
+    for (std::size_t i = 0; i < v.size(); ++i) v[i].second = static_cast<int>(i);
+    std::vector<Keyed> expected = v;
+    std::stable_sort(expected.begin(), expected.end(), by_first);
+    natural_sort(v.begin(), v.end(), by_first, scratch, bounds);
+    REQUIRE(std::is_sorted(v.begin(), v.end(), by_first));
+    std::vector<Keyed> sorted_copy = v;
+    std::sort(sorted_copy.begin(), sorted_copy.end());
+    std::vector<Keyed> expected_copy = expected;
+    std::sort(expected_copy.begin(), expected_copy.end());
+    CHECK(sorted_copy == expected_copy);  // the same elements
+    if (round % 3 != 2) CHECK(v == expected);  // merge and insertion sort are stable
+    // The same buffer throughout: never reallocated.
+    CHECK(bounds.data() == data);
+    CHECK(bounds.capacity() == capacity);
+  }
+  // The three-argument-plus-scratch overload gives the same result.
+  std::vector<Keyed> a = shuffled_in_blocks(n, 6, 77), b = a;
+  natural_sort(a.begin(), a.end(), by_first, scratch, bounds);
+  natural_sort(b.begin(), b.end(), by_first, scratch);
+  CHECK(a == b);
+  CHECK(bounds.data() == data);
 }

@@ -2,7 +2,9 @@
 // page), erased nodes kept until purge_erased() and then their slots reused;
 // Graph::for_each_node_in_storage; order keys; and PatternMatcherPass, whose
 // snapshot comes from the storage scan or the (op, target) index and is sorted
-// by order key, last node first.
+// by order key, last node first. Also: erased_pending / recycle_erased_since
+// (erased nodes freed before purge_erased), reorder_epoch, and kwargs, which a
+// node holds boxed (none at all when empty).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -692,4 +694,475 @@ TEST_CASE("PatternMatcherPass: nodes a handler erases before they are visited ar
     for (Node* n : relus) CHECK(n->erased() == (std::find(seen.begin(), seen.end(), n) == seen.end()));
     check_scan(g);
   }
+}
+
+// ---------------------------------------------------------------- erased nodes awaiting purge, and recycling them
+
+TEST_CASE("erased_pending: counts the erased nodes awaiting purge_erased, and purge_erased resets it") {
+  Graph g;
+  const std::vector<Node*> made = build_fan(g, 50);
+  CHECK(g.erased_pending() == 0);
+  for (std::size_t i = 0; i < 20; ++i) {
+    g.erase_node(made[i * 2]);
+    REQUIRE(g.erased_pending() == i + 1);
+  }
+  CHECK(g.size() == 52 - 20);
+  // Erased but not freed: still readable, still erased.
+  for (std::size_t i = 0; i < 20; ++i) CHECK(made[i * 2]->erased());
+  g.purge_erased();
+  CHECK(g.erased_pending() == 0);
+  g.purge_erased();  // nothing left: a no-op
+  CHECK(g.erased_pending() == 0);
+  // Failing to erase (a node with users) counts nothing.
+  CHECK_THROWS_AS(g.erase_node(g.front()), GraphError);
+  CHECK(g.erased_pending() == 0);
+  g.erase_node(made[1]);
+  CHECK(g.erased_pending() == 1);
+  check_scan(g);
+  kiln::lint(g);
+}
+
+TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark, and new nodes reuse them last freed first") {
+  Graph g;
+  const std::vector<Node*> made = build_fan(g, 40);
+  const std::unordered_set<const void*> all_made = addresses(made);
+  // Three erased before the mark.
+  for (std::size_t i = 0; i < 3; ++i) g.erase_node(made[i]);
+  const std::size_t mark = g.erased_pending();
+  REQUIRE(mark == 3);
+  // Ten since, made[10] .. made[19] in that order; the even ones are accepted.
+  std::vector<Node*> since;
+  for (std::size_t i = 10; i < 20; ++i) {
+    g.erase_node(made[i]);
+    since.push_back(made[i]);
+  }
+  std::unordered_set<const Node*> accept;
+  for (std::size_t i = 10; i < 20; i += 2) accept.insert(made[i]);
+  accept.insert(made[0]);  // accepted too, but erased before the mark: stays
+  std::vector<const Node*> asked;
+  g.recycle_erased_since(mark, [&](const Node* n) {
+    asked.push_back(n);
+    return accept.count(n) == 1;
+  });
+  // The predicate saw exactly the ten erased since the mark, once each.
+  CHECK(asked.size() == 10);
+  CHECK(std::unordered_set<const Node*>(asked.begin(), asked.end()) ==
+        std::unordered_set<const Node*>(since.begin(), since.end()));
+  CHECK(g.erased_pending() == 3 + 5);
+  // The ones not accepted, and the ones erased before the mark, are still
+  // erased nodes awaiting purge (their memory untouched).
+  for (std::size_t i = 11; i < 20; i += 2) {
+    CHECK(made[i]->erased());
+    CHECK(&made[i]->graph() == &g);
+  }
+  for (std::size_t i = 0; i < 3; ++i) CHECK(made[i]->erased());
+  check_scan(g);
+
+  // The freed ones are taken by the next nodes, the last freed first. The list
+  // of erased nodes runs newest first, so made[18] was freed first and made[10] last.
+  Node* x = g.front();
+  std::vector<Node*> reused;
+  {
+    auto guard = g.inserting_before(g.back());
+    for (int i = 0; i < 5; ++i) reused.push_back(g.call_function(aten::sigmoid, {x}));
+  }
+  CHECK(reused == std::vector<Node*>{made[10], made[12], made[14], made[16], made[18]});
+  for (Node* n : reused) {
+    CHECK_FALSE(n->erased());
+    CHECK(n->is_call(aten::sigmoid));
+  }
+  // Then fresh memory: not one of the pending nodes.
+  Node* fresh = nullptr;
+  {
+    auto guard = g.inserting_before(g.back());
+    fresh = g.call_function(aten::tanh, {x});
+  }
+  CHECK(all_made.count(fresh) == 0);
+  CHECK(g.erased_pending() == 8);
+  check_scan(g);
+  kiln::lint(g);
+
+  // purge_erased frees the rest, and the next nodes take exactly their places.
+  std::unordered_set<const void*> pending;
+  for (std::size_t i = 0; i < 3; ++i) pending.insert(made[i]);
+  for (std::size_t i = 11; i < 20; i += 2) pending.insert(made[i]);
+  g.purge_erased();
+  CHECK(g.erased_pending() == 0);
+  std::unordered_set<const void*> taken;
+  {
+    auto guard = g.inserting_before(g.back());
+    for (int i = 0; i < 8; ++i) taken.insert(g.call_function(aten::exp, {x}));
+  }
+  CHECK(taken == pending);
+  check_scan(g);
+  kiln::lint(g);
+}
+
+TEST_CASE("recycle_erased_since: a mark at or past erased_pending() frees nothing") {
+  Graph g;
+  const std::vector<Node*> made = build_fan(g, 30);
+  for (std::size_t i = 0; i < 5; ++i) g.erase_node(made[i]);
+  const std::size_t stale_mark = g.erased_pending();
+  REQUIRE(stale_mark == 5);
+  g.purge_erased();  // the mark now refers to nodes that are gone
+  for (std::size_t i = 10; i < 13; ++i) g.erase_node(made[i]);
+  REQUIRE(g.erased_pending() == 3);
+  std::size_t asked = 0;
+  auto accept_all = [&](const Node*) {
+    ++asked;
+    return true;
+  };
+  g.recycle_erased_since(stale_mark, accept_all);
+  CHECK(asked == 0);
+  CHECK(g.erased_pending() == 3);
+  // A mark equal to the count: nothing erased since.
+  g.recycle_erased_since(g.erased_pending(), accept_all);
+  CHECK(asked == 0);
+  CHECK(g.erased_pending() == 3);
+  for (std::size_t i = 10; i < 13; ++i) CHECK(made[i]->erased());
+  // The next nodes take the places purged before, never the pending ones.
+  const std::unordered_set<const void*> purged = addresses({made.begin(), made.begin() + 5});
+  {
+    auto guard = g.inserting_before(g.back());
+    for (int i = 0; i < 5; ++i) CHECK(purged.count(g.call_function(aten::relu, {g.front()})) == 1);
+  }
+  for (std::size_t i = 10; i < 13; ++i) CHECK(made[i]->erased());
+  // Mark 0 covers every pending node.
+  g.recycle_erased_since(0, accept_all);
+  CHECK(asked == 3);
+  CHECK(g.erased_pending() == 0);
+  check_scan(g);
+  kiln::lint(g);
+}
+
+TEST_CASE("recycle_erased_since: lint and the storage scan stay right through random erases, recycles, creates and purges") {
+  std::mt19937 rng(2024);
+  Graph g;
+  build_fan(g, 3000);
+  Node* x = g.front();
+  // What the graph should hold pending, oldest first (erased_pending() marks index it).
+  std::vector<Node*> model;
+  std::size_t recycled = 0, created = 0;
+  for (int round = 0; round < 300; ++round) {
+    CAPTURE(round);
+    std::vector<Node*> ops;
+    for (Node* n : g.nodes())
+      if (n->op() == OpKind::call_function) ops.push_back(n);
+    const std::size_t mark = g.erased_pending();
+    REQUIRE(mark == model.size());
+    // Erase a few op nodes (they have no users).
+    const std::size_t erase = ops.empty() ? 0 : 1 + rng() % 6;
+    for (std::size_t k = 0; k < erase && !ops.empty(); ++k) {
+      const std::size_t i = rng() % ops.size();
+      g.erase_node(ops[i]);
+      model.push_back(ops[i]);
+      ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    const unsigned what = rng() % 4;
+    if (what == 0) {
+      // Recycle since the mark (or an earlier one) whatever a coin accepts.
+      const std::size_t from = rng() % 2 ? mark : (model.empty() ? 0 : rng() % model.size());
+      std::unordered_set<const Node*> accepted;
+      std::vector<const Node*> asked;
+      g.recycle_erased_since(from, [&](const Node* n) {
+        asked.push_back(n);
+        if (rng() % 2) return false;
+        accepted.insert(n);
+        return true;
+      });
+      REQUIRE(asked.size() == model.size() - std::min(from, model.size()));
+      const std::unordered_set<const Node*> since(model.begin() + static_cast<std::ptrdiff_t>(std::min(from, model.size())), model.end());
+      for (const Node* n : asked) REQUIRE(since.count(n) == 1);
+      std::vector<Node*> kept;
+      for (Node* n : model)
+        if (!accepted.count(n)) kept.push_back(n);
+      model = kept;
+      recycled += accepted.size();
+    } else if (what == 1 && round % 10 == 0) {
+      g.purge_erased();
+      model.clear();
+    }
+    REQUIRE(g.erased_pending() == model.size());
+    // Create a few nodes at random places; none may take a pending node's place.
+    const std::unordered_set<const void*> pending = addresses(model);
+    const std::size_t create = rng() % 6;
+    for (std::size_t k = 0; k < create; ++k) {
+      Node* anchor = ops.empty() ? g.back() : ops[rng() % ops.size()];
+      auto guard = rng() % 2 ? g.inserting_before(anchor) : g.inserting_before(g.back());
+      Node* n = g.call_function(rng() % 2 ? aten::relu : aten::neg, {x});
+      REQUIRE(pending.count(n) == 0);
+      ++created;
+    }
+    for (Node* n : model) REQUIRE(n->erased());
+    if (round % 25 == 0) {
+      check_scan(g);
+      kiln::lint(g);
+    }
+  }
+  CHECK(recycled > 50);
+  CHECK(created > 300);
+  check_scan(g);
+  check_links(g);
+  kiln::lint(g);
+  g.purge_erased();
+  CHECK(g.erased_pending() == 0);
+  check_scan(g);
+}
+
+TEST_CASE("reorder_epoch: unchanged by creating and erasing nodes, changed by moves and by renumbering") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  std::vector<Node*> made;
+  for (int i = 0; i < 20; ++i) made.push_back(g.call_function(aten::relu, {x}));
+  const std::uint64_t e0 = g.reorder_epoch();
+  // Appending more (the output last), and erasing (at the end and in the
+  // middle), keeps it.
+  Node* last = nullptr;
+  for (int i = 0; i < 50; ++i) last = g.call_function(aten::neg, {x});
+  g.output(ArgList{x});
+  CHECK(g.reorder_epoch() == e0);
+  g.erase_node(g.back());
+  CHECK(g.reorder_epoch() == e0);
+  g.erase_node(last);
+  g.erase_node(made[7]);
+  CHECK(g.reorder_epoch() == e0);
+  g.purge_erased();
+  CHECK(g.reorder_epoch() == e0);
+  // One node inserted mid-graph takes a key between its neighbours': no other key changes.
+  {
+    auto guard = g.inserting_before(made[3]);
+    g.call_function(aten::exp, {x});
+  }
+  CHECK(g.reorder_epoch() == e0);
+
+  // Moves change it.
+  g.move_before(made[2], made[15]);
+  const std::uint64_t e1 = g.reorder_epoch();
+  CHECK(e1 != e0);
+  CHECK(made[15]->next() == made[2]);
+  made[5]->prepend(made[16]);
+  const std::uint64_t e2 = g.reorder_epoch();
+  CHECK(e2 != e1);
+  CHECK(made[16]->next() == made[5]);
+  made[5]->append(made[17]);
+  const std::uint64_t e3 = g.reorder_epoch();
+  CHECK(e3 != e2);
+  CHECK(made[5]->next() == made[17]);
+  check_links(g);
+
+  // Inserts at one spot halve the gap there each time: a few leave the keys
+  // alone, ~32 exhaust the gap and renumber the graph.
+  Node* anchor = made[12];
+  Node* before_anchor = anchor->prev();
+  std::vector<Node*> inserted;
+  for (int i = 0; i < 10; ++i) {
+    auto guard = g.inserting_before(anchor);
+    inserted.push_back(g.call_function(aten::sigmoid, {x}));
+  }
+  CHECK(g.reorder_epoch() == e3);
+  for (int i = 0; i < 90; ++i) {
+    auto guard = g.inserting_before(anchor);
+    inserted.push_back(g.call_function(aten::sigmoid, {x}));
+  }
+  CHECK(g.reorder_epoch() != e3);
+  // The order is still right: the 100 in creation order right before the anchor.
+  REQUIRE(inserted.size() == 100);
+  CHECK(inserted.front()->prev() == before_anchor);
+  for (std::size_t i = 1; i < inserted.size(); ++i) REQUIRE(inserted[i - 1]->next() == inserted[i]);
+  CHECK(inserted.back()->next() == anchor);
+  for (std::size_t i = 1; i < inserted.size(); ++i) REQUIRE(inserted[i - 1]->is_before(*inserted[i]));
+  const std::uint64_t e4 = g.reorder_epoch();
+  g.output(ArgList{x});
+  CHECK(g.reorder_epoch() == e4);
+  check_links(g);
+  check_scan(g);
+  kiln::lint(g);
+}
+
+TEST_CASE("a moved graph keeps its pending erased nodes, and purges or recycles them") {
+  Graph g;
+  const std::vector<Node*> made = build_fan(g, 1000);
+  std::vector<Node*> erased;
+  for (std::size_t i = 0; i < made.size(); i += 10) {
+    g.erase_node(made[i]);
+    erased.push_back(made[i]);
+  }
+  REQUIRE(g.erased_pending() == 100);
+  Graph h = std::move(g);
+  CHECK(h.erased_pending() == 100);
+  CHECK(g.erased_pending() == 0);
+  for (Node* n : erased) {
+    REQUIRE(n->erased());
+    REQUIRE(&n->graph() == &h);
+  }
+  // The moved-from graph has nothing to purge, and works.
+  g.purge_erased();
+  build_chain(g, 10);
+  CHECK(g.erased_pending() == 0);
+  kiln::lint(g);
+
+  // Recycling in the new owner frees from the list it took over.
+  std::unordered_set<const Node*> first_half(erased.begin(), erased.begin() + 50);
+  h.recycle_erased_since(0, [&](const Node* n) { return first_half.count(n) == 1; });
+  CHECK(h.erased_pending() == 50);
+  for (std::size_t i = 50; i < erased.size(); ++i) CHECK(erased[i]->erased());
+  h.purge_erased();
+  CHECK(h.erased_pending() == 0);
+  // All 100 places are free for h's next nodes.
+  std::unordered_set<const void*> taken;
+  {
+    auto guard = h.inserting_before(h.back());
+    for (int i = 0; i < 100; ++i) {
+      Node* n = h.call_function(aten::relu, {h.front()});
+      REQUIRE(&n->graph() == &h);
+      taken.insert(n);
+    }
+  }
+  CHECK(taken == addresses(erased));
+  check_scan(h);
+  kiln::lint(h);
+
+  // Move assignment too.
+  for (std::size_t i = 1; i < 40; i += 2) h.erase_node(made[i]);
+  REQUIRE(h.erased_pending() == 20);
+  Graph k("k");
+  build_chain(k, 100);
+  k.erase_node(k.back());
+  k = std::move(h);
+  CHECK(k.erased_pending() == 20);
+  CHECK(h.erased_pending() == 0);
+  for (std::size_t i = 1; i < 40; i += 2) CHECK(&made[i]->graph() == &k);
+  k.purge_erased();
+  CHECK(k.erased_pending() == 0);
+  check_scan(k);
+  kiln::lint(k);
+}
+
+// ---------------------------------------------------------------- kwargs (held boxed, absent when empty)
+
+TEST_CASE("kwargs: set_kwargs to a dict and back to empty keeps users and inputs right") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* n = g.call_function(aten::add_Tensor, {x});
+  g.output(ArgList{n});
+  CHECK(n->kwargs().empty());
+  CHECK(n->kwargs().begin() == n->kwargs().end());
+  n->set_kwargs({{"other", Arg(y)}, {"alpha", Arg(2)}});
+  REQUIRE(n->kwargs().size() == 2);
+  CHECK(n->kwargs().find("other")->node() == y);
+  CHECK(*n->kwargs().find("alpha") == Arg(2));
+  CHECK(y->num_users() == 1);
+  CHECK(y->user_list() == std::vector<Node*>{n});
+  CHECK(std::vector<Node*>(n->all_input_nodes().begin(), n->all_input_nodes().end()) == std::vector<Node*>{x, y});
+  // set_args keeps the kwargs.
+  n->set_args({x, Arg(1)});
+  CHECK(n->kwargs().size() == 2);
+  CHECK(y->num_users() == 1);
+  // Back to empty.
+  n->set_kwargs({});
+  CHECK(n->kwargs().empty());
+  CHECK(n->kwargs().find("other") == nullptr);
+  CHECK(y->num_users() == 0);
+  CHECK(y->user_list().empty());
+  CHECK(x->num_users() == 1);
+  CHECK(std::vector<Node*>(n->all_input_nodes().begin(), n->all_input_nodes().end()) == std::vector<Node*>{x});
+  CHECK(n->args().size() == 2);
+  // And non-empty again.
+  n->set_kwargs({{"other", Arg(ArgList{y, x})}});
+  CHECK(n->kwargs().size() == 1);
+  CHECK(y->num_users() == 1);
+  CHECK(x->num_users() == 1);  // one user, however many references
+  kiln::lint(g);
+  // Replacing one non-empty dict by another drops the old keys.
+  n->set_kwargs({{"alpha", Arg(3)}});
+  CHECK(n->kwargs().size() == 1);
+  CHECK(n->kwargs().find("other") == nullptr);
+  CHECK(y->num_users() == 0);
+  kiln::lint(g);
+}
+
+TEST_CASE("kwargs: set_kwarg on a node without kwargs adds one, and links its node") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* z = g.placeholder("z");
+  Node* n = g.call_function(aten::relu, {x});
+  g.output(ArgList{n});
+  REQUIRE(n->kwargs().empty());
+  n->set_kwarg("src", Arg(y));
+  REQUIRE(n->kwargs().size() == 1);
+  CHECK(n->kwargs().find("src")->node() == y);
+  CHECK(y->user_list() == std::vector<Node*>{n});
+  // The same key again replaces; another key appends after it.
+  n->set_kwarg("src", Arg(z));
+  n->set_kwarg("dim", Arg(-1));
+  REQUIRE(n->kwargs().size() == 2);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : n->kwargs()) keys.push_back(std::string(k));
+  CHECK(keys == std::vector<std::string>{"src", "dim"});
+  CHECK(n->kwargs().find("src")->node() == z);
+  CHECK(y->num_users() == 0);
+  CHECK(z->user_list() == std::vector<Node*>{n});
+  kiln::lint(g);
+}
+
+TEST_CASE("kwargs: replace_input_with and replace_all_uses_with reach a node referenced only from a kwarg") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* z = g.placeholder("z");
+  Node* w = g.placeholder("w");
+  Node* n = g.call_function(aten::add_Tensor, {x}, {{"other", Arg(y)}, {"extra", Arg(ArgList{y, Arg(1)})}});
+  Node* m = g.call_function(aten::add_Tensor, {x}, {{"other", Arg(z)}});
+  g.output(ArgList{n, m});
+  n->replace_input_with(y, z);
+  CHECK(n->kwargs().find("other")->node() == z);
+  CHECK(*n->kwargs().find("extra") == Arg(ArgList{z, Arg(1)}));
+  CHECK(n->args()[0].node() == x);
+  CHECK(y->num_users() == 0);
+  CHECK(z->num_users() == 2);
+  kiln::lint(g);
+  // Every user of z reaches it through a kwarg only.
+  const auto changed = z->replace_all_uses_with(w);
+  CHECK(changed.size() == 2);
+  CHECK(z->num_users() == 0);
+  CHECK(n->kwargs().find("other")->node() == w);
+  CHECK(m->kwargs().find("other")->node() == w);
+  CHECK(w->num_users() == 2);
+  g.erase_node(z);  // no users left
+  g.erase_node(y);
+  kiln::lint(g);
+}
+
+TEST_CASE("kwargs: erasing a node whose kwargs referenced another removes it from that node's users") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* keep = g.call_function(aten::add_Tensor, {x}, {{"other", Arg(y)}});
+  Node* dead = g.call_function(aten::add_Tensor, {x}, {{"other", Arg(y)}});
+  g.output(ArgList{keep});
+  REQUIRE(y->num_users() == 2);
+  g.erase_node(dead);
+  CHECK(y->num_users() == 1);
+  CHECK(y->user_list() == std::vector<Node*>{keep});
+  CHECK(dead->kwargs().empty());
+  CHECK(x->user_list() == std::vector<Node*>{keep});
+  kiln::lint(g);
+  // Its place, once purged, goes to a node without kwargs, which has none.
+  g.purge_erased();
+  Node* fresh = nullptr;
+  {
+    auto guard = g.inserting_before(g.back());
+    fresh = g.call_function(aten::neg, {x});
+  }
+  CHECK(static_cast<void*>(fresh) == static_cast<void*>(dead));
+  CHECK(fresh->kwargs().empty());
+  CHECK(y->num_users() == 1);
+  // With the last kwarg user gone (the output moved off it), y can go too.
+  g.back()->set_args({ArgList{fresh}});
+  g.erase_node(keep);
+  CHECK(y->num_users() == 0);
+  g.erase_node(y);
+  kiln::lint(g);
 }

@@ -2,11 +2,15 @@
 // PatternMatcherPass.apply semantics (torch/_inductor/pattern_matcher.py).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "kiln/core.hpp"
@@ -453,4 +457,261 @@ TEST_CASE("matches applied before a handler throws are still counted") {
   CHECK(calls == 3);
   CHECK(counters.get("pattern_matcher_count") == 2);
   CHECK(counters.get("pattern_matcher_nodes") == 2);
+}
+
+// ---------------------------------------------------------------- freeing what handlers erase
+
+namespace {
+
+std::unordered_set<const void*> addresses_of(const std::vector<Node*>& v) {
+  return std::unordered_set<const void*>(v.begin(), v.end());
+}
+
+// x, then `blocks` times h = add(mm(h, w_i), b_i), then output(h); the
+// placeholders w_i and b_i come first.
+struct AddmmChain {
+  Graph g;
+  Node* x = nullptr;
+  std::vector<Node*> w, b, mm, add;
+  Node* out = nullptr;
+  explicit AddmmChain(std::size_t blocks) {
+    x = g.placeholder("x");
+    for (std::size_t i = 0; i < blocks; ++i) w.push_back(g.placeholder("w" + std::to_string(i)));
+    for (std::size_t i = 0; i < blocks; ++i) b.push_back(g.placeholder("b" + std::to_string(i)));
+    Node* h = x;
+    for (std::size_t i = 0; i < blocks; ++i) {
+      mm.push_back(g.call_function(aten::mm, {h, w[i]}));
+      add.push_back(h = g.call_function(aten::add_Tensor, {mm.back(), b[i]}));
+    }
+    out = g.output(ArgList{h});
+  }
+  std::unordered_set<const void*> original_ops() const {
+    std::unordered_set<const void*> s(mm.begin(), mm.end());
+    s.insert(add.begin(), add.end());
+    return s;
+  }
+  // Every block became addmm(b_i, previous, w_i), in order, feeding the output.
+  void check_fused() const {
+    const std::vector<Node*> fused = g.find_nodes(OpKind::call_function, aten::addmm);
+    REQUIRE(fused.size() == mm.size());
+    Node* prev = x;
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(fused[i]->args().size() == 3);
+      CHECK(fused[i]->args()[0].node() == b[i]);
+      CHECK(fused[i]->args()[1].node() == prev);
+      CHECK(fused[i]->args()[2].node() == w[i]);
+      prev = fused[i];
+    }
+    CHECK(out->args()[0] == Arg(ArgList{prev}));
+    CHECK(count_target(g, aten::mm) == 0);
+    CHECK(count_target(g, aten::add_Tensor) == 0);
+    lint(g);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("apply: nodes a handler erased are freed when it returns and the next handler's nodes take their memory") {
+  const std::size_t blocks = 12;
+  AddmmChain t(blocks);
+  const auto originals = t.original_ops();
+  const std::uint64_t epoch = t.g.reorder_epoch();
+  auto pass = addmm_pass();
+  CHECK(pass.apply(t.g) == blocks);
+  // One insert per gap between mm and add: nothing was renumbered or moved,
+  // so the pass could tell the erased adds were visited already.
+  REQUIRE(t.g.reorder_epoch() == epoch);
+  t.check_fused();
+  // The last block is fused first, into fresh memory; each block before it
+  // is fused after the previous handler's add and mm were freed, into their memory.
+  const std::vector<Node*> fused = t.g.find_nodes(OpKind::call_function, aten::addmm);
+  std::size_t reused = 0;
+  for (Node* n : fused) reused += originals.count(n);
+  CHECK(reused >= 1);
+  CHECK(reused == blocks - 1);
+  CHECK(originals.count(fused.back()) == 0);
+  // Every erased node was a visited add or an mm (no pattern's root): all freed.
+  CHECK(t.g.erased_pending() == 0);
+  kiln::testing::check_links(t.g);
+}
+
+TEST_CASE("apply: erased nodes the snapshot may still visit are kept, never handed to a handler, and never reused") {
+  // x*x -> sigmoid -> *y, repeated: the sigmoid pattern erases its mul (a
+  // pattern root too, still ahead in the snapshot); the mul pattern sees only
+  // the muls by y.
+  const std::size_t blocks = 10;
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  std::vector<Node*> squares, sigmoids, scales;
+  Node* h = x;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    const std::string k = std::to_string(i);
+    squares.push_back(g.call_function(aten::mul_Tensor, {h, h}, {}, "sq" + k));
+    sigmoids.push_back(g.call_function(aten::sigmoid, {squares.back()}, {}, "sig" + k));
+    scales.push_back(h = g.call_function(aten::mul_Tensor, {sigmoids.back(), y}, {}, "scale" + k));
+  }
+  g.output(ArgList{h});
+  std::unordered_set<std::string> original_names;
+  for (Node* n : g.nodes()) original_names.insert(n->name());
+  const std::unordered_set<const void*> square_addresses = addresses_of(squares);
+  const std::unordered_set<const void*> sigmoid_addresses = addresses_of(sigmoids);
+
+  std::vector<std::pair<const Node*, std::string>> created, seen;
+  std::vector<std::string> sig_seen, mul_seen;
+  std::size_t mul_calls = 0;
+  PatternMatcherPass pass("pow");
+  pass.register_pattern(p::CallFunction(aten::sigmoid, p::CallFunction(aten::mul_Tensor, p::kw<"x">, p::kw<"x">)),
+                        [&](auto& m, Graph& gr, Node* root) {
+                          seen.push_back({root, root->name()});
+                          sig_seen.push_back(root->name());
+                          Node* pw = gr.call_function(aten::pow_Tensor_Scalar, {m.template get<"x">(), Arg(2)});
+                          Node* s = gr.call_function(aten::sigmoid, {pw});
+                          created.push_back({pw, pw->name()});
+                          created.push_back({s, s->name()});
+                          root->replace_all_uses_with(s);
+                          m.erase_nodes();
+                        });
+  pass.register_pattern(p::CallFunctionVarArgs(aten::mul_Tensor), [&](auto&, Graph&, Node* root) {
+    ++mul_calls;
+    REQUIRE_FALSE(root->erased());
+    seen.push_back({root, root->name()});
+    mul_seen.push_back(root->name());
+  });
+  const std::uint64_t epoch = g.reorder_epoch();
+  CHECK(pass.apply(g) == 2 * blocks);
+  REQUIRE(g.reorder_epoch() == epoch);
+
+  std::vector<std::string> expected_sig, expected_mul;
+  for (std::size_t i = blocks; i-- > 0;) {
+    expected_sig.push_back("sig" + std::to_string(i));  // (the sigmoids themselves are freed)
+    expected_mul.push_back("scale" + std::to_string(i));
+  }
+  CHECK(sig_seen == expected_sig);
+  CHECK(mul_calls == blocks);
+  CHECK(mul_seen == expected_mul);
+  // Nothing a handler created was visited (by address and name: addresses are
+  // reused, names never).
+  std::unordered_set<std::string> created_names;
+  for (const auto& [n, name] : created) created_names.insert(name);
+  REQUIRE(created_names.size() == 2 * blocks);
+  for (const auto& [n, name] : seen) {
+    CHECK(created_names.count(name) == 0);
+    CHECK(original_names.count(name) == 1);
+  }
+  // The squares were erased while still ahead in the snapshot: kept, readable, pending.
+  CHECK(g.erased_pending() == blocks);
+  for (Node* sq : squares) CHECK(sq->erased());
+  // So no new node took their memory; the visited sigmoids' memory was reused
+  // (by the first node of every handler but the first).
+  std::size_t into_sigmoids = 0;
+  for (const auto& [n, name] : created) {
+    CHECK(square_addresses.count(n) == 0);
+    into_sigmoids += sigmoid_addresses.count(n);
+  }
+  CHECK(into_sigmoids == blocks - 1);
+  CHECK(count_target(g, aten::pow_Tensor_Scalar) == blocks);
+  CHECK(count_target(g, aten::sigmoid) == blocks);
+  CHECK(count_target(g, aten::mul_Tensor) == blocks);
+  lint(g);
+  g.purge_erased();
+  CHECK(g.erased_pending() == 0);
+  lint(g);
+}
+
+TEST_CASE("apply: a root node moved behind the candidate and erased there is kept, not freed") {
+  // Once a handler moves a node, order keys no longer tell what the snapshot
+  // has visited: every erased pattern root stays pending.
+  Graph g;
+  Node* x = g.placeholder("x");
+  std::vector<Node*> relus;
+  for (int i = 0; i < 30; ++i) relus.push_back(g.call_function(aten::relu, {x}, {}, "r" + std::to_string(i)));
+  g.output(ArgList{x});
+  const std::unordered_set<const void*> relu_addresses = addresses_of(relus);
+  std::unordered_map<const Node*, std::size_t> position;
+  for (std::size_t i = 0; i < relus.size(); ++i) position[relus[i]] = i;
+  std::vector<std::string> seen;
+  std::vector<Node*> created;
+  std::size_t erased = 0;
+  PatternMatcherPass pass("move_then_erase");
+  pass.register_pattern(p::CallFunctionVarArgs(aten::relu), [&](auto&, Graph& gr, Node* root) {
+    seen.push_back(root->name());
+    // A node of no pattern's root, created and erased: freed whatever moved.
+    created.push_back(gr.call_function(aten::neg, {x}));
+    Node* tmp = gr.call_function(aten::neg, {x});
+    gr.erase_node(tmp);
+    const std::size_t i = position.at(root);
+    if (i == 0) return;
+    // The relu before this one (not visited yet) goes after it, then away:
+    // its new order key lies past the candidate.
+    Node* victim = relus[i - 1];
+    root->append(victim);
+    REQUIRE(root->is_before(*victim));
+    gr.erase_node(victim);
+    ++erased;
+  });
+  std::vector<std::string> expected;
+  for (std::size_t i = relus.size(); i-- > 0;) {
+    expected.push_back(relus[i]->name());
+    if (i > 0) --i;
+  }
+  CHECK(pass.apply(g) == expected.size());
+  CHECK(seen == expected);
+  CHECK(erased == relus.size() / 2);
+  CHECK(g.erased_pending() == erased);
+  for (Node* n : created) CHECK(relu_addresses.count(n) == 0);
+  for (std::size_t i = 0; i < relus.size(); ++i)
+    if (std::find(seen.begin(), seen.end(), relus[i]->name()) == seen.end()) CHECK(relus[i]->erased());
+  lint(g);
+}
+
+TEST_CASE("apply: a handler that applies another pass to the same graph gives a correct, lint-clean result") {
+  for (bool same_pass : {false, true}) {
+    CAPTURE(same_pass);
+    const std::size_t blocks = 8;
+    AddmmChain t(blocks);
+    const auto originals = t.original_ops();
+    auto inner = addmm_pass();
+    PatternMatcherPass outer("outer");
+    std::size_t calls = 0, inner_count = 0;
+    outer.register_pattern(addmm_pattern(), [&](auto& m, Graph& gr, Node* root) {
+      FuseAddmm{}(m, gr, root);
+      // The first call (at the last block) fuses every other block through a nested apply.
+      if (++calls == 1) inner_count = same_pass ? outer.apply(gr) : inner.apply(gr);
+    });
+    CHECK(outer.apply(t.g) == 1);
+    CHECK(inner_count == blocks - 1);
+    CHECK(calls == (same_pass ? blocks : 1));
+    t.check_fused();
+    // The nested apply freed nothing (the outer snapshot still held its
+    // adds): no addmm took an original node's memory.
+    for (Node* n : t.g.find_nodes(OpKind::call_function, aten::addmm)) CHECK(originals.count(n) == 0);
+    // After the handler, the outer apply freed the mm's and its own add; the
+    // adds the nested apply erased lay ahead in its snapshot and are kept.
+    CHECK(t.g.erased_pending() == blocks - 1);
+    for (std::size_t i = 0; i + 1 < blocks; ++i) CHECK(t.add[i]->erased());
+    t.g.purge_erased();
+    lint(t.g);
+    // The graph and both passes still work.
+    CHECK(outer.apply(t.g) == 0);
+    CHECK(inner.apply(t.g) == 0);
+  }
+}
+
+TEST_CASE("apply: a pass that prevents matches across mutations frees nothing it erased") {
+  const std::size_t blocks = 6;
+  AddmmChain t(blocks);
+  const auto originals = t.original_ops();
+  auto pass = addmm_pass(/*prevent_across_mutations=*/true);
+  CHECK(pass.apply(t.g) == blocks);
+  t.check_fused();
+  // Its mutation regions are keyed by node address: every erased node stays.
+  CHECK(t.g.erased_pending() == 2 * blocks);
+  for (Node* n : t.mm) CHECK(n->erased());
+  for (Node* n : t.add) CHECK(n->erased());
+  for (Node* n : t.g.find_nodes(OpKind::call_function, aten::addmm)) CHECK(originals.count(n) == 0);
+  t.g.purge_erased();
+  CHECK(t.g.erased_pending() == 0);
+  lint(t.g);
 }

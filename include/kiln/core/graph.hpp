@@ -153,16 +153,49 @@ class Graph {
     index_remove(n);
     names_.release(n->name_, n);
     n->erased_ = true;
-    erased_.push_back(n);
+    n->index_next_ = erased_head_;  // out of the index, so its link is free
+    erased_head_ = n;
+    ++erased_count_;
     --size_;
   }
 
   // Frees erased nodes. Pointers to them become dangling: call only when no
   // snapshot of nodes is held (PassManager does it between passes).
   void purge_erased() {
-    for (Node* n : erased_) free_node(n);
-    erased_.clear();
+    for (Node* n = erased_head_; n;) {
+      Node* next = n->index_next_;
+      free_node(n);
+      n = next;
+    }
+    erased_head_ = nullptr;
+    erased_count_ = 0;
   }
+
+  // How many erased nodes await purge_erased(): a mark for recycle_erased_since.
+  std::size_t erased_pending() const { return erased_count_; }
+  // Frees the nodes erased since `mark` (an erased_pending() read before) that
+  // `may_free(const Node*)` accepts, so the next nodes created take their places,
+  // which are still in the cache, instead of fresh memory. For a driver that
+  // knows nobody holds those nodes any more: PatternMatcherPass, after each handler.
+  template <class Pred>
+  void recycle_erased_since(std::size_t mark, Pred&& may_free) {
+    if (mark >= erased_count_) return;  // none since (or purged meanwhile)
+    // The list runs newest first, so the nodes erased since `mark` lead it.
+    Node** link = &erased_head_;
+    for (std::size_t k = erased_count_ - mark; k > 0; --k) {
+      Node* n = *link;
+      if (may_free(static_cast<const Node*>(n))) {
+        *link = n->index_next_;
+        --erased_count_;
+        free_node(n);
+      } else {
+        link = &n->index_next_;
+      }
+    }
+  }
+  // Changes whenever a live node's order key may have changed (a renumbering or
+  // a move), so a holder of order keys can tell whether they are still current.
+  std::uint64_t reorder_epoch() const { return reorder_epoch_; }
 
   // Moves `n` (already in this graph) to directly before `anchor` (nullptr: the end).
   void move_before(Node* anchor, Node* n) {
@@ -171,6 +204,7 @@ class Graph {
     if (anchor) check_owned(anchor, "move_before");
     unlink(n);
     link_before(anchor, n);
+    ++reorder_epoch_;
   }
 
   // ---- looking things up ----
@@ -298,7 +332,7 @@ class Graph {
       ArgList args;
       for (const auto& a : n->args_) args.push_back(map_nodes(a, remap));
       ArgDict kwargs;
-      for (const auto& [k, a] : n->kwargs_) kwargs.set(k, map_nodes(a, remap));
+      for (const auto& [k, a] : n->kwargs()) kwargs.set(k, map_nodes(a, remap));
       Node* c = g.create_node(n->op_, n->target(), std::move(args), std::move(kwargs), n->name_);
       c->meta = n->meta;
       map[n] = c;
@@ -341,6 +375,21 @@ class Graph {
   // then _snake_case: an '_' where a lower-case letter meets an upper-case one, and
   // everything lower-cased ("MyOp" -> my_op, "ALL_CAPS" -> all_caps, "Conv2D" -> conv2d).
   static std::string default_name(OpKind op, OpRef target) {
+    // Passes create nodes of the same few targets over and over: remember the
+    // last names made per (kind, target hash) slot.
+    struct Memo {
+      std::uint64_t hash = 0;
+      OpKind op{};
+      bool set = false;
+      std::string name;
+    };
+    thread_local std::array<Memo, 16> memo{};
+    Memo& m = memo[(target.hash ^ static_cast<std::uint64_t>(op)) % memo.size()];
+    if (m.set && m.hash == target.hash && m.op == op) return m.name;
+    m = Memo{target.hash, op, true, make_default_name(op, target)};
+    return m.name;
+  }
+  static std::string make_default_name(OpKind op, OpRef target) {
     if (op == OpKind::output) return "output";
     std::string_view s = op == OpKind::call_function ? op_short_name(target.name) : target.name;
     if (s.size() >= 2 && s.substr(0, 2) == "__" && s.substr(s.size() - 2) == "__")
@@ -357,12 +406,21 @@ class Graph {
     return out;
   }
 
+  // The index's bucket for `key`, created if new. A pass creates and erases
+  // nodes of a handful of targets over and over; a small memo of buckets
+  // (which never move or go away) skips the hash lookup for those.
+  Bucket& bucket_for(std::uint64_t key) {
+    auto& memo = bucket_memo_[(key >> 3) % bucket_memo_.size()];
+    if (memo.key == key) return *memo.bucket;
+    auto [it, inserted] = index_.try_emplace(key);
+    if (inserted) buckets_by_op_[static_cast<std::size_t>((key - 1) % 8)].push_back(&it->second);
+    memo = {key, &it->second};
+    return it->second;
+  }
   void index_add(Node* n) {
     const std::uint64_t key = bucket_key(n->op_, n->target_hash_);
     n->storage_->key = key;
-    auto [it, inserted] = index_.try_emplace(key);
-    Bucket& b = it->second;
-    if (inserted) buckets_by_op_[static_cast<std::size_t>(n->op_)].push_back(&b);
+    Bucket& b = bucket_for(key);
     n->index_prev_ = b.tail;
     n->index_next_ = nullptr;
     (b.tail ? b.tail->index_next_ : b.head) = n;
@@ -371,7 +429,7 @@ class Graph {
   }
   void index_remove(Node* n) {
     n->storage_->key = 0;
-    Bucket& b = index_.at(bucket_key(n->op_, n->target_hash_));
+    Bucket& b = bucket_for(bucket_key(n->op_, n->target_hash_));
     (n->index_prev_ ? n->index_prev_->index_next_ : b.head) = n->index_next_;
     (n->index_next_ ? n->index_next_->index_prev_ : b.tail) = n->index_prev_;
     n->index_prev_ = n->index_next_ = nullptr;
@@ -412,6 +470,7 @@ class Graph {
     const std::uint64_t step = std::max<std::uint64_t>(2, std::min(kKeySpacing, std::numeric_limits<std::uint64_t>::max() / (2 * count)));
     std::uint64_t k = 0;
     for (Node* m = head_; m; m = m->next_) set_order(m, k += step);
+    ++reorder_epoch_;
   }
   // A node's order key lives in the node (for is_before) and in its storage
   // slot (for scans that read no node); both change here only.
@@ -479,9 +538,8 @@ class Graph {
   Node* allocate_node(OpKind op, OpRef target, std::string name) {
     void* slot;
     detail::StorageSlot* entry;
-    if (!free_slots_.empty()) {
-      Node* vacant = free_slots_.back();
-      free_slots_.pop_back();
+    if (Node* vacant = free_head_) {
+      free_head_ = vacant->index_next_;
       entry = vacant->storage_;
       vacant->~Node();
       slot = vacant;
@@ -505,15 +563,17 @@ class Graph {
     Node* vacant = ::new (static_cast<void*>(n)) Node(this, OpKind::placeholder, OpRef{}, std::string{});
     vacant->erased_ = true;
     vacant->storage_ = entry;
-    free_slots_.push_back(vacant);
+    vacant->index_next_ = free_head_;
+    free_head_ = vacant;
   }
   std::size_t slots_in_chunk(std::size_t c) const { return c + 1 == chunks_.size() ? chunk_used_ : chunks_[c].capacity(); }
 
   void destroy() {
     for (std::size_t c = 0; c < chunks_.size(); ++c)
       for (std::size_t i = 0; i < slots_in_chunk(c); ++i) chunks_[c].node(i)->~Node();
-    erased_.clear();
-    free_slots_.clear();
+    erased_head_ = nullptr;
+    erased_count_ = 0;
+    free_head_ = nullptr;
     chunks_.clear();
     chunk_used_ = 0;
     head_ = tail_ = nullptr;
@@ -527,22 +587,23 @@ class Graph {
     insert_after_ = std::exchange(o.insert_after_, false);
     names_ = std::move(o.names_);
     index_ = std::move(o.index_);
+    bucket_memo_ = std::exchange(o.bucket_memo_, {});
     for (auto& v : buckets_by_op_) v.clear();
     for (auto& [key, b] : index_) buckets_by_op_[key == 0 ? 0 : (key - 1) % 8].push_back(&b);
-    erased_ = std::move(o.erased_);
+    erased_head_ = std::exchange(o.erased_head_, nullptr);
+    erased_count_ = std::exchange(o.erased_count_, 0);
     chunks_ = std::move(o.chunks_);
     chunk_used_ = std::exchange(o.chunk_used_, 0);
-    free_slots_ = std::move(o.free_slots_);
+    free_head_ = std::exchange(o.free_head_, nullptr);
+    reorder_epoch_ = o.reorder_epoch_ + 1;
     o.chunks_.clear();
-    o.free_slots_.clear();
     // Leave `o` an empty graph that can be used again (its bucket list pointed
     // into the index this graph now owns).
     for (auto& v : o.buckets_by_op_) v.clear();
     o.names_.clear();
     o.index_.clear();
-    o.erased_.clear();
     for (Node* n = head_; n; n = n->next_) n->graph_ = this;
-    for (Node* n : erased_) n->graph_ = this;
+    for (Node* n = erased_head_; n; n = n->index_next_) n->graph_ = this;
   }
 
   std::string name_;
@@ -553,11 +614,21 @@ class Graph {
   bool insert_after_ = false;      // insert right after insert_anchor_ instead of before it
   NameTable names_;  // every name ever used; erased ones map to no node
   std::unordered_map<std::uint64_t, Bucket> index_;
+  struct BucketMemo {
+    std::uint64_t key = 0;  // bucket keys are never 0
+    Bucket* bucket = nullptr;
+  };
+  std::array<BucketMemo, 8> bucket_memo_{};  // see bucket_for
   std::array<std::vector<Bucket*>, 6> buckets_by_op_;
-  std::vector<Node*> erased_;
+  // Erased nodes awaiting purge_erased, newest first, linked through their
+  // index_next_ (a list, not a vector: growing a large vector in the middle of
+  // a pass makes malloc consolidate every block the pass freed).
+  Node* erased_head_ = nullptr;
+  std::size_t erased_count_ = 0;
   std::vector<Chunk> chunks_;
   std::size_t chunk_used_ = 0;
-  std::vector<Node*> free_slots_;  // vacant nodes
+  Node* free_head_ = nullptr;  // vacant nodes, most recently freed (warmest) first, linked likewise
+  std::uint64_t reorder_epoch_ = 0;
 };
 
 // ---- Node operations that need the Graph ----

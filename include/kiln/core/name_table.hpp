@@ -332,27 +332,35 @@ class NameTable {
   static Node* live(Node* p) noexcept { return p == erased_tag() ? nullptr : p; }
 
   // A pass creating and erasing nodes looks up the same handful of bases over
-  // and over (addmm, mm, add, ...); a small direct-mapped memo of map entries,
+  // and over (addmm, mm, add, ...); a small two-way memo of map entries,
   // keyed by a cheap mix of the base's length and end characters, skips hashing
   // the string and probing the map for them. Map entries never move or go away
   // (until clear), so the memo holds plain pointers into the map.
   using MapEntry = std::pair<const std::string, BaseEntry>;
-  static std::size_t memo_slot(std::string_view base) {
-    const std::size_t mix = base.size() * 31 + static_cast<unsigned char>(base.front()) +
-                            static_cast<unsigned char>(base.back()) * 7;
-    return mix % kMemoSize;
+  static std::size_t memo_set(std::string_view base) {
+    // Length, the first two and the last character.
+    const auto at = [&](std::size_t i) { return static_cast<std::size_t>(static_cast<unsigned char>(base[i])); };
+    const std::size_t mix = base.size() + at(0) * 7 + at(base.size() > 1 ? 1 : 0) * 37 + at(base.size() - 1) * 13;
+    return mix % kMemoSets;
   }
   MapEntry* lookup(std::string_view base) const {
     if (base.empty()) {
       auto it = bases_.find(base);
       return it == bases_.end() ? nullptr : const_cast<MapEntry*>(&*it);
     }
-    MapEntry*& m = memo_[memo_slot(base)];
-    if (m && m->first == base) return m;
+    // Two ways per set, most recent first, so two bases a pass alternates
+    // between do not evict each other.
+    MapEntry** way = &memo_[2 * memo_set(base)];
+    if (way[0] && way[0]->first == base) return way[0];
+    if (way[1] && way[1]->first == base) {
+      std::swap(way[0], way[1]);
+      return way[0];
+    }
     auto it = bases_.find(base);
     if (it == bases_.end()) return nullptr;
-    m = const_cast<MapEntry*>(&*it);
-    return m;
+    way[1] = way[0];
+    way[0] = const_cast<MapEntry*>(&*it);
+    return way[0];
   }
   void forget_memo() const { memo_.fill(nullptr); }
 
@@ -422,8 +430,8 @@ class NameTable {
 
   StringMap<BaseEntry> bases_;  // few: add, mul, getitem, ...
   StringMap<Node*> other_;      // names that fit no vector
-  static constexpr std::size_t kMemoSize = 16;
-  mutable std::array<MapEntry*, kMemoSize> memo_{};  // see lookup()
+  static constexpr std::size_t kMemoSets = 32;
+  mutable std::array<MapEntry*, 2 * kMemoSets> memo_{};  // see lookup()
   std::size_t size_ = 0;        // used names
 };
 

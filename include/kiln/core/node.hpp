@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -43,9 +44,27 @@ class alignas(64) Node {
   OpKind op_;
   bool erased_ = false;
   std::uint32_t live_users_ = 0;
-  // ---- end of the first cache line ----
-  std::string_view target_name_;
+  // ---- end of the first cache line. The second holds what adding or removing
+  // an edge reads and writes of both ends (creating and erasing nodes) ----
   Graph* graph_;
+  // users_ may hold nullptr holes left by removals; they are skipped when
+  // iterating and squeezed out once they outnumber live users. This keeps
+  // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
+  SmallVector<Node*, 2> users_;
+  SmallVector<Node*, 3> inputs_;  // InputNodes
+  // ---- the third: the rest of what erasing a node touches ----
+  SmallVector<std::uint32_t, 4> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
+  // Links in the graph's (op, target) index, for find_nodes without a scan.
+  // Out of the index (erased or vacant), index_next_ links the graph's list of
+  // erased nodes or of free slots instead.
+  Node* index_prev_ = nullptr;
+  Node* index_next_ = nullptr;
+  // This node's entry in its storage chunk's table (see detail::StorageSlot).
+  detail::StorageSlot* storage_ = nullptr;
+  std::string_view target_name_;
+  // ---- then what printing, naming and handlers read ----
+  std::string name_;
+  std::unique_ptr<ArgDict> kwargs_;  // nullptr when empty, as most nodes' are
   mutable std::uint32_t scratch_ = 0;
 
  public:
@@ -60,7 +79,7 @@ class alignas(64) Node {
   bool is_call(OpRef op) const { return op_ == OpKind::call_function && target_hash_ == op.hash; }
 
   const ArgList& args() const { return args_; }
-  const ArgDict& kwargs() const { return kwargs_; }
+  const ArgDict& kwargs() const { return kwargs_ ? *kwargs_ : empty_kwargs(); }
   // Positional argument i; throws naming the node if it has fewer arguments.
   const Arg& arg(std::size_t i) const {
     if (i >= args_.size())
@@ -70,7 +89,7 @@ class alignas(64) Node {
   }
 
   // Editing arguments keeps every input's user list consistent.
-  void set_args(ArgList args) { set_args_and_kwargs(std::move(args), kwargs_); }
+  void set_args(ArgList args) { set_args_and_kwargs(std::move(args), kwargs()); }
   void set_kwargs(ArgDict kwargs) { set_args_and_kwargs(args_, std::move(kwargs)); }
   void set_arg(std::size_t i, Arg value) {
     ArgList a = args_;
@@ -81,7 +100,7 @@ class alignas(64) Node {
     set_args(std::move(a));
   }
   void set_kwarg(std::string key, Arg value) {
-    ArgDict k = kwargs_;
+    ArgDict k = kwargs();
     k.set(std::move(key), std::move(value));
     set_kwargs(std::move(k));
   }
@@ -168,8 +187,6 @@ class alignas(64) Node {
   void prepend(Node* n);
   void append(Node* n);
 
-  NodeMeta meta;
-
   // A per-node integer that a graph algorithm may use for its own bookkeeping
   // (a position in a table) instead of a hash map; meaningless between algorithms.
   std::uint32_t& scratch() const { return scratch_; }
@@ -178,8 +195,12 @@ class alignas(64) Node {
   friend class Graph;
   friend class Arg;
   Node(Graph* g, OpKind op, OpRef target, std::string name)
-      : target_hash_(target.hash), op_(op), target_name_(target.name), graph_(g), name_(std::move(name)) {}
+      : target_hash_(target.hash), op_(op), graph_(g), target_name_(target.name), name_(std::move(name)) {}
 
+  static const ArgDict& empty_kwargs() {
+    static const ArgDict empty;
+    return empty;
+  }
   static void collect_inputs(const ArgList& args, const ArgDict& kwargs, InputNodes& out);
   // Throws (naming this node) unless `n` is a live node of this node's graph.
   void check_input(const Node* n) const;
@@ -191,21 +212,10 @@ class alignas(64) Node {
   void remove_from_users_of(std::size_t input_index);
   void compact_users();
 
-  std::string name_;
-  ArgDict kwargs_;
 
-  // users_ may hold nullptr holes left by removals; they are skipped when
-  // iterating and squeezed out once they outnumber live users. This keeps
-  // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
-  SmallVector<Node*, 2> users_;
-  InputNodes inputs_;
-  SmallVector<std::uint32_t, 4> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
-
-  // Links in the graph's (op, target) index, for find_nodes without a scan.
-  Node* index_prev_ = nullptr;
-  Node* index_next_ = nullptr;
-  // This node's entry in its storage chunk's table (see detail::StorageSlot).
-  detail::StorageSlot* storage_ = nullptr;
+ public:
+  // Last, as the least used by graph algorithms.
+  NodeMeta meta;
 };
 
 inline Arg::Arg(Node* n)
@@ -291,7 +301,9 @@ inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
   for (const auto& a : args) check(a);
   for (const auto& [k, a] : kwargs) check(a);
   args_ = std::move(args);
-  kwargs_ = std::move(kwargs);
+  if (kwargs.empty()) kwargs_.reset();
+  else if (kwargs_) *kwargs_ = std::move(kwargs);
+  else kwargs_ = std::make_unique<ArgDict>(std::move(kwargs));
   relink_inputs();
 }
 
@@ -302,7 +314,7 @@ inline void Node::relink_inputs() {
   // The vectors keep their capacity, so an edit allocates nothing.
   for (std::size_t i = 0; i < inputs_.size(); ++i) remove_from_users_of(i);
   input_slots_.clear();
-  collect_inputs(args_, kwargs_, inputs_);
+  collect_inputs(args_, kwargs(), inputs_);
   for (Node* n : inputs_) add_user_to(n);
 }
 
@@ -311,7 +323,7 @@ inline void Node::clear_inputs() {
   inputs_.clear();
   input_slots_.clear();
   args_.clear();
-  if (!kwargs_.empty()) kwargs_ = ArgDict{};
+  kwargs_.reset();
 }
 
 inline bool Node::is_impure() const {
@@ -372,7 +384,8 @@ inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
 inline void Node::replace_input_with(Node* old_input, Node* new_input) {
   check_input(new_input);
   for (auto& a : args_) detail::replace_node_refs(a, old_input, new_input);
-  for (auto&& [k, a] : kwargs_) detail::replace_node_refs(a, old_input, new_input);
+  if (kwargs_)
+    for (auto&& [k, a] : *kwargs_) detail::replace_node_refs(a, old_input, new_input);
   relink_inputs();
 }
 

@@ -2,6 +2,7 @@
 // What a node produces, as recorded in `meta.val`: a tensor's shape, dtype and
 // strides, an integer, a symbolic integer, or a list of these for multi-output nodes.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -38,29 +39,45 @@ struct TensorMeta {
 
 // The `meta.val` of a node. `none` stands for a missing value and for a `null`
 // entry inside a list (a non-tensor output of a multi-output op).
+//
+// The value is shared between copies until one is changed (copy on write):
+// passes copy meta from the node they replace to the node replacing it all the
+// time, and a shared value makes that a reference count instead of copying
+// shape and stride vectors.
 class MetaVal {
  public:
   using List = std::vector<MetaVal>;
   using Value = std::variant<std::monostate, TensorMeta, std::int64_t, SymInt, List>;
 
   MetaVal() = default;
-  MetaVal(TensorMeta t) : v_(std::move(t)) {}
-  MetaVal(std::int64_t i) : v_(i) {}
-  MetaVal(SymInt s) : v_(std::move(s)) {}
-  MetaVal(List l) : v_(std::move(l)) {}
+  MetaVal(TensorMeta t) : v_(std::make_shared<Value>(std::move(t))) {}
+  MetaVal(std::int64_t i) : v_(std::make_shared<Value>(i)) {}
+  MetaVal(SymInt s) : v_(std::make_shared<Value>(std::move(s))) {}
+  MetaVal(List l) : v_(std::make_shared<Value>(std::move(l))) {}
 
-  bool is_none() const { return std::holds_alternative<std::monostate>(v_); }
-  bool is_tensor() const { return std::holds_alternative<TensorMeta>(v_); }
-  bool is_list() const { return std::holds_alternative<List>(v_); }
-  const TensorMeta* tensor() const { return std::get_if<TensorMeta>(&v_); }
-  const List* list() const { return std::get_if<List>(&v_); }
-  const Value& value() const { return v_; }
-  Value& value() { return v_; }
+  bool is_none() const { return !v_ || std::holds_alternative<std::monostate>(*v_); }
+  bool is_tensor() const { return v_ && std::holds_alternative<TensorMeta>(*v_); }
+  bool is_list() const { return v_ && std::holds_alternative<List>(*v_); }
+  const TensorMeta* tensor() const { return v_ ? std::get_if<TensorMeta>(v_.get()) : nullptr; }
+  const List* list() const { return v_ ? std::get_if<List>(v_.get()) : nullptr; }
+  const Value& value() const { return v_ ? *v_ : none_value(); }
+  // For changing the value in place; this copy stops sharing it first.
+  Value& value() {
+    if (!v_) v_ = std::make_shared<Value>();
+    else if (v_.use_count() > 1) v_ = std::make_shared<Value>(*v_);
+    return *v_;
+  }
 
-  friend bool operator==(const MetaVal&, const MetaVal&) = default;
+  friend bool operator==(const MetaVal& a, const MetaVal& b) {
+    return a.v_ == b.v_ || a.value() == b.value();
+  }
 
  private:
-  Value v_;
+  static const Value& none_value() {
+    static const Value none;
+    return none;
+  }
+  std::shared_ptr<Value> v_;  // nullptr: none
 };
 
 // A node's metadata. `val` is the only field kiln interprets; any other key an

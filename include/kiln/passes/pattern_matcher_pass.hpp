@@ -17,6 +17,9 @@
 // erased meanwhile, tries each node's patterns in registration order, drops a
 // match that spans a mutation region when asked to, runs extra_check, then the
 // handler, and counts `pattern_matcher_count` and `pattern_matcher_nodes`.
+// The nodes a handler erases are freed once it returns (those the pass has yet
+// to visit excepted), and the next nodes created reuse their memory: a handler
+// must not keep a pointer to a node it erased past its own call.
 // KILN_PATTERN_DEBUG=<node name> prints every pattern tried at that node and why
 // it did not match (Inductor's TORCHINDUCTOR_PATTERN_MATCH_DEBUG).
 #include <algorithm>
@@ -172,6 +175,23 @@ class Entry final : public EntryBase {
   bool match_in_use_ = false;
 };
 
+// Counts the apply() calls running on this thread; only the outermost one
+// recycles erased nodes, since an outer apply's snapshot may still hold them.
+class ApplyDepth {
+ public:
+  ApplyDepth() { ++depth(); }
+  ~ApplyDepth() { --depth(); }
+  ApplyDepth(const ApplyDepth&) = delete;
+  ApplyDepth& operator=(const ApplyDepth&) = delete;
+  bool outermost() const { return depth() == 1; }
+
+ private:
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+};
+
 struct AcceptAll {
   template <class M>
   bool operator()(const M&) const { return true; }
@@ -237,16 +257,28 @@ class PatternMatcherPass {
     std::vector<Candidate>& candidates = applying_ ? own : buffer_;
     detail::ScopedFlag applying(applying_);
     snapshot(g, candidates);
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
+    // Nodes a handler erases are freed as soon as it returns, when nothing can
+    // read them any more, so the nodes the next handler creates take their
+    // places (in the cache) instead of fresh memory. Not inside another apply()
+    // (the outer one's snapshot may hold them) nor with mutation regions (keyed
+    // by node address).
+    detail::ApplyDepth depth;
+    const bool recycle = depth.outermost() && !ctx.regions;
+    const std::uint64_t epoch = g.reorder_epoch();
+    // The snapshot is in graph order; visit it backwards.
+    for (std::size_t i = candidates.size(); i-- > 0;) {
       prefetch_ahead(candidates, i);
       Node* node = candidates[i].node;
       if (node->erased()) continue;
       // The node's own (kind, target) picks its patterns again: cheaper than
       // carrying the list through the snapshot's sort (16 bytes an entry, not 24).
       const RootList* list = roots_for(Graph::bucket_key(node->op(), node->target().hash));
+      const std::size_t erased_mark = g.erased_pending();
       for (detail::EntryBase* e : list->entries) {
         if (node->erased()) break;
-        if (e->try_apply(node, g, ctx)) ++count;
+        if (!e->try_apply(node, g, ctx)) continue;
+        ++count;
+        if (recycle) g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(n, candidates[i].key, g, epoch); });
       }
     }
     return count;
@@ -290,13 +322,21 @@ class PatternMatcherPass {
     return nullptr;
   }
 
+  // Whether the rest of the snapshot (from the candidate with order key `at`
+  // on) cannot hold `n`: its kind and target are no pattern's root, or it lies
+  // at or after that candidate (visited already; keys read as the snapshot's
+  // only while nothing was renumbered or moved since).
+  bool visited(const Node* n, std::uint64_t at, const Graph& g, std::uint64_t snapshot_epoch) const {
+    if (!roots_for(Graph::bucket_key(n->op(), n->target().hash))) return true;
+    return g.reorder_epoch() == snapshot_epoch && n->order_key() >= at;
+  }
+
   struct Candidate {
     std::uint64_t key;  // the node's order key when the snapshot was taken
     Node* node;
   };
 
-  // The nodes that some pattern's root could match, last node first, each with
-  // the patterns to try there.
+  // The nodes that some pattern's root could match, in graph order.
   void snapshot(const Graph& g, std::vector<Candidate>& out) {
     std::size_t total = 0;
     for (const RootList* r : lists_) total += g.count_nodes(r->kind, r->target);
@@ -306,6 +346,7 @@ class PatternMatcherPass {
     // after a pass has freed many nodes, would make malloc tidy up all of them
     // right then.
     merge_buffer_.reserve(total);
+    run_bounds_.reserve(natural_sort_max_runs(total) + 1);
     if (total * 16 > g.size() || keys_.size() > 16) {
       // Many candidates: one pass over the node storage, which the hardware
       // streams, beats following the graph's links (a cache miss per node once
@@ -317,9 +358,10 @@ class PatternMatcherPass {
       for (const RootList* r : lists_)
         for (Node* n : g.find_nodes(r->kind, r->target, /*sorted=*/false)) out.push_back({n->order_key(), n});
     }
-    // Storage order is nearly graph order (a few runs), so this is close to linear.
-    natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key > b.key; },
-                 merge_buffer_);
+    // Storage order is nearly graph order (a few runs, or nodes a few places
+    // off where a pass reused erased nodes' memory), so this is close to linear.
+    natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; },
+                 merge_buffer_, run_bounds_);
   }
 
   // Matching at a node reads the node's first cache line and its positional
@@ -328,10 +370,10 @@ class PatternMatcherPass {
   // cache each is a miss, so they are requested a few candidates ahead in two
   // stages: the node, then, once its line has arrived, its arguments.
   static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
-    constexpr std::size_t kNode = 12, kArgs = 6;
-    if (i + kNode < c.size()) __builtin_prefetch(c[i + kNode].node);
-    if (i + kArgs < c.size()) {
-      const ArgList& args = c[i + kArgs].node->args();
+    constexpr std::size_t kNode = 12, kArgs = 6;  // candidates are visited from the back
+    if (i >= kNode) __builtin_prefetch(c[i - kNode].node);
+    if (i >= kArgs) {
+      const ArgList& args = c[i - kArgs].node->args();
       __builtin_prefetch(args.data());
       if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
     }
@@ -345,6 +387,7 @@ class PatternMatcherPass {
   std::vector<const RootList*> lists_;     // lists_[i] belongs to keys_[i]
   std::vector<Candidate> buffer_;          // apply()'s snapshot, kept for the next apply
   std::vector<Candidate> merge_buffer_;    // natural_sort's, likewise
+  std::vector<std::size_t> run_bounds_;    // likewise
   bool applying_ = false;
 };
 
