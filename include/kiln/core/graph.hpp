@@ -162,13 +162,7 @@ class Graph {
   // Frees erased nodes. Pointers to them become dangling: call only when no
   // snapshot of nodes is held (PassManager does it between passes).
   void purge_erased() {
-    for (Node* n = erased_head_; n;) {
-      Node* next = n->index_next_;
-      free_node(n);
-      n = next;
-    }
-    erased_head_ = nullptr;
-    erased_count_ = 0;
+    recycle_erased_since(0, [](const Node*) { return true; });
   }
 
   // How many erased nodes await purge_erased(): a mark for recycle_erased_since.

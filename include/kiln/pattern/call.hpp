@@ -140,18 +140,12 @@ constexpr bool keyword_children_last() {
   return true;
 }
 
-template <OpKind Kind, class... Cs>
-struct CallPattern : PatternTag, PatternIdentity {
-  static_assert(keyword_children_last<Cs...>(), "CallFunction: keyword children (kwarg<\"name\">(...)) must follow the positional ones");
+// What CallPattern and CallVarArgsPattern share: the kind and targets a node
+// must have, the users rule, and the early rejection from a node reference.
+template <OpKind Kind>
+struct CallHead : PatternTag, PatternIdentity {
   OpSet fns;
   Users user_count;
-  Children<Cs...> children;
-
-  static constexpr std::size_t size = 1 + (std::size_t{0} + ... + Cs::size);
-  using captures = concat_names_t<typename Cs::captures...>;
-  static constexpr bool has_positional = (false || ... || Cs::has_positional);
-  static constexpr std::size_t num_positional = (std::size_t{0} + ... + (is_kw_child<Cs>::value ? 0 : 1));
-  static constexpr std::size_t num_keyword = sizeof...(Cs) - num_positional;
   static constexpr OpKind kind = Kind;
 
   bool match_fns(const Node* n) const {
@@ -159,16 +153,43 @@ struct CallPattern : PatternTag, PatternIdentity {
   }
   bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
 
+ protected:
+  // The reference carries the node's kind and target: a wrong op is rejected
+  // without reading the node (unless the pattern object at Pos matched before,
+  // where match_node must report the repeat, or a failure is being explained,
+  // which match_node does in words).
+  template <std::size_t Pos, class S>
+  bool reference_rejected(const NodeRef& r, S& st) const {
+    return !st.explain && !st.slot(Pos).set && !kind_and_target_fit<Kind>(r.op, r.target_hash, fns);
+  }
+  // ", _users=MULTIPLE" or ", _users=n" unless the default of one user.
+  void describe_users(std::string& out) const {
+    if (user_count.count < 0) out += ", _users=MULTIPLE";
+    else if (user_count.count != 1) out += ", _users=" + std::to_string(user_count.count);
+  }
+};
+
+template <OpKind Kind, class... Cs>
+struct CallPattern : CallHead<Kind> {
+  static_assert(keyword_children_last<Cs...>(), "CallFunction: keyword children (kwarg<\"name\">(...)) must follow the positional ones");
+  using CallHead<Kind>::fns;
+  using CallHead<Kind>::user_count;
+  using CallHead<Kind>::match_fns;
+  using CallHead<Kind>::has_multiple_users;
+  using PatternIdentity::id;
+  Children<Cs...> children;
+
+  static constexpr std::size_t size = 1 + (std::size_t{0} + ... + Cs::size);
+  using captures = concat_names_t<typename Cs::captures...>;
+  static constexpr bool has_positional = (false || ... || Cs::has_positional);
+  static constexpr std::size_t num_positional = (std::size_t{0} + ... + (is_kw_child<Cs>::value ? 0 : 1));
+  static constexpr std::size_t num_keyword = sizeof...(Cs) - num_positional;
+
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     const NodeRef* r = v.node_ref();
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
-    // The reference carries the node's kind and target: a wrong op is rejected
-    // here without reading the node (unless this pattern object matched before,
-    // where match_node must report the repeat, or a failure is being explained,
-    // which match_node does in words).
-    if (!st.explain && !st.slot(Pos).set && !kind_and_target_fit<Kind>(r->op, r->target_hash, fns))
-      return false;
+    if (this->template reference_rejected<Pos>(*r, st)) return false;
     return match_node<Pos>(r->node, st, &v);
   }
 
@@ -222,8 +243,7 @@ struct CallPattern : PatternTag, PatternIdentity {
     out += call_pattern_name<Kind>();
     out += "(" + fns.describe();
     describe_children(out, std::index_sequence_for<Cs...>{});
-    if (user_count.count < 0) out += ", _users=MULTIPLE";
-    else if (user_count.count != 1) out += ", _users=" + std::to_string(user_count.count);
+    this->describe_users(out);
     out += ")";
   }
 
@@ -340,25 +360,21 @@ struct CallPattern : PatternTag, PatternIdentity {
 // CallFunctionVarArgs and friends: target and users only; every argument is
 // passed to the handler (positional ones as args, keyword ones as var_kwargs).
 template <OpKind Kind>
-struct CallVarArgsPattern : PatternTag, PatternIdentity {
-  OpSet fns;
-  Users user_count;
+struct CallVarArgsPattern : CallHead<Kind> {
+  using CallHead<Kind>::fns;
+  using CallHead<Kind>::user_count;
+  using CallHead<Kind>::match_fns;
+  using CallHead<Kind>::has_multiple_users;
+  using PatternIdentity::id;
   static constexpr std::size_t size = 1;
   using captures = NameList<>;
   static constexpr bool has_positional = true;
-  static constexpr OpKind kind = Kind;
-
-  bool match_fns(const Node* n) const {
-    return kind_and_target_fit<Kind>(static_cast<std::uint8_t>(n->op()), n->target().hash, fns);
-  }
-  bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
 
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     const NodeRef* r = v.node_ref();
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
-    if (!st.explain && !st.slot(Pos).set && !kind_and_target_fit<Kind>(r->op, r->target_hash, fns))
-      return false;  // as in CallPattern::match
+    if (this->template reference_rejected<Pos>(*r, st)) return false;
     return match_node<Pos>(r->node, st, &v);
   }
   template <std::size_t Pos, class S>
@@ -385,8 +401,7 @@ struct CallVarArgsPattern : PatternTag, PatternIdentity {
   }
   void describe(std::string& out) const {
     out += std::string(call_pattern_name<Kind>()) + "VarArgs(" + fns.describe();
-    if (user_count.count < 0) out += ", _users=MULTIPLE";
-    else if (user_count.count != 1) out += ", _users=" + std::to_string(user_count.count);
+    this->describe_users(out);
     out += ")";
   }
 };
@@ -444,23 +459,21 @@ template <class... Ts>
 auto CallModule(OpSet modules, Ts&&... children) {
   return make_call_pattern<OpKind::call_module>(std::move(modules), std::forward<Ts>(children)...);
 }
-inline CallVarArgsPattern<OpKind::call_function> CallFunctionVarArgs(OpSet fns, Users u = {}) {
-  CallVarArgsPattern<OpKind::call_function> p;
+template <OpKind Kind>
+CallVarArgsPattern<Kind> make_var_args_pattern(OpSet fns, Users u) {
+  CallVarArgsPattern<Kind> p;
   p.fns = std::move(fns);
   p.user_count = u;
   return p;
+}
+inline CallVarArgsPattern<OpKind::call_function> CallFunctionVarArgs(OpSet fns, Users u = {}) {
+  return make_var_args_pattern<OpKind::call_function>(std::move(fns), u);
 }
 inline CallVarArgsPattern<OpKind::call_method> CallMethodVarArgs(OpSet fns, Users u = {}) {
-  CallVarArgsPattern<OpKind::call_method> p;
-  p.fns = std::move(fns);
-  p.user_count = u;
-  return p;
+  return make_var_args_pattern<OpKind::call_method>(std::move(fns), u);
 }
 inline CallVarArgsPattern<OpKind::call_module> CallModuleVarArgs(OpSet fns, Users u = {}) {
-  CallVarArgsPattern<OpKind::call_module> p;
-  p.fns = std::move(fns);
-  p.user_count = u;
-  return p;
+  return make_var_args_pattern<OpKind::call_module>(std::move(fns), u);
 }
 
 }  // namespace kiln::pattern
