@@ -381,6 +381,52 @@ TEST_CASE("assign_counts carries the base counts over, not the names") {
   CHECK(c.make_unique("mul", true) == "mul_1");
 }
 
+TEST_CASE("is_plain_base: legal names without a numeric suffix") {
+  CHECK(NameTable::is_plain_base("add"));
+  CHECK(NameTable::is_plain_base("conv2d"));
+  CHECK(NameTable::is_plain_base("add_"));
+  CHECK(NameTable::is_plain_base("abs"));  // reserved, but claim_derived handles that
+  CHECK_FALSE(NameTable::is_plain_base("add_1"));
+  CHECK_FALSE(NameTable::is_plain_base("add_01"));
+  CHECK_FALSE(NameTable::is_plain_base("add.Tensor"));
+  CHECK_FALSE(NameTable::is_plain_base("1abc"));
+  CHECK_FALSE(NameTable::is_plain_base(""));
+}
+
+TEST_CASE("claim_derived names as make_unique(base, true) does, and bind(claim) binds there") {
+  FakeNodes nodes(8);
+  NameTable t;
+  NameTable::Claim w;
+  std::string a = t.claim_derived("add", w);
+  CHECK(a == "add");
+  t.bind(w, a, nodes[0]);
+  std::string a1 = t.claim_derived("add", w);
+  CHECK(a1 == "add_1");
+  t.bind(w, a1, nodes[1]);
+  t.bind("add_3", nodes[2]);  // explicit: counting goes on past it
+  std::string a2 = t.claim_derived("add", w);
+  CHECK(a2 == "add_2");
+  t.bind(w, a2, nodes[3]);
+  std::string a4 = t.claim_derived("add", w);
+  CHECK(a4 == "add_4");
+  t.bind(w, a4, nodes[4]);
+  std::string abs = t.claim_derived("abs", w);  // a builtin gets a suffix
+  CHECK(abs == "abs_1");
+  t.bind(w, abs, nodes[5]);
+  CHECK(t.find("add") == nodes[0]);
+  CHECK(t.find("add_1") == nodes[1]);
+  CHECK(t.find("add_2") == nodes[3]);
+  CHECK(t.find("add_4") == nodes[4]);
+  CHECK(t.find("abs_1") == nodes[5]);
+  CHECK_FALSE(t.used("abs"));
+  CHECK(t.size() == 6);
+  // An unbound claim leaves the name free, as make_unique without bind does.
+  std::string a5 = t.claim_derived("add", w);
+  CHECK(a5 == "add_5");
+  CHECK_FALSE(t.used("add_5"));
+  CHECK(t.make_unique("add", true) == "add_6");
+}
+
 // ---------------------------------------------------------------- randomized
 
 namespace {
@@ -460,12 +506,17 @@ void fuzz_run(std::uint64_t seed, int steps) {
     if (op < 45) {  // make_unique (mostly bound afterwards, as Graph does)
       const std::string c = f.candidate();
       const bool avoid = f.below(2) == 0;
-      const std::string got = t.make_unique(c, avoid);
+      // Graph's fast path for derived names: claim_derived, then bind(claim, ...).
+      const bool claim = avoid && NameTable::is_plain_base(c) && f.below(2) == 0;
+      NameTable::Claim where;
+      const std::string got = claim ? t.claim_derived(c, where) : t.make_unique(c, avoid);
       const std::string want = r.make_unique(c, avoid);
-      REQUIRE_MESSAGE(got == want, "candidate '" << c << "' avoid_reserved " << avoid << " step " << step);
+      REQUIRE_MESSAGE(got == want, "candidate '" << c << "' avoid_reserved " << avoid << " claim " << claim
+                                                  << " step " << step);
       if (f.below(10) < 8) {
         Node* n = nodes[f.below(1024)];
-        t.bind(got, n);
+        if (claim) t.bind(where, got, n);
+        else t.bind(got, n);
         r.bind(got, n);
         bound.emplace_back(got, n);
         seen.push_back(got);
@@ -505,10 +556,13 @@ void fuzz_run(std::uint64_t seed, int steps) {
     } else {  // a run of derived names: long dense suffixes
       const std::string& b = f.base();
       const std::size_t k = f.below(300);
+      const bool claim = NameTable::is_plain_base(b) && f.below(2) == 0;
       for (std::size_t i = 0; i < k; ++i) {
-        const std::string got = t.make_unique(b, true);
+        NameTable::Claim where;
+        const std::string got = claim ? t.claim_derived(b, where) : t.make_unique(b, true);
         REQUIRE(got == r.make_unique(b, true));
-        t.bind(got, nodes[i % 1024]);
+        if (claim) t.bind(where, got, nodes[i % 1024]);
+        else t.bind(got, nodes[i % 1024]);
         r.bind(got, nodes[i % 1024]);
         if (i % 16 == 0) {
           t.release(got, nodes[i % 1024]);

@@ -1166,3 +1166,46 @@ TEST_CASE("kwargs: erasing a node whose kwargs referenced another removes it fro
   g.erase_node(y);
   kiln::lint(g);
 }
+
+TEST_CASE("names: an erased node's name stays used, and find_node misses it before and after its slot is reused") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(aten::relu, {x});
+  Node* s = g.call_function(aten::sigmoid, {r});
+  g.output(Arg(s));
+  REQUIRE(r->name() == "relu");
+  s->replace_input_with(r, x);
+  g.erase_node(r);
+  // Erased, not yet freed: the table still points at it; find_node must not return it.
+  CHECK(g.find_node("relu") == nullptr);
+  g.purge_erased();
+  // The freed slot goes to the next node, which has another name.
+  auto here = g.inserting_before(s);
+  Node* t = g.call_function(aten::tanh, {x});
+  REQUIRE(t == r);  // same memory
+  CHECK(g.find_node("relu") == nullptr);
+  CHECK(g.find_node("tanh") == t);
+  // Names are never reused: an explicit "relu" and a derived one both count on.
+  CHECK(g.call_function(aten::relu, {x}, {}, "relu")->name() == "relu_1");
+  CHECK(g.call_function(aten::relu, {x})->name() == "relu_2");
+  CHECK(g.find_node("relu_1") != nullptr);
+  kiln::lint(g);
+}
+
+TEST_CASE("names: derived names stay right when a pass alternates between more targets than the name memo holds") {
+  // 40 methods and abs named round-robin, 5 rounds: each counts on from its own base.
+  Graph g;
+  Node* x = g.placeholder("x");
+  std::vector<std::string> methods;
+  for (int i = 0; i < 40; ++i) methods.push_back("m" + std::to_string(i));
+  for (int round = 0; round < 5; ++round) {
+    for (const std::string& m : methods) {
+      Node* n = g.call_method(m, {x});
+      CHECK(n->name() == (round == 0 ? m : m + "_" + std::to_string(round)));
+      CHECK(g.find_node(n->name()) == n);
+    }
+    Node* a = g.call_function(aten::abs, {x});  // a builtin: abs_1, abs_2, ...
+    CHECK(a->name() == "abs_" + std::to_string(round + 1));
+  }
+  CHECK(g.size() == 1 + 5 * 41);
+}

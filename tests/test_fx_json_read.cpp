@@ -433,3 +433,28 @@ TEST_CASE("read_fx_json tells gzip from plain by content, not by name") {
   CHECK(a.weight_path("nope").empty());
   fs::remove_all(dir);
 }
+
+TEST_CASE("meta.val: equal tensor metas share one value, and changing one node's leaves the others") {
+  const std::string t1 = R"({"val":{"shape":[2,3],"dtype":"float32","stride":[3,1]}})";
+  const std::string t2 = R"({"val":{"shape":[2,3],"dtype":"float16","stride":[3,1]}})";
+  auto node = [](const std::string& name, const std::string& meta) {
+    return R"({"name":")" + name + R"(","op":"call_function","target":"test.f","args":[{"node":"x"}],"kwargs":{},"meta":)" +
+           meta + "},";
+  };
+  const std::string doc = R"({"format":"fx-graph-json","version":1,"name":"t","nodes":[)"
+                          R"({"name":"x","op":"placeholder","target":"x","args":[],"kwargs":{},"meta":{}},)" +
+                          node("a", t1) + node("b", t2) + node("c", t1) +
+                          R"({"name":"output","op":"output","target":"output","args":[[{"node":"a"},{"node":"b"},{"node":"c"}]],"kwargs":{},"meta":{}}]})";
+  auto f = kiln::io::parse_fx_json(doc);
+  kiln::Node* a = f.graph.find_node("a");
+  kiln::Node* b = f.graph.find_node("b");
+  kiln::Node* c = f.graph.find_node("c");
+  CHECK(a->meta.val.shares_value_with(c->meta.val));
+  CHECK_FALSE(a->meta.val.shares_value_with(b->meta.val));
+  CHECK(b->meta.val.tensor()->dtype == kiln::DType::float16);
+  // Copy on write: editing a's value leaves c's as read.
+  std::get<kiln::TensorMeta>(a->meta.val.value()).dtype = kiln::DType::bfloat16;
+  CHECK(a->meta.val.tensor()->dtype == kiln::DType::bfloat16);
+  CHECK(c->meta.val.tensor()->dtype == kiln::DType::float32);
+  CHECK_FALSE(a->meta.val.shares_value_with(c->meta.val));
+}

