@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kiln/core.hpp"
@@ -358,4 +360,203 @@ TEST_CASE("a node reference carries the node's kind and target") {
   Node* t = g.call_function(aten::tanh, {x});
   v->replace_input_with(r, t);
   CHECK(v->args()[0].node_ref()->target_hash == aten::tanh.hash);
+}
+
+TEST_CASE("Arg is 32 bytes: the big forms are boxed") {
+  CHECK(sizeof(Arg) == 32);
+  CHECK(sizeof(Box<ArgDict>) == sizeof(void*));
+}
+
+TEST_CASE("Box copies deeply, moves by stealing and compares by value") {
+  Box<std::string> a(std::string("abc"));
+  CHECK(*a == "abc");
+  CHECK(a->size() == 3);
+  CHECK(Box<std::string>().get() != nullptr);  // default-constructs a T
+  CHECK(*Box<std::string>() == "");
+
+  SUBCASE("copy construct") {
+    Box<std::string> b(a);
+    CHECK(b == a);
+    CHECK(b.get() != a.get());
+    *b += "d";
+    CHECK(*a == "abc");
+    CHECK(*b == "abcd");
+    CHECK(b != a);
+  }
+  SUBCASE("copy assign") {
+    Box<std::string> b(std::string("x"));
+    b = a;
+    CHECK(b == a);
+    b->push_back('!');
+    CHECK(*a == "abc");
+    CHECK(*b == "abc!");
+  }
+  SUBCASE("move steals the T and leaves an empty Box that can be reused") {
+    const std::string* held = a.get();
+    Box<std::string> b(std::move(a));
+    CHECK(b.get() == held);
+    CHECK(*b == "abc");
+    CHECK(a.get() == nullptr);
+    Box<std::string> empty_copy(a);  // an empty Box copies to an empty Box and equals only an empty one
+    CHECK(empty_copy.get() == nullptr);
+    CHECK(empty_copy == a);
+    CHECK(a != b);
+    CHECK(b != a);
+    a = b;  // an empty Box may be assigned to
+    CHECK(*a == "abc");
+    Box<std::string> c;
+    c = std::move(b);
+    CHECK(*c == "abc");
+    CHECK(b.get() == nullptr);
+  }
+  SUBCASE("self-assignment keeps the value") {
+    Box<std::string>& same = a;
+    a = same;
+    CHECK(*a == "abc");
+    a = std::move(same);
+    CHECK(*a == "abc");
+  }
+  SUBCASE("equality is by value, never by identity") {
+    CHECK(Box<std::string>(std::string("abc")) == a);
+    CHECK(Box<std::string>(std::string("abd")) != a);
+    Box<ArgDict> nan_dict(ArgDict{{"x", Arg(std::numeric_limits<double>::quiet_NaN())}});
+    CHECK_FALSE(nan_dict == nan_dict);
+  }
+  SUBCASE("a Box may be assigned a Box that lives inside its own value") {
+    // Both assignments reach Box's assignment with the source inside the target's dict.
+    Arg outer(ArgDict{{"inner", Arg(ArgDict{{"k", Arg(2)}})}});
+    outer = *outer.get_if<ArgDict>()->find("inner");
+    CHECK(outer == Arg(ArgDict{{"k", Arg(2)}}));
+    Arg moved(ArgDict{{"inner", Arg(ArgDict{{"k", Arg(3)}})}});
+    moved = std::move(*moved.get_if<ArgDict>()->find("inner"));
+    CHECK(moved == Arg(ArgDict{{"k", Arg(3)}}));
+  }
+}
+
+namespace {
+
+// Each boxed form: two different values of it, and one way to change a value in place.
+template <class T, class Edit>
+void check_boxed_form(const T& value, const T& other, Edit edit) {
+  CAPTURE(format_arg(Arg(value)));
+  const Arg a(value);
+  CHECK(a.is<T>());
+  REQUIRE(a.get_if<T>() != nullptr);
+  CHECK(*a.get_if<T>() == value);
+  CHECK_FALSE(a.is<None>());
+  CHECK(a.get_if<std::int64_t>() == nullptr);
+  CHECK(Arg(1).get_if<T>() == nullptr);
+  CHECK_FALSE(Arg(1).is<T>());
+
+  // A copy owns its own value: editing it leaves the original alone.
+  Arg copy = a;
+  CHECK(copy == a);
+  REQUIRE(copy.get_if<T>() != nullptr);
+  CHECK(copy.get_if<T>() != a.get_if<T>());
+  edit(*copy.get_if<T>());
+  CHECK(copy != a);
+  CHECK(*a.get_if<T>() == value);
+  Arg assigned(7);
+  assigned = a;
+  edit(*assigned.get_if<T>());
+  CHECK(*a.get_if<T>() == value);
+  CHECK(assigned == copy);
+
+  // A move keeps the boxed value where it is.
+  const T* held = copy.get_if<T>();
+  Arg moved = std::move(copy);
+  CHECK(moved.get_if<T>() == held);
+
+  CHECK(Arg(value) == a);
+  CHECK(Arg(other) != a);
+  CHECK(a != Arg());
+  CHECK(a != Arg(1));
+  CHECK(a != Arg(ArgList{a}));
+
+  // Lists of boxed forms compare element by element, by value.
+  const Arg list(ArgList{Arg(1), a, Arg(ArgList{a, Arg(other)})});
+  CHECK(list == Arg(ArgList{Arg(1), Arg(value), Arg(ArgList{Arg(value), Arg(other)})}));
+  CHECK(list != Arg(ArgList{Arg(1), Arg(value), Arg(ArgList{Arg(other), Arg(other)})}));
+  CHECK(list != Arg(ArgList{Arg(1), Arg(other), Arg(ArgList{Arg(value), Arg(other)})}));
+  Arg list_copy = list;
+  edit(*list_copy.get_if<ArgList>()->at(2).get_if<ArgList>()->at(0).get_if<T>());
+  CHECK(list_copy != list);
+  CHECK(*list.list()->at(2).list()->at(0).get_if<T>() == value);
+}
+
+}  // namespace
+
+TEST_CASE("every boxed form constructs, reads, copies deeply and compares by value") {
+  SUBCASE("str") {
+    check_boxed_form<std::string>("hello", "world", [](std::string& s) { s += "!"; });
+  }
+  SUBCASE("device") {
+    check_boxed_form(Device{"cuda:0"}, Device{"cpu"}, [](Device& d) { d.name = "cuda:1"; });
+  }
+  SUBCASE("enum constant") {
+    check_boxed_form(EnumConst{"torch.contiguous_format"}, EnumConst{"torch.channels_last"},
+                     [](EnumConst& e) { e.name = "torch.preserve_format"; });
+  }
+  SUBCASE("symbolic int") {
+    check_boxed_form(SymInt{"s0"}, SymInt{"s1"}, [](SymInt& s) { s.name = "s2"; });
+  }
+  SUBCASE("dict") {
+    check_boxed_form(ArgDict{{"dim", Arg(1)}, {"name", Arg("x")}}, ArgDict{{"dim", Arg(2)}},
+                     [](ArgDict& d) { d.find("name")->get_if<std::string>()->push_back('y'); });
+  }
+  SUBCASE("repr") {
+    check_boxed_form(Repr{"<object at 0x1>"}, Repr{"<other>"}, [](Repr& r) { r.text.clear(); });
+  }
+}
+
+TEST_CASE("boxed forms of the same text are different Args") {
+  const std::vector<Arg> forms{Arg("t"), Arg(Device{"t"}), Arg(EnumConst{"t"}), Arg(SymInt{"t"}), Arg(Repr{"t"}),
+                               Arg(ArgDict{{"t", Arg("t")}})};
+  for (std::size_t i = 0; i < forms.size(); ++i)
+    for (std::size_t j = 0; j < forms.size(); ++j) {
+      CAPTURE(i);
+      CAPTURE(j);
+      CHECK((forms[i] == forms[j]) == (i == j));
+    }
+}
+
+namespace {
+
+// Names the form visit hands it; a Box would fall to the last overload.
+struct Kind {
+  std::string operator()(const std::string& s) const { return "str " + s; }
+  std::string operator()(const Device& d) const { return "device " + d.name; }
+  std::string operator()(const EnumConst& e) const { return "enum " + e.name; }
+  std::string operator()(const SymInt& s) const { return "sym " + s.name; }
+  std::string operator()(const ArgDict& d) const { return "dict " + std::to_string(d.size()); }
+  std::string operator()(const Repr& r) const { return "repr " + r.text; }
+  std::string operator()(std::int64_t i) const { return "int " + std::to_string(i); }
+  std::string operator()(const ArgList& l) const { return "list " + std::to_string(l.size()); }
+  std::string operator()(const auto&) const { return "other"; }
+};
+
+}  // namespace
+
+TEST_CASE("Arg::visit calls f with the unboxed form") {
+  CHECK(Arg("text").visit(Kind{}) == "str text");
+  CHECK(Arg(Device{"cpu"}).visit(Kind{}) == "device cpu");
+  CHECK(Arg(EnumConst{"Ellipsis"}).visit(Kind{}) == "enum Ellipsis");
+  CHECK(Arg(SymInt{"s0"}).visit(Kind{}) == "sym s0");
+  CHECK(Arg(ArgDict{{"a", Arg(1)}, {"b", Arg(2)}}).visit(Kind{}) == "dict 2");
+  CHECK(Arg(Repr{"?"}).visit(Kind{}) == "repr ?");
+  CHECK(Arg(4).visit(Kind{}) == "int 4");
+  CHECK(Arg(ArgList{Arg(1)}).visit(Kind{}) == "list 1");
+  CHECK(Arg(DType::int8).visit(Kind{}) == "other");
+  CHECK(Arg().visit(Kind{}) == "other");
+
+  // The non-const visit edits the held value in place.
+  Arg s("abc");
+  s.visit([](auto& v) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(v)>, std::string>) v += "d";
+  });
+  CHECK(s == Arg("abcd"));
+  // A visitor may return void.
+  int calls = 0;
+  Arg(SymInt{"s0"}).visit([&](const auto&) { ++calls; });
+  CHECK(calls == 1);
 }

@@ -6,10 +6,12 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include "kiln/core/box.hpp"
 #include "kiln/core/dtype.hpp"
 #include "kiln/core/sym_int.hpp"
 
@@ -131,9 +133,6 @@ struct NodeRef {
 
 class Arg {
  public:
-  using Value = std::variant<None, bool, std::int64_t, double, std::string, ArgList, NodeRef, DType, Device,
-                             EnumConst, Slice, SymInt, ArgDict, Repr>;
-
   Arg() = default;
   Arg(None) {}
   Arg(std::nullptr_t) {}
@@ -143,26 +142,27 @@ class Arg {
   Arg(I i) : v_(static_cast<std::int64_t>(i)) {}
   Arg(double d) : v_(d) {}
   Arg(float f) : v_(static_cast<double>(f)) {}
-  Arg(std::string s) : v_(std::move(s)) {}
-  Arg(const char* s) : v_(std::string(s)) {}
-  Arg(std::string_view s) : v_(std::string(s)) {}
+  Arg(std::string s) : v_(Box<std::string>(std::move(s))) {}
+  Arg(const char* s) : v_(Box<std::string>(std::string(s))) {}
+  Arg(std::string_view s) : v_(Box<std::string>(std::string(s))) {}
   Arg(ArgList l) : v_(std::move(l)) {}
   Arg(std::initializer_list<Arg> l) : v_(ArgList(l)) {}
   Arg(Node* n);  // node.hpp: reads the node's kind and target
   Arg(DType d) : v_(d) {}
-  Arg(Device d) : v_(std::move(d)) {}
-  Arg(EnumConst e) : v_(std::move(e)) {}
+  Arg(Device d) : v_(Box<Device>(std::move(d))) {}
+  Arg(EnumConst e) : v_(Box<EnumConst>(std::move(e))) {}
   Arg(Slice s) : v_(std::move(s)) {}
-  Arg(SymInt s) : v_(std::move(s)) {}
-  Arg(ArgDict d) : v_(std::move(d)) {}
-  Arg(Repr r) : v_(std::move(r)) {}
+  Arg(SymInt s) : v_(Box<SymInt>(std::move(s))) {}
+  Arg(ArgDict d) : v_(Box<ArgDict>(std::move(d))) {}
+  Arg(Repr r) : v_(Box<Repr>(std::move(r))) {}
 
+  // T is the form itself (std::string, ArgDict), boxed or not.
   template <class T>
-  bool is() const { return std::holds_alternative<T>(v_); }
+  bool is() const { return std::holds_alternative<Stored<T>>(v_); }
   template <class T>
-  const T* get_if() const { return std::get_if<T>(&v_); }
+  const T* get_if() const { return unbox_if(std::get_if<Stored<T>>(&v_)); }
   template <class T>
-  T* get_if() { return std::get_if<T>(&v_); }
+  T* get_if() { return unbox_if(std::get_if<Stored<T>>(&v_)); }
 
   bool is_none() const { return is<None>(); }
   bool is_node() const { return is<NodeRef>(); }
@@ -173,15 +173,52 @@ class Arg {
   const NodeRef* node_ref() const { return std::get_if<NodeRef>(&v_); }
   const ArgList* list() const { return get_if<ArgList>(); }
 
-  const Value& value() const { return v_; }
-  Value& value() { return v_; }
+  // std::visit over the held form, unboxed: f is called with a const std::string&, never a Box.
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    return std::visit([&](const auto& x) -> decltype(auto) { return std::forward<F>(f)(unbox(x)); }, v_);
+  }
+  template <class F>
+  decltype(auto) visit(F&& f) {
+    return std::visit([&](auto& x) -> decltype(auto) { return std::forward<F>(f)(unbox(x)); }, v_);
+  }
 
-  // Structural equality; node references compare by identity, floats by value.
+  // Structural equality; node references compare by identity, floats by value, boxed forms by value.
   friend bool operator==(const Arg& a, const Arg& b) { return a.v_ == b.v_; }
 
  private:
+  // The big, rare forms sit in a Box so that the variant stays at 24 bytes of storage.
+  template <class T>
+  static constexpr bool kBoxed = std::is_same_v<T, std::string> || std::is_same_v<T, Device> ||
+                                 std::is_same_v<T, EnumConst> || std::is_same_v<T, SymInt> ||
+                                 std::is_same_v<T, ArgDict> || std::is_same_v<T, Repr>;
+  // The variant alternative that holds a T.
+  template <class T>
+  using Stored = std::conditional_t<kBoxed<T>, Box<T>, T>;
+  using Value = std::variant<None, bool, std::int64_t, double, Stored<std::string>, ArgList, NodeRef, DType,
+                             Stored<Device>, Stored<EnumConst>, Slice, Stored<SymInt>, Stored<ArgDict>, Stored<Repr>>;
+
+  template <class T>
+  static T& unbox(T& x) { return x; }
+  template <class T>
+  static T& unbox(Box<T>& b) { return *b; }
+  template <class T>
+  static const T& unbox(const Box<T>& b) { return *b; }
+  template <class T>
+  static T* unbox_if(T* x) { return x; }
+  template <class T>
+  static T* unbox_if(Box<T>* b) { return b ? b->get() : nullptr; }
+  template <class T>
+  static const T* unbox_if(const Box<T>* b) { return b ? b->get() : nullptr; }
+
   Value v_;
 };
+
+// A node keeps its first arguments inline (see the Node header), so every byte of Arg
+// counts there: 24 bytes of the largest inline form (a vector, a NodeRef) and the index.
+static_assert(sizeof(Arg) == 32);
+// vector<Arg> moves its elements on growth only when moving cannot throw.
+static_assert(std::is_nothrow_move_constructible_v<Arg>);
 
 inline ArgDict::ArgDict(std::initializer_list<std::pair<std::string, Arg>> items) {
   for (const auto& [k, v] : items) set(k, v);

@@ -92,7 +92,7 @@ inline std::string format_arg(const Arg& a, bool node_percent = true) {
     }
     std::string operator()(const Repr& r) const { return r.text; }
   };
-  return std::visit(V{node_percent}, a.value());
+  return a.visit(V{node_percent});
 }
 
 inline std::string format_node(const Node& n, const PrintOptions& opt = {}) {

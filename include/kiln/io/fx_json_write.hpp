@@ -149,7 +149,7 @@ class FxJsonWriter {
   }
 
   void arg(const Arg& a) {
-    std::visit([&](const auto& v) { arg_value(v); }, a.value());
+    a.visit([&](const auto& v) { arg_value(v); });
   }
   void arg_value(None) { out_ += "null"; }
   void arg_value(bool b) { out_ += b ? "true" : "false"; }
