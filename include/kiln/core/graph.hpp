@@ -10,6 +10,7 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -63,6 +64,11 @@ class Graph {
   Node* call_function(OpRef target, ArgList args = {}, ArgDict kwargs = {}, std::string_view name = {}) {
     return create_node(OpKind::call_function, canonical(target), std::move(args), std::move(kwargs), name);
   }
+  // The same for a braced list of arguments, `g.call_function(aten::relu, {x})`,
+  // copied straight into the node: no ArgList is built on the way.
+  Node* call_function(OpRef target, std::initializer_list<Arg> args, ArgDict kwargs = {}, std::string_view name = {}) {
+    return make_node(OpKind::call_function, canonical(target), args, std::move(kwargs), name);
+  }
   Node* call_method(std::string_view method, ArgList args = {}, ArgDict kwargs = {}, std::string_view name = {}) {
     return create_node(OpKind::call_method, intern(method), std::move(args), std::move(kwargs), name);
   }
@@ -76,6 +82,12 @@ class Graph {
   // does ("aten.add.Tensor" -> add, add_1, ...; "aten.abs.default" -> abs_1, since a
   // derived name never shadows a Python builtin or keyword); a taken name gets a suffix.
   Node* create_node(OpKind op, OpRef target, ArgList args, ArgDict kwargs, std::string_view name = {}) {
+    return make_node(op, target, std::move(args), std::move(kwargs), name);
+  }
+  // ---- private: create_node for an ArgList (moved in) or a braced list (copied) ----
+ private:
+  template <class List>
+  Node* make_node(OpKind op, OpRef target, List&& args, ArgDict&& kwargs, std::string_view name) {
     // The common case, a name derived from the target, takes claim_derived's fast path.
     const DefaultName* derived = name.empty() ? &default_name(op, target) : nullptr;
     const bool fast = derived && derived->plain;
@@ -85,7 +97,7 @@ class Graph {
                                    : names_.make_unique(name, false);
     Node* n = allocate_node(op, target, std::move(unique));
     try {
-      n->set_args_and_kwargs(std::move(args), std::move(kwargs));
+      n->set_inputs(std::forward<List>(args), std::move(kwargs));
     } catch (...) {
       free_node(n);
       throw;
@@ -97,6 +109,8 @@ class Graph {
     ++size_;
     return n;
   }
+
+ public:
 
   // Where create_node puts new nodes, as in torch.fx: inside inserting_before(a)
   // each new node goes right before `a` (so several keep their creation order);

@@ -13,6 +13,7 @@
 
 #include "kiln/core/arg.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/node_args.hpp"
 #include "kiln/core/op_kind.hpp"
 #include "kiln/core/op_ref.hpp"
 #include "kiln/core/small_vector.hpp"
@@ -32,27 +33,30 @@ struct StorageSlot {
 };
 }  // namespace detail
 
-// Aligned to a cache line so that the fields every walk and match reads (the
-// first 64 bytes: links, order, target hash, the positional arguments' storage,
-// kind, user count) cost one miss; the rest is read when a match succeeds.
+// Aligned to cache lines so that what every walk and match reads costs two
+// adjacent lines: the first 64 bytes (links, order, target hash, kind, user
+// count, the argument count) and the next 64 (the first two arguments, inline).
+// The rest is read when a match succeeds or the node is edited.
 class alignas(64) Node {
   Node* prev_ = nullptr;
   Node* next_ = nullptr;
   std::uint64_t order_ = 0;
   std::uint64_t target_hash_;
-  ArgList args_;
+  Graph* graph_;
   OpKind op_;
   bool erased_ = false;
   std::uint32_t live_users_ = 0;
-  // ---- end of the first cache line. The second holds what adding or removing
-  // an edge reads and writes of both ends (creating and erasing nodes) ----
-  Graph* graph_;
+  mutable std::uint32_t scratch_ = 0;
+  // The argument count at the end of the first line, the inline arguments from
+  // the start of the second (args[0] and args[1] fill it exactly).
+  NodeArgs args_;
+  // ---- then what adding or removing an edge reads and writes of both ends
+  // (creating and erasing nodes) ----
   // users_ may hold nullptr holes left by removals; they are skipped when
   // iterating and squeezed out once they outnumber live users. This keeps
   // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
   SmallVector<Node*, 2> users_;
   SmallVector<Node*, 3> inputs_;  // InputNodes
-  // ---- the third: the rest of what erasing a node touches ----
   SmallVector<std::uint32_t, 4> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
   // Links in the graph's (op, target) index, for find_nodes without a scan.
   // Out of the index (erased or vacant), index_next_ links the graph's list of
@@ -65,7 +69,6 @@ class alignas(64) Node {
   // ---- then what printing, naming and handlers read ----
   std::string name_;
   std::unique_ptr<ArgDict> kwargs_;  // nullptr when empty, as most nodes' are
-  mutable std::uint32_t scratch_ = 0;
 
  public:
   Node(const Node&) = delete;
@@ -78,7 +81,7 @@ class alignas(64) Node {
   // True when this node is a call_function of `op` (one integer compare).
   bool is_call(OpRef op) const { return op_ == OpKind::call_function && target_hash_ == op.hash; }
 
-  const ArgList& args() const { return args_; }
+  const NodeArgs& args() const { return args_; }
   const ArgDict& kwargs() const { return kwargs_ ? *kwargs_ : empty_kwargs(); }
   // Positional argument i; throws naming the node if it has fewer arguments.
   const Arg& arg(std::size_t i) const {
@@ -90,9 +93,9 @@ class alignas(64) Node {
 
   // Editing arguments keeps every input's user list consistent.
   void set_args(ArgList args) { set_args_and_kwargs(std::move(args), kwargs()); }
-  void set_kwargs(ArgDict kwargs) { set_args_and_kwargs(args_, std::move(kwargs)); }
+  void set_kwargs(ArgDict kwargs) { set_args_and_kwargs(args_.to_list(), std::move(kwargs)); }
   void set_arg(std::size_t i, Arg value) {
-    ArgList a = args_;
+    ArgList a = args_.to_list();
     if (i >= a.size())
       throw GraphError("node " + name_ + ": set_arg(" + std::to_string(i) + ") out of range (it has " +
                        std::to_string(a.size()) + " positional arguments)");
@@ -195,13 +198,17 @@ class alignas(64) Node {
   friend class Graph;
   friend class Arg;
   Node(Graph* g, OpKind op, OpRef target, std::string name)
-      : target_hash_(target.hash), op_(op), graph_(g), target_name_(target.name), name_(std::move(name)) {}
+      : target_hash_(target.hash), graph_(g), op_(op), target_name_(target.name), name_(std::move(name)) {}
 
   static const ArgDict& empty_kwargs() {
     static const ArgDict empty;
     return empty;
   }
-  static void collect_inputs(const ArgList& args, const ArgDict& kwargs, InputNodes& out);
+  template <class Args>
+  static void collect_inputs(const Args& args, const ArgDict& kwargs, InputNodes& out);
+  // set_args_and_kwargs for an ArgList (moved in) or a braced list (copied).
+  template <class List>
+  void set_inputs(List&& args, ArgDict&& kwargs);
   // Throws (naming this node) unless `n` is a live node of this node's graph.
   void check_input(const Node* n) const;
   // Rebuilds inputs_ from args_ and kwargs_ and rejoins their user lists.
@@ -243,7 +250,8 @@ inline bool has_null_node(const Arg& a) {
 }
 }  // namespace detail
 
-inline void Node::collect_inputs(const ArgList& args, const ArgDict& kwargs, InputNodes& out) {
+template <class Args>
+inline void Node::collect_inputs(const Args& args, const ArgDict& kwargs, InputNodes& out) {
   out.clear();
   std::unordered_set<Node*> seen;  // only used for large fan-in (cat of many)
   auto add = [&](Node* n) {
@@ -292,7 +300,10 @@ inline void Node::check_input(const Node* n) const {
   if (n->erased_) throw GraphError("node " + name_ + ": argument refers to erased node " + n->name_);
 }
 
-inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
+inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) { set_inputs(std::move(args), std::move(kwargs)); }
+
+template <class List>
+inline void Node::set_inputs(List&& args, ArgDict&& kwargs) {
   // Check everything before changing anything, so a bad argument leaves the node as it was.
   auto check = [this](const Arg& a) {
     if (detail::has_null_node(a)) check_input(nullptr);
@@ -300,7 +311,8 @@ inline void Node::set_args_and_kwargs(ArgList args, ArgDict kwargs) {
   };
   for (const auto& a : args) check(a);
   for (const auto& [k, a] : kwargs) check(a);
-  args_ = std::move(args);
+  if constexpr (std::is_same_v<std::remove_cvref_t<List>, ArgList>) args_.assign(std::move(args));
+  else args_.assign(args.begin(), args.end());
   if (kwargs.empty()) kwargs_.reset();
   else if (kwargs_) *kwargs_ = std::move(kwargs);
   else kwargs_ = std::make_unique<ArgDict>(std::move(kwargs));
@@ -383,7 +395,7 @@ inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
 
 inline void Node::replace_input_with(Node* old_input, Node* new_input) {
   check_input(new_input);
-  for (auto& a : args_) detail::replace_node_refs(a, old_input, new_input);
+  for (Arg& a : args_.mut()) detail::replace_node_refs(a, old_input, new_input);
   if (kwargs_)
     for (auto&& [k, a] : *kwargs_) detail::replace_node_refs(a, old_input, new_input);
   relink_inputs();

@@ -373,7 +373,7 @@ class PatternMatcherPass {
     constexpr std::size_t kNode = 12, kArgs = 6;  // candidates are visited from the back
     if (i >= kNode) __builtin_prefetch(c[i - kNode].node);
     if (i >= kArgs) {
-      const ArgList& args = c[i - kArgs].node->args();
+      const auto& args = c[i - kArgs].node->args();
       __builtin_prefetch(args.data());
       if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
     }

@@ -201,7 +201,7 @@ struct CallPattern : CallHead<Kind> {
       return st.fail([&] { return "node " + n->name() + ": repeated pattern differs (" + short_describe() + ")"; });
     }
     if (!match_fns(n)) return st.fail([&] { return function_mismatch_message(n, call_pattern_name<Kind>(), fns); });
-    const ArgList& args = n->args();
+    const auto& args = n->args();
     const OpSchema* schema = nullptr;
     if (args.size() != num_positional) {
       // Only a pattern with keyword children may find them among extra
