@@ -397,22 +397,18 @@ TEST_CASE("claim_derived names as make_unique(base, true) does, and bind(claim) 
   FakeNodes nodes(8);
   NameTable t;
   NameTable::Claim w;
-  std::string a = t.claim_derived("add", w);
-  CHECK(a == "add");
-  t.bind(w, a, nodes[0]);
-  std::string a1 = t.claim_derived("add", w);
-  CHECK(a1 == "add_1");
-  t.bind(w, a1, nodes[1]);
+  // Claims a name for `base` and binds it to `node`, as Graph::create_node does.
+  auto claim_and_bind = [&](std::string_view base, Node* node) {
+    std::string name = t.claim_derived(base, w);
+    t.bind(w, name, node);
+    return name;
+  };
+  CHECK(claim_and_bind("add", nodes[0]) == "add");
+  CHECK(claim_and_bind("add", nodes[1]) == "add_1");
   t.bind("add_3", nodes[2]);  // explicit: counting goes on past it
-  std::string a2 = t.claim_derived("add", w);
-  CHECK(a2 == "add_2");
-  t.bind(w, a2, nodes[3]);
-  std::string a4 = t.claim_derived("add", w);
-  CHECK(a4 == "add_4");
-  t.bind(w, a4, nodes[4]);
-  std::string abs = t.claim_derived("abs", w);  // a builtin gets a suffix
-  CHECK(abs == "abs_1");
-  t.bind(w, abs, nodes[5]);
+  CHECK(claim_and_bind("add", nodes[3]) == "add_2");
+  CHECK(claim_and_bind("add", nodes[4]) == "add_4");
+  CHECK(claim_and_bind("abs", nodes[5]) == "abs_1");  // a builtin gets a suffix
   CHECK(t.find("add") == nodes[0]);
   CHECK(t.find("add_1") == nodes[1]);
   CHECK(t.find("add_2") == nodes[3]);
