@@ -22,6 +22,7 @@
 
 #include "kiln/core.hpp"
 #include "kiln/io.hpp"
+#include "kiln/ops/aten.hpp"
 
 namespace {
 
@@ -145,6 +146,20 @@ int run(int argc, char** argv) {
   std::unique_ptr<kiln::Graph> copy;
   out["clone_s"] = measure(reps, [&] { copy.reset(); }, [&] { copy.reset(new kiln::Graph(g.clone())); });
   out["destroy_s"] = measure(reps, [&] { copy.reset(new kiln::Graph(g.clone())); }, [&] { copy.reset(); });
+
+  // 30,000 nodes inserted right before the output of a clone, as a pass that
+  // builds its result at one spot does: each insert halves the key gap there,
+  // so the graph must relabel keys every ~32 inserts (locally, not all of it).
+  constexpr int kInsertsAtOneSpot = 30000;
+  out["insert_at_one_spot_s"] = measure(
+      reps, [&] { copy.reset(new kiln::Graph(g.clone())); },
+      [&] {
+        kiln::Node* first = copy->front();
+        auto guard = copy->inserting_before(copy->output_node());
+        for (int i = 0; i < kInsertsAtOneSpot; ++i) copy->call_function(kiln::aten::neg, {first});
+      });
+  if (!in_order(*copy)) throw kiln::Error("inserting at one spot left a node before one of its inputs");
+  copy.reset();
 
   std::cout << out.dump() << std::endl;
   return 0;

@@ -951,7 +951,7 @@ TEST_CASE("reorder_epoch: unchanged by creating and erasing nodes, changed by mo
   check_links(g);
 
   // Inserts at one spot halve the gap there each time: a few leave the keys
-  // alone, ~32 exhaust the gap and renumber the graph.
+  // alone, ~32 exhaust the gap and relabel the nodes around the spot.
   Node* anchor = made[12];
   Node* before_anchor = anchor->prev();
   std::vector<Node*> inserted;
@@ -1208,4 +1208,62 @@ TEST_CASE("names: derived names stay right when a pass alternates between more t
     CHECK(a->name() == "abs_" + std::to_string(round + 1));
   }
   CHECK(g.size() == 1 + 5 * 41);
+}
+
+TEST_CASE("order keys: many inserts at one spot relabel only the nodes around it, and keys keep growing along the graph") {
+  Graph g;
+  const std::vector<Node*> made = build_fan(g, 20000);
+  Node* x = g.front();
+  std::vector<std::uint64_t> before;
+  for (Node* n : made) before.push_back(n->order_key());
+  // 3,000 inserts right before one node in the middle: each halves the gap
+  // there, so the spot runs out of keys about every 32 inserts.
+  Node* mid = made[10000];
+  {
+    auto guard = g.inserting_before(mid);
+    for (int i = 0; i < 3000; ++i) g.call_function(aten::sigmoid, {x});
+  }
+  check_links(g);  // every node's key above its predecessor's
+  CHECK(mid->prev()->is_call(aten::sigmoid));
+  // Nodes far from the spot kept their keys: relabeling stayed local.
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < 2000; ++i) kept += made[i]->order_key() == before[i];
+  for (std::size_t i = made.size() - 2000; i < made.size(); ++i) kept += made[i]->order_key() == before[i];
+  CHECK(kept == 4000);
+  // Inserting after one node puts each new node right after it, with the same result.
+  Node* early = made[100];
+  {
+    auto guard = g.inserting_after(early);
+    for (int i = 0; i < 3000; ++i) g.call_function(aten::tanh, {x});
+  }
+  check_links(g);
+  CHECK(early->next()->is_call(aten::tanh));
+  CHECK(made.back()->order_key() == before.back());
+  kiln::lint(g);
+}
+
+TEST_CASE("order keys: random inserts, before and after random nodes, keep is_before equal to graph order") {
+  std::mt19937 rng(11);
+  Graph g;
+  std::vector<Node*> live = build_fan(g, 500);
+  Node* x = g.front();
+  for (int step = 0; step < 20000; ++step) {
+    // Mostly at a few hot spots (crowding them), sometimes anywhere.
+    const std::size_t at = rng() % 4 != 0 ? rng() % 3 : rng() % live.size();
+    Node* anchor = live[at];
+    Node* n;
+    if (rng() % 2) {
+      auto guard = g.inserting_before(anchor);
+      n = g.call_function(aten::neg, {x});
+    } else {
+      auto guard = g.inserting_after(anchor);
+      n = g.call_function(aten::neg, {x});
+    }
+    live.push_back(n);
+    if (step % 2000 == 0) check_links(g);
+  }
+  check_links(g);
+  const std::vector<Node*> order = g.node_list();
+  for (std::size_t i = 1; i < order.size(); ++i) REQUIRE(order[i - 1]->is_before(*order[i]));
+  check_scan(g);
 }

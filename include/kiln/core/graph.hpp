@@ -209,7 +209,7 @@ class Graph {
       }
     }
   }
-  // Changes whenever a live node's order key may have changed (a renumbering or
+  // Changes whenever a live node's order key may have changed (a relabeling or
   // a move), so a holder of order keys can tell whether they are still current.
   std::uint64_t reorder_epoch() const { return reorder_epoch_; }
 
@@ -484,8 +484,8 @@ class Graph {
     (n->next_ ? n->next_->prev_ : tail_) = n->prev_;
     n->prev_ = n->next_ = nullptr;
   }
-  // Gives `n` a key strictly between its neighbours'; renumbers the whole
-  // list when they are adjacent (rare: it takes ~32 inserts at one spot).
+  // Gives `n` a key strictly between its neighbours'; when they are adjacent,
+  // relabels the nodes around it (relabel_around).
   void assign_order(Node* n) {
     const std::uint64_t lo = n->prev_ ? n->prev_->order_ : 0;
     if (!n->next_) {
@@ -497,15 +497,45 @@ class Graph {
       set_order(n, lo + (n->next_->order_ - lo) / 2);
       return;
     }
-    renumber();
+    relabel_around(n);
   }
-  void renumber() {
-    // Spread keys evenly over the key space so both appends and inserts have room.
-    const std::uint64_t count = size_ + 2;
-    const std::uint64_t step = std::max<std::uint64_t>(2, std::min(kKeySpacing, std::numeric_limits<std::uint64_t>::max() / (2 * count)));
-    std::uint64_t k = 0;
-    for (Node* m = head_; m; m = m->next_) set_order(m, k += step);
-    ++reorder_epoch_;
+  // Spreads evenly the keys of a window of nodes around `n` over the range
+  // between the window's outer neighbours. The window doubles (8, 16, 32, ...
+  // nodes) until that range leaves every node of it at least as many keys of
+  // room as the window has nodes. A pass inserting many nodes at one spot
+  // (every insert halves the gap there, so 32 inserts use it up) thus relabels a
+  // window that grows with the crowding, not the whole graph every 32 inserts,
+  // which made such a pass quadratic in the graph's size.
+  void relabel_around(Node* n) {
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+    Node* first = n;
+    Node* last = n;
+    std::uint64_t count = 1;
+    for (std::uint64_t want = 8;; want *= 2) {
+      while (count < want && (first->prev_ || last->next_)) {
+        if (last->next_) {
+          last = last->next_;
+          ++count;
+        }
+        if (count < want && first->prev_) {
+          first = first->prev_;
+          ++count;
+        }
+      }
+      const std::uint64_t lo = first->prev_ ? first->prev_->order_ : 0;
+      const std::uint64_t hi = last->next_ ? last->next_->order_ : kMax;
+      const std::uint64_t step = (hi - lo) / (count + 1);
+      const bool whole = !first->prev_ && !last->next_;
+      if (step >= count || (whole && step >= 1)) {
+        std::uint64_t k = lo;
+        for (Node* m = first;; m = m->next_) {
+          set_order(m, k += step);
+          if (m == last) break;
+        }
+        ++reorder_epoch_;
+        return;
+      }
+    }
   }
   // A node's order key lives in the node (for is_before) and in its storage
   // slot (for scans that read no node); both change here only.

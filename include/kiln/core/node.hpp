@@ -165,8 +165,8 @@ class alignas(64) Node {
   // O(1): both nodes must be live nodes of the same graph.
   bool is_before(const Node& other) const { return order_ < other.order_; }
   // The key behind is_before: it grows along the graph. Keys change when the
-  // graph renumbers (an insert between adjacent keys), so compare keys read
-  // between the same two edits only.
+  // graph relabels nodes (an insert between adjacent keys relabels those around
+  // it), so compare keys read between the same two edits only.
   std::uint64_t order_key() const { return order_; }
 
   Graph& graph() const { return *graph_; }
