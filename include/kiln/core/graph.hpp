@@ -506,7 +506,7 @@ class Graph {
   // (every insert halves the gap there, so 32 inserts use it up) thus relabels a
   // window that grows with the crowding, not the whole graph every 32 inserts,
   // which made such a pass quadratic in the graph's size.
-  void relabel_around(Node* n) {
+  [[gnu::noinline, gnu::cold]] void relabel_around(Node* n) {
     constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
     Node* first = n;
     Node* last = n;
