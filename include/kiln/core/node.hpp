@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -253,14 +254,16 @@ inline bool has_null_node(const Arg& a) {
 template <class Args>
 inline void Node::collect_inputs(const Args& args, const ArgDict& kwargs, InputNodes& out) {
   out.clear();
-  std::unordered_set<Node*> seen;  // only used for large fan-in (cat of many)
+  // Only for a large fan-in (a cat of many): constructing and destroying even an
+  // empty set costs more than the rest of linking a small node's inputs.
+  std::optional<std::unordered_set<Node*>> seen;
   auto add = [&](Node* n) {
     if (out.size() < 16) {
       for (Node* m : out)
         if (m == n) return;
       out.push_back(n);
-      if (out.size() == 16) seen.insert(out.begin(), out.end());
-    } else if (seen.insert(n).second) {
+      if (out.size() == 16) seen.emplace(out.begin(), out.end());
+    } else if (seen->insert(n).second) {
       out.push_back(n);
     }
   };

@@ -76,15 +76,20 @@ class NodeArgs {
   // The same from a range of Args, copied.
   void assign(const Arg* first, const Arg* last) {
     const auto n = static_cast<std::size_t>(last - first);
-    if (n > kInline) {
+    if (n > kInline || size_ != 0) {
       assign(ArgList(first, last));
       return;
     }
-    // Copy into the inline slots directly: no temporary list for the common case.
-    Arg copies[kInline];
-    for (std::size_t i = 0; i < n; ++i) copies[i] = first[i];  // may throw; nothing changed yet
-    release();
-    for (std::size_t i = 0; i < n; ++i) ::new (static_cast<void*>(inline_ + i)) Arg(std::move(copies[i]));
+    // No arguments yet (a node being created) and few new ones: copy them
+    // straight into the inline slots. A copy that throws (a boxed string's
+    // allocation) leaves none behind.
+    std::size_t done = 0;
+    try {
+      for (; done < n; ++done) ::new (static_cast<void*>(inline_ + done)) Arg(first[done]);
+    } catch (...) {
+      while (done > 0) inline_[--done].~Arg();
+      throw;
+    }
     size_ = static_cast<std::uint32_t>(n);
   }
   std::span<Arg> mut() { return {data(), size_}; }
