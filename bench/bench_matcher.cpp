@@ -1,4 +1,4 @@
-// kiln-bench-matcher GRAPH.json[.gz] [--reps N]
+// kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K]
 //
 // Applies the five patterns of the matcher benchmark in one PatternMatcherPass
 // and prints one JSON object:
@@ -11,7 +11,9 @@
 // The first apply runs on the graph as read (matching and rewriting); the second
 // applies the same pass to the rewritten graph, where nothing matches any more
 // (matching only). Times are per node of the graph being matched; best and
-// median of --reps fresh reads.
+// median of --reps fresh reads. With --handlers count, P1 and P2 only count
+// their matches: the first apply is then matching alone on the graph as read,
+// and the second apply matches the same graph again.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,19 +37,23 @@ struct Hits {
   std::int64_t p[5] = {0, 0, 0, 0, 0};
 };
 
-PatternMatcherPass build_pass(Hits& hits) {
+// rewrite = false (--handlers count): P1 and P2's handlers only count their
+// matches, so the first apply times matching alone on the graph as read.
+PatternMatcherPass build_pass(Hits& hits, bool rewrite) {
   PatternMatcherPass pass("matcher_bench");
   pass.register_pattern(CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">),
-                        [&hits](auto& m, Graph& g, Node* root) {
+                        [&hits, rewrite](auto& m, Graph& g, Node* root) {
                           ++hits.p[0];
+                          if (!rewrite) return;
                           Node* fused = g.call_function(aten::addmm, {get<"c">(m), get<"a">(m), get<"b">(m)});
                           fused->meta = root->meta;
                           root->replace_all_uses_with(fused);
                           m.erase_nodes();
                         });
   pass.register_pattern(CallFunction(aten::sigmoid, CallFunction(aten::mul_Tensor, kw<"x">, kw<"x">)),
-                        [&hits](auto& m, Graph& g, Node* root) {
+                        [&hits, rewrite](auto& m, Graph& g, Node* root) {
                           ++hits.p[1];
+                          if (!rewrite) return;
                           Node* sq = g.call_function(aten::pow_Tensor_Scalar, {get<"x">(m), 2});
                           Node* s = g.call_function(aten::sigmoid, {sq});
                           s->meta = root->meta;
@@ -78,14 +84,23 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: kiln-bench-matcher GRAPH.json[.gz] [--reps N]\n";
+    std::cerr << "usage: kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K]\n";
     return 2;
   }
   int reps = 3;
   int repeat_second = 1;  // > 1: rerun the matching-only apply, for profilers
+  bool rewrite = true;    // --handlers count: P1 and P2 match but do not rewrite
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--repeat-second") repeat_second = std::max(1, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--handlers") {
+      const std::string h = argv[i + 1];
+      if (h != "rewrite" && h != "count") {
+        std::cerr << "kiln-bench-matcher: --handlers takes rewrite (the default) or count, not '" << h << "'\n";
+        return 2;
+      }
+      rewrite = h == "rewrite";
+    }
   }
   try {
     std::vector<double> first_ns, second_ns;
@@ -98,7 +113,7 @@ int main(int argc, char** argv) {
       nodes = g.size();
       Hits h;
       Counters c;
-      PatternMatcherPass pass = build_pass(h);
+      PatternMatcherPass pass = build_pass(h, rewrite);
       auto t0 = std::chrono::steady_clock::now();
       pass.apply(g, &c);
       first_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes));
@@ -111,12 +126,13 @@ int main(int argc, char** argv) {
       std::size_t second_hits = 0;
       for (int k = 0; k < repeat_second; ++k) second_hits += pass.apply(g);
       second_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes_after) / repeat_second);
-      if (second_hits != 0) std::cerr << "warning: the second apply matched " << second_hits << " times\n";
+      if (rewrite && second_hits != 0) std::cerr << "warning: the second apply matched " << second_hits << " times\n";
       lint(g);
       hits = first_hits;
       counters = c;
     }
     nlohmann::json out;
+    out["handlers"] = rewrite ? "rewrite" : "count";
     out["nodes"] = nodes;
     out["nodes_after_rewrite"] = nodes_after;
     out["hits"] = {{"P1", hits.p[0]}, {"P2", hits.p[1]}, {"P3", hits.p[2]}, {"P4", hits.p[3]}, {"P5", hits.p[4]}};
