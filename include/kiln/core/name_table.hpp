@@ -101,8 +101,8 @@ class NameTable {
     // The entry of `base`: a name stored in an entry (canonical `base_<n>` or a bare
     // name without such a suffix) is stored in exactly this one (see split()).
     BaseEntry* be = find_base(base);
-    bool taken = slot_of(split(name), be, name) != nullptr;
-    bool numbered = false;  // the answer is base_<num>, not `name`
+    const bool taken = slot_of(split(name), be, name) != nullptr;
+    bool skip_reserved = false;
     std::int64_t num;
     if (!has_suffix || taken) {
       // The count is looked up under the whole candidate, as Graph's make_unique_name
@@ -116,19 +116,11 @@ class NameTable {
       }
       // No reserved name has an "_<digits>" suffix, so only a bare name (base ==
       // name, entry be) can be one; the entry remembers the answer.
-      if (avoid_reserved && !has_suffix && reserved(be, name)) {
-        ++num;
-        numbered = true;
-        taken = numbered_used(be, base, num);
-      }
+      skip_reserved = avoid_reserved && !has_suffix && reserved(be, name);
     } else {
       num = suffix;
     }
-    if (taken) {
-      numbered = true;
-      do ++num;
-      while (numbered_used(be, base, num));
-    }
+    const bool numbered = count_on(be, base, skip_reserved, taken, num);  // base_<num>, not `name`
     if (be) {
       be->count = num;
     } else {
@@ -166,19 +158,8 @@ class NameTable {
   std::string claim_derived(std::string_view base, Claim& where) {
     MapEntry& me = entry(base);
     BaseEntry& e = me.second;
-    bool taken = e.bare != nullptr;
-    bool numbered = false;
     std::int64_t num = e.count;
-    if (reserved(&e, base)) {
-      ++num;
-      numbered = true;
-      taken = numbered_used(&e, base, num);
-    }
-    if (taken) {
-      numbered = true;
-      do ++num;
-      while (numbered_used(&e, base, num));
-    }
+    const bool numbered = count_on(&e, base, reserved(&e, base), e.bare != nullptr, num);
     e.count = num;
     where.entry_ = &me;
     where.n_ = !numbered ? kBare : num <= kMaxDense ? num : kOther;
@@ -421,6 +402,23 @@ class NameTable {
       }
     }
     return slot && *slot ? slot : nullptr;
+  }
+  // torch.fx's counting on from the count `num`: a reserved bare name skips to
+  // base_<num+1>, and a taken name counts on while base_<num> is used. Returns
+  // whether the answer is base_<num> (num updated) rather than the name itself.
+  bool count_on(const BaseEntry* be, std::string_view base, bool skip_reserved, bool taken, std::int64_t& num) const {
+    bool numbered = false;
+    if (skip_reserved) {
+      ++num;
+      numbered = true;
+      taken = numbered_used(be, base, num);
+    }
+    if (taken) {
+      numbered = true;
+      do ++num;
+      while (numbered_used(be, base, num));
+    }
+    return numbered;
   }
   // Whether base_<num> is used; e: the entry of `base`, if any.
   bool numbered_used(const BaseEntry* e, std::string_view base, std::int64_t num) const {
