@@ -362,6 +362,63 @@ TEST_CASE("a node reference carries the node's kind and target") {
   CHECK(v->args()[0].node_ref()->target_hash == aten::tanh.hash);
 }
 
+TEST_CASE("copying a node reference keeps its node, kind and target, and copies between forms replace the form") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r = g.call_function(aten::relu, {x});
+  const Arg ar(r);
+  const Arg copy(ar);
+  CHECK(copy.node() == r);
+  CHECK(copy.node_ref()->target_hash == aten::relu.hash);
+  CHECK(copy.node_ref()->op == static_cast<std::uint8_t>(OpKind::call_function));
+  Arg a(x);
+  a = ar;  // node over node
+  CHECK(a.node() == r);
+  CHECK(a.node_ref()->target_hash == aten::relu.hash);
+  const Arg ax(x);
+  a = ax;
+  CHECK(a.node_ref()->op == static_cast<std::uint8_t>(OpKind::placeholder));
+  Arg s(std::string("text"));
+  s = ar;  // node over a boxed string
+  CHECK(s.node() == r);
+  const Arg list(ArgList{Arg(r), Arg(2), Arg(std::string("t"))});
+  a = list;  // a list over a node
+  CHECK(a == list);
+  CHECK(a.list()->at(0).node() == r);
+  Arg b = a;  // a list copied deeply
+  CHECK(b == list);
+  b.get_if<ArgList>()->at(1) = Arg(3);
+  CHECK(a == list);
+  const Arg null_ref(static_cast<Node*>(nullptr));
+  Arg n(null_ref);
+  CHECK(n.is_node());
+  CHECK(n.node_ref()->op == 0xff);
+  n = Arg(1.5);
+  const Arg scalar = n;
+  CHECK(scalar == Arg(1.5));
+  a = a;  // self-assignment of a list
+  CHECK(a == list);
+}
+
+TEST_CASE("is_scalar and owns_nothing sort every form") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  const std::vector<Arg> scalars = {Arg(), Arg(true), Arg(3), Arg(2.5), Arg(DType::float32)};
+  for (const Arg& a : scalars) {
+    CHECK(a.is_scalar());
+    CHECK(a.owns_nothing());
+  }
+  CHECK_FALSE(Arg(x).is_scalar());
+  CHECK(Arg(x).owns_nothing());
+  const std::vector<Arg> owning = {Arg("s"), Arg(ArgList{}), Arg(ArgList{Arg(x)}), Arg(Device{"cpu"}),
+                                   Arg(EnumConst{"torch.contiguous_format"}), Arg(Slice{}), Arg(SymInt{"s0"}),
+                                   Arg(ArgDict{{"k", 1}}), Arg(Repr{"object()"})};
+  for (const Arg& a : owning) {
+    CHECK_FALSE(a.is_scalar());
+    CHECK_FALSE(a.owns_nothing());
+  }
+}
+
 TEST_CASE("Arg is 32 bytes: the big forms are boxed") {
   CHECK(sizeof(Arg) == 32);
   CHECK(sizeof(Box<ArgDict>) == sizeof(void*));

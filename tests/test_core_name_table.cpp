@@ -497,6 +497,17 @@ void fuzz_run(std::uint64_t seed, int steps) {
   std::vector<std::string> seen;  // names bound or asked about, for the final comparison
   std::vector<std::pair<std::string, Node*>> bound;
   auto random_node = [&]() -> Node* { return f.below(16) == 0 ? nullptr : nodes[f.below(1024)]; };
+  // Graph's way for derived names: claim_derived, or claim_derived_by_key with
+  // the key it passed along (one per base, as Graph's (kind, target) keys are).
+  std::unordered_map<std::string, std::uint64_t> keys;
+  auto claim_derived = [&](const std::string& base, NameTable::Claim& where) {
+    const std::uint64_t key = keys.try_emplace(base, 8 * (keys.size() + 1) + 2).first->second;
+    std::string out = "stale";
+    if (f.below(2) == 0 && t.claim_derived_by_key(key, where, out)) return out;
+    REQUIRE(out == "stale");  // not remembered: nothing claimed or written
+    t.claim_derived(base, where, out, key);
+    return out;
+  };
   for (int step = 0; step < steps; ++step) {
     const std::size_t op = f.below(100);
     if (op < 45) {  // make_unique (mostly bound afterwards, as Graph does)
@@ -505,7 +516,7 @@ void fuzz_run(std::uint64_t seed, int steps) {
       // Graph's fast path for derived names: claim_derived, then bind(claim, ...).
       const bool claim = avoid && NameTable::is_plain_base(c) && f.below(2) == 0;
       NameTable::Claim where;
-      const std::string got = claim ? t.claim_derived(c, where) : t.make_unique(c, avoid);
+      const std::string got = claim ? claim_derived(c, where) : t.make_unique(c, avoid);
       const std::string want = r.make_unique(c, avoid);
       REQUIRE_MESSAGE(got == want, "candidate '" << c << "' avoid_reserved " << avoid << " claim " << claim
                                                   << " step " << step);
@@ -555,7 +566,7 @@ void fuzz_run(std::uint64_t seed, int steps) {
       const bool claim = NameTable::is_plain_base(b) && f.below(2) == 0;
       for (std::size_t i = 0; i < k; ++i) {
         NameTable::Claim where;
-        const std::string got = claim ? t.claim_derived(b, where) : t.make_unique(b, true);
+        const std::string got = claim ? claim_derived(b, where) : t.make_unique(b, true);
         REQUIRE(got == r.make_unique(b, true));
         if (claim) t.bind(where, got, nodes[i % 1024]);
         else t.bind(got, nodes[i % 1024]);
@@ -580,6 +591,42 @@ void fuzz_run(std::uint64_t seed, int steps) {
 }
 
 }  // namespace
+
+TEST_CASE("claim_derived_by_key: names the base last claimed with the key, and forgets it with the table's contents") {
+  FakeNodes nodes(8);
+  NameTable t;
+  NameTable::Claim w;
+  std::string out;
+  CHECK_FALSE(t.claim_derived_by_key(42, w, out));  // never claimed with 42
+  CHECK(out.empty());
+  t.claim_derived("mm", w, out, 42);
+  CHECK(out == "mm");
+  t.bind(w, out, nodes[0]);
+  REQUIRE(t.claim_derived_by_key(42, w, out));
+  CHECK(out == "mm_1");
+  t.bind(w, out, nodes[1]);
+  CHECK(t.find("mm_1") == nodes[1]);
+  CHECK_FALSE(t.claim_derived_by_key(0, w, out));  // 0 is never a key
+  CHECK_FALSE(t.claim_derived_by_key(42 + 31, w, out));  // same memo slot, other key
+  t.claim_derived("addmm", w, out, 42 + 31);  // takes that slot over
+  CHECK(out == "addmm");
+  t.bind(w, out, nodes[2]);
+  CHECK_FALSE(t.claim_derived_by_key(42, w, out));
+  REQUIRE(t.claim_derived_by_key(42 + 31, w, out));
+  CHECK(out == "addmm_1");
+  t.bind(w, out, nodes[3]);
+  CHECK(t.find("addmm") == nodes[2]);
+  CHECK(t.find("addmm_1") == nodes[3]);
+  // A copy, a moved-to table and a cleared one start without remembered keys.
+  NameTable c = t;
+  CHECK_FALSE(c.claim_derived_by_key(42 + 31, w, out));
+  NameTable m = std::move(t);
+  CHECK_FALSE(m.claim_derived_by_key(42 + 31, w, out));
+  c.claim_derived("addmm", w, out, 7);
+  CHECK(out == "addmm_2");  // the copy has t's names and counts
+  c.clear();
+  CHECK_FALSE(c.claim_derived_by_key(7, w, out));
+}
 
 TEST_CASE("randomized: NameTable agrees with the straightforward implementation") {
   for (std::uint64_t seed = 1; seed <= 8; ++seed) {

@@ -1267,3 +1267,170 @@ TEST_CASE("order keys: random inserts, before and after random nodes, keep is_be
   for (std::size_t i = 1; i < order.size(); ++i) REQUIRE(order[i - 1]->is_before(*order[i]));
   check_scan(g);
 }
+
+TEST_CASE("recycling: a node created in a freed slot starts blank, whatever the slot held") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* a = g.call_function(aten::add_Tensor, {x, y}, ArgDict{{"alpha", 2}});
+  a->meta.val = MetaVal(std::int64_t{3});
+  a->meta.extra_json.emplace_back("note", "\"kept\"");
+  a->meta.present = false;
+  a->scratch() = 7;
+  // Enough users that a's user list moved to the heap; then none.
+  std::vector<Node*> users;
+  for (int i = 0; i < 10; ++i) users.push_back(g.call_function(aten::relu, {a}));
+  REQUIRE(a->num_users() == 10);
+  for (Node* u : users) g.erase_node(u);
+  g.purge_erased();
+  g.erase_node(a);
+  g.purge_erased();
+  // The slot freed last is reused first.
+  Node* b = g.call_function(aten::mul_Tensor, {y, 3});
+  REQUIRE(b == a);
+  CHECK_FALSE(b->erased());
+  CHECK(b->op() == OpKind::call_function);
+  CHECK(b->target() == aten::mul_Tensor);
+  CHECK(b->name() == "mul");
+  CHECK(b->args() == ArgList{Arg(y), Arg(3)});
+  CHECK(b->kwargs().empty());
+  CHECK(b->meta.val.is_none());
+  CHECK(b->meta.extra_json.empty());
+  CHECK(b->meta.present);
+  CHECK(b->scratch() == 0);
+  CHECK(b->num_users() == 0);
+  CHECK(b->users().begin() == b->users().end());
+  CHECK(names(std::vector<Node*>(b->all_input_nodes())) == std::vector<std::string>{"y"});
+  CHECK(names(y->user_list()) == std::vector<std::string>{"mul"});
+  CHECK(x->num_users() == 0);
+  Node* r = g.call_function(aten::relu, {b});
+  CHECK(b->user_list() == std::vector<Node*>{r});
+  CHECK(g.find_nodes(OpKind::call_function, aten::add_Tensor).empty());
+  CHECK(g.find_nodes(OpKind::call_function, aten::mul_Tensor) == std::vector<Node*>{b});
+  g.output(Arg(r));
+  kiln::lint(g);
+}
+
+namespace {
+
+// The reference for replacing an input: the node's arguments rewritten by
+// hand and set again, which collects the inputs from the arguments afresh.
+Arg replaced(const Arg& a, const Node* from, Node* to) {
+  return map_nodes(a, [&](Node* n) { return n == from ? to : n; });
+}
+
+// Every node's inputs and users, by name, in order.
+std::vector<std::string> link_lists(const Graph& g) {
+  std::vector<std::string> out;
+  for (Node* n : g.nodes()) {
+    std::string s = n->name() + " in:";
+    for (Node* i : n->all_input_nodes()) s += " " + i->name();
+    s += " users:";
+    for (Node* u : n->users()) s += " " + u->name();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("replace_input_with and replace_all_uses_with: inputs and user lists as setting the rewritten arguments gives them") {
+  std::mt19937_64 rng(20261122);
+  auto below = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  for (int round = 0; round < 300; ++round) {
+    Graph g;
+    std::vector<Node*> ph;
+    for (int i = 0; i < 6; ++i) ph.push_back(g.placeholder("p" + std::to_string(i)));
+    auto random_arg = [&](auto& self, int depth) -> Arg {
+      switch (below(depth > 0 ? 6 : 8)) {
+        case 0: return Arg(static_cast<std::int64_t>(below(5)));
+        case 1: return Arg(nullptr);
+        case 6:
+        case 7: {  // a list, sometimes nested
+          ArgList l;
+          for (std::size_t k = below(4); k > 0; --k) l.push_back(self(self, depth + 1));
+          return Arg(std::move(l));
+        }
+        default: return Arg(ph[below(ph.size())]);
+      }
+    };
+    // A few users of random arguments (long ones past the 16-input limit too),
+    // some with kwargs, and each a user of some earlier ones.
+    std::vector<Node*> made;
+    for (int k = 0; k < 5; ++k) {
+      ArgList args;
+      const std::size_t n = below(8) == 0 ? 17 + below(6) : 1 + below(5);
+      for (std::size_t i = 0; i < n; ++i) args.push_back(random_arg(random_arg, 0));
+      if (!made.empty() && below(2) == 0) args.push_back(Arg(made[below(made.size())]));
+      ArgDict kwargs;
+      if (below(3) == 0) kwargs.set("other", random_arg(random_arg, 0));
+      made.push_back(g.call_function(aten::cat, std::move(args), std::move(kwargs)));
+    }
+    if (below(2) == 0) {  // more placeholders, so that a long argument list has many distinct inputs
+      for (int i = 6; i < 24; ++i) ph.push_back(g.placeholder("p" + std::to_string(i)));
+      ArgList args;
+      for (Node* p : ph) args.push_back(Arg(p));
+      made.push_back(g.call_function(aten::cat, std::move(args)));
+    }
+    Graph ref = g.clone();
+    Node* from = ph[below(ph.size())];
+    Node* rf = ref.find_node(from->name());
+    // The reference: a user's arguments rewritten by hand and set again.
+    auto rewrite = [&](Node* u, Node* rt) {
+      ArgList a;
+      for (const Arg& x : u->args()) a.push_back(replaced(x, rf, rt));
+      ArgDict kw;
+      for (const auto& [k, v] : u->kwargs()) kw.set(k, replaced(v, rf, rt));
+      u->set_args_and_kwargs(std::move(a), std::move(kw));
+    };
+    if (below(2) == 0) {
+      // One user (or a node that does not use `from` at all), to a
+      // placeholder or to another user.
+      Node* user = made[below(made.size())];
+      Node* to = below(4) == 0 ? made[below(made.size())] : ph[below(ph.size())];
+      if (to == user) continue;
+      user->replace_input_with(from, to);
+      rewrite(ref.find_node(user->name()), ref.find_node(to->name()));
+    } else {
+      // Every user, in their order in from's list.
+      Node* to = ph[below(ph.size())];
+      if (to == from) continue;
+      from->replace_all_uses_with(to);
+      for (Node* u : rf->user_list()) rewrite(u, ref.find_node(to->name()));
+    }
+    REQUIRE(link_lists(g) == link_lists(ref));
+    std::vector<std::string> args_g, args_ref;
+    for (Node* n : g.nodes()) args_g.push_back(format_arg(Arg(n->args().to_list())));
+    for (Node* n : ref.nodes()) args_ref.push_back(format_arg(Arg(n->args().to_list())));
+    REQUIRE(args_g == args_ref);
+  }
+}
+
+TEST_CASE("the (kind, target) index stays right while creates and erases cycle through more targets than its memo holds") {
+  const std::vector<OpRef> ops = {aten::add_Tensor, aten::mul_Tensor, aten::relu,    aten::sigmoid, aten::tanh,
+                                  aten::mm,         aten::addmm,      aten::sub_Tensor, aten::div_Tensor, aten::neg,
+                                  aten::exp,        aten::log,        aten::abs,     aten::sqrt,    aten::rsqrt,
+                                  aten::gelu,       aten::silu,       aten::clone,   aten::view,    aten::permute};
+  std::mt19937_64 rng(7);
+  Graph g;
+  Node* x = g.placeholder("x");
+  std::vector<Node*> live;
+  for (int step = 0; step < 4000; ++step) {
+    if (live.empty() || rng() % 3 != 0) {
+      live.push_back(g.call_function(ops[rng() % ops.size()], {x}));
+    } else {
+      const std::size_t i = rng() % live.size();
+      g.erase_node(live[i]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      if (rng() % 8 == 0) g.purge_erased();
+    }
+    if (step % 97 == 0 || step == 3999) {
+      for (OpRef op : ops) {
+        std::vector<Node*> want;
+        for (Node* n : g.nodes())
+          if (n->is_call(op)) want.push_back(n);
+        REQUIRE(g.find_nodes(OpKind::call_function, op) == want);
+      }
+    }
+  }
+}

@@ -156,6 +156,18 @@ class Arg {
   Arg(ArgDict d) : v_(Box<ArgDict>(std::move(d))) {}
   Arg(Repr r) : v_(Box<Repr>(std::move(r))) {}
 
+  // Copies as the variant does, but a node reference (most arguments) without
+  // its dispatch: a node's arguments and a match's captures are copied a lot.
+  Arg(const Arg& o) : v_(o.is_node() ? Value(std::in_place_type<NodeRef>, *o.node_ref()) : o.v_) {}
+  Arg(Arg&&) noexcept = default;
+  Arg& operator=(const Arg& o) {
+    if (is_node() && o.is_node()) *std::get_if<NodeRef>(&v_) = *o.node_ref();
+    else v_ = o.v_;
+    return *this;
+  }
+  Arg& operator=(Arg&&) noexcept = default;
+  ~Arg() = default;
+
   // T is the form itself (std::string, ArgDict), boxed or not.
   template <class T>
   bool is() const { return std::holds_alternative<Stored<T>>(v_); }
@@ -167,6 +179,14 @@ class Arg {
   bool is_none() const { return is<None>(); }
   bool is_node() const { return is<NodeRef>(); }
   bool is_list() const { return is<ArgList>(); }
+  // Whether this is a plain value that holds no node and owns nothing (none, a
+  // bool, an int, a float, a dtype): what linking a node's inputs may skip.
+  bool is_scalar() const {
+    const std::size_t i = v_.index();
+    return i < kFirstOwning || i == kDTypeIndex;
+  }
+  // A scalar or a node reference: destroying it would do nothing.
+  bool owns_nothing() const { return is_scalar() || is_node(); }
   // The referenced node, or nullptr when this Arg is not a node reference.
   Node* node() const { return is_node() ? std::get<NodeRef>(v_).node : nullptr; }
   // The node reference with its cached kind and target, or nullptr.
@@ -212,6 +232,12 @@ class Arg {
   static const T* unbox_if(const Box<T>* b) { return b ? b->get() : nullptr; }
 
   Value v_;
+  // is_scalar's alternatives: the first four, and DType.
+  static constexpr std::size_t kFirstOwning = 4;
+  static constexpr std::size_t kDTypeIndex = 7;
+  static_assert(std::is_same_v<std::variant_alternative_t<kFirstOwning - 1, Value>, double> &&
+                std::is_same_v<std::variant_alternative_t<kFirstOwning, Value>, Stored<std::string>> &&
+                std::is_same_v<std::variant_alternative_t<kDTypeIndex, Value>, DType>);
 };
 
 // A node keeps its first arguments inline (see the Node header), so every byte of Arg

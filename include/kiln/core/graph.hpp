@@ -89,14 +89,26 @@ class Graph {
   template <class List>
   Node* make_node(OpKind op, OpRef target, List&& args, ArgDict&& kwargs, std::string_view name) {
     // The common case, a name derived from the target, takes claim_derived's fast path.
-    const DefaultName* derived = name.empty() ? &default_name(op, target) : nullptr;
-    const bool fast = derived && derived->plain;
     NameTable::Claim claim;
-    std::string unique = fast      ? names_.claim_derived(derived->name, claim)
-                         : derived ? names_.make_unique(derived->name, true)
-                                   : names_.make_unique(name, false);
-    Node* n = allocate_node(op, target, std::move(unique));
+    bool fast = false;  // claimed by claim_derived, bound through `claim`
+    Node* n = allocate_node(op, target);
     try {
+      // The name first: argument errors name the node. It is bound only once
+      // the arguments are accepted.
+      if (!name.empty()) {
+        n->name_ = names_.make_unique(name, false);
+      } else {
+        // The name table remembers the bases of derived names by (kind, target),
+        // which is what the derived name depends on.
+        const std::uint64_t key = bucket_key(op, target.hash);
+        fast = names_.claim_derived_by_key(key, claim, n->name_);
+        if (!fast) {
+          const DefaultName& derived = default_name(op, target);
+          fast = derived.plain;
+          if (fast) names_.claim_derived(derived.name, claim, n->name_, key);
+          else n->name_ = names_.make_unique(derived.name, true);
+        }
+      }
       n->set_inputs(std::forward<List>(args), std::move(kwargs));
     } catch (...) {
       free_node(n);
@@ -397,32 +409,37 @@ class Graph {
     std::string name;
     bool plain = false;  // NameTable::is_plain_base(name): claim_derived can name it
   };
-  // The result stays valid until the next call on this thread.
+  // Made once per (kind, target) and thread; the reference stays valid for the thread's life.
   static const DefaultName& default_name(OpKind op, OpRef target) {
-    // Passes create nodes of the same few targets over and over: remember the
-    // last names made per (kind, target hash) slot.
+    // Passes create nodes of the same few targets over and over: remember where
+    // the last names used per (kind, target hash) set are. Two ways per set,
+    // most recent first, so that two targets a pass alternates between (pow and
+    // sigmoid) cannot evict each other; a hit costs a compare, a swap of two
+    // pointers at most.
     struct Memo {
-      std::uint64_t hash = 0;
-      OpKind op{};
-      bool set = false;
-      DefaultName name;
+      std::uint64_t key = 0;  // bucket keys are never 0
+      const DefaultName* name = nullptr;
     };
-    // Two ways per set, most recent first, so that two targets a pass alternates
-    // between (pow and sigmoid) cannot evict each other.
     constexpr std::size_t kSets = 16;
     thread_local std::array<Memo, 2 * kSets> memo{};
-    Memo* way = &memo[2 * ((target.hash ^ static_cast<std::uint64_t>(op)) % kSets)];
-    const auto hit = [&](const Memo& m) { return m.set && m.hash == target.hash && m.op == op; };
-    if (hit(way[0])) return way[0].name;
-    if (hit(way[1])) {
+    const std::uint64_t key = bucket_key(op, target.hash);
+    Memo* way = &memo[2 * ((key >> 3) % kSets)];
+    if (way[0].key == key) return *way[0].name;
+    if (way[1].key == key) {
       std::swap(way[0], way[1]);
-      return way[0].name;
+      return *way[0].name;
     }
-    std::string name = make_default_name(op, target);
-    const bool plain = NameTable::is_plain_base(name);
-    way[1] = std::move(way[0]);
-    way[0] = Memo{target.hash, op, true, DefaultName{std::move(name), plain}};
-    return way[0].name;
+    // Every name made on this thread, at a fixed address (a program uses few targets).
+    thread_local std::unordered_map<std::uint64_t, DefaultName> made;
+    auto it = made.find(key);
+    if (it == made.end()) {
+      std::string name = make_default_name(op, target);
+      const bool plain = NameTable::is_plain_base(name);
+      it = made.emplace(key, DefaultName{std::move(name), plain}).first;
+    }
+    way[1] = way[0];
+    way[0] = Memo{key, &it->second};
+    return it->second;
   }
   static std::string make_default_name(OpKind op, OpRef target) {
     if (op == OpKind::output) return "output";
@@ -445,11 +462,18 @@ class Graph {
   // nodes of a handful of targets over and over; a small memo of buckets
   // (which never move or go away) skips the hash lookup for those.
   Bucket& bucket_for(std::uint64_t key) {
-    auto& memo = bucket_memo_[(key >> 3) % bucket_memo_.size()];
-    if (memo.key == key) return *memo.bucket;
+    // Two ways per set, most recent first (a rewrite erases nodes of two or
+    // three targets and creates nodes of one or two others, over and over).
+    BucketMemo* way = &bucket_memo_[2 * ((key >> 3) % kBucketMemoSets)];
+    if (way[0].key == key) return *way[0].bucket;
+    if (way[1].key == key) {
+      std::swap(way[0], way[1]);
+      return *way[0].bucket;
+    }
     auto [it, inserted] = index_.try_emplace(key);
     if (inserted) buckets_by_op_[static_cast<std::size_t>((key - 1) % 8)].push_back(&it->second);
-    memo = {key, &it->second};
+    way[1] = way[0];
+    way[0] = {key, &it->second};
     return it->second;
   }
   void index_add(Node* n) {
@@ -542,6 +566,11 @@ class Graph {
   static void set_order(Node* n, std::uint64_t key) { n->storage_->order = n->order_ = key; }
 
   void check_owned(const Node* n, const char* what) const {
+    if (n != nullptr && n->graph_ == this && !n->erased_) [[likely]]
+      return;
+    reject_owned(n, what);
+  }
+  [[gnu::cold, gnu::noinline]] void reject_owned(const Node* n, const char* what) const {
     if (n == nullptr) throw GraphError(std::string(what) + ": null node");
     if (n->graph_ != this) throw GraphError(std::string(what) + ": node " + n->name_ + " belongs to another graph");
     if (n->erased_) throw GraphError(std::string(what) + ": node " + n->name_ + " was erased");
@@ -600,36 +629,42 @@ class Graph {
   // constructed Node: a live one, an erased one awaiting purge_erased, or a
   // vacant one (erased, no graph links) whose slot is free for reuse. That keeps
   // for_each_node_in_storage a plain scan.
-  Node* allocate_node(OpKind op, OpRef target, std::string name) {
-    void* slot;
-    detail::StorageSlot* entry;
+  // A blank node of `op` and `target`, named by the caller (a recycled node
+  // still holds its old name).
+  Node* allocate_node(OpKind op, OpRef target) {
     if (Node* vacant = free_head_) {
+      // A vacant node is already a blank one (free_node emptied it): taking it
+      // over costs a few stores, not a destruction and a construction.
       free_head_ = vacant->index_next_;
-      entry = vacant->storage_;
-      vacant->~Node();
-      slot = vacant;
-    } else {
-      if (chunks_.empty() || chunk_used_ == chunks_.back().capacity()) {
-        const std::size_t capacity = chunks_.empty() ? kFirstChunk : std::min(2 * chunks_.back().capacity(), kMaxChunk);
-        chunks_.emplace_back(capacity);
-        chunk_used_ = 0;
-      }
-      entry = &chunks_.back().table()[chunk_used_];
-      slot = chunks_.back().slot(chunk_used_++);
+      vacant->index_next_ = nullptr;
+      vacant->graph_ = this;  // the slot may have come with a moved graph
+      vacant->target_hash_ = target.hash;
+      vacant->op_ = op;
+      vacant->erased_ = false;
+      vacant->scratch_ = 0;
+      vacant->target_name_ = target.name;
+      return vacant;
     }
-    Node* n = ::new (slot) Node(this, op, target, std::move(name));
+    if (chunks_.empty() || chunk_used_ == chunks_.back().capacity()) {
+      const std::size_t capacity = chunks_.empty() ? kFirstChunk : std::min(2 * chunks_.back().capacity(), kMaxChunk);
+      chunks_.emplace_back(capacity);
+      chunk_used_ = 0;
+    }
+    detail::StorageSlot* entry = &chunks_.back().table()[chunk_used_];
+    Node* n = ::new (chunks_.back().slot(chunk_used_++)) Node(this, op, target, std::string{});
     n->storage_ = entry;  // its key is set once the node is linked
     return n;
   }
+  // Makes `n` (erased or never linked: no links, arguments or live users) a
+  // vacant node, blank but for its name's buffer, and puts it on the free list.
   void free_node(Node* n) {
-    detail::StorageSlot* entry = n->storage_;
-    entry->key = 0;
-    n->~Node();
-    Node* vacant = ::new (static_cast<void*>(n)) Node(this, OpKind::placeholder, OpRef{}, std::string{});
-    vacant->erased_ = true;
-    vacant->storage_ = entry;
-    vacant->index_next_ = free_head_;
-    free_head_ = vacant;
+    n->storage_->key = 0;
+    n->erased_ = true;
+    n->users_.clear();  // holes left by erased users
+    n->meta = NodeMeta{};
+    n->prev_ = n->next_ = n->index_prev_ = nullptr;
+    n->index_next_ = free_head_;
+    free_head_ = n;
   }
   std::size_t slots_in_chunk(std::size_t c) const { return c + 1 == chunks_.size() ? chunk_used_ : chunks_[c].capacity(); }
 
@@ -683,7 +718,8 @@ class Graph {
     std::uint64_t key = 0;  // bucket keys are never 0
     Bucket* bucket = nullptr;
   };
-  std::array<BucketMemo, 8> bucket_memo_{};  // see bucket_for
+  static constexpr std::size_t kBucketMemoSets = 8;
+  std::array<BucketMemo, 2 * kBucketMemoSets> bucket_memo_{};  // see bucket_for
   std::array<std::vector<Bucket*>, 6> buckets_by_op_;
   // Erased nodes awaiting purge_erased, newest first, linked through their
   // index_next_ (a list, not a vector: growing a large vector in the middle of

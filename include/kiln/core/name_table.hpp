@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <iterator>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -155,20 +156,34 @@ class NameTable {
   // with what bind needs remembered: creating a node looks its base up once instead
   // of four times, and builds no name string but the answer. Bind it with
   // bind(where, name, node) before any other change to this table.
-  std::string claim_derived(std::string_view base, Claim& where) {
+  // The name is written into `out` (a node's name, whose buffer it reuses).
+  // `key`, if not 0, names `base` for claim_derived_by_key: the caller promises
+  // that it always comes with this same base.
+  void claim_derived(std::string_view base, Claim& where, std::string& out, std::uint64_t key = 0) {
     MapEntry& me = entry(base);
-    BaseEntry& e = me.second;
-    std::int64_t num = e.count;
-    const bool numbered = count_on(&e, base, reserved(&e, base), e.bare != nullptr, num);
-    e.count = num;
-    where.entry_ = &me;
-    where.n_ = !numbered ? kBare : num <= kMaxDense ? num : kOther;
-    return numbered ? numbered_name(base, num) : std::string(base);
+    if (key != 0) key_memo_[key % kKeyMemo] = {key, &me};
+    claim_in(me, where, out);
+  }
+  // claim_derived for the base last claimed with `key`, found by the number
+  // alone (Graph passes a node's kind and target, so creating a node of a
+  // target seen before neither derives nor looks up its name's base); false,
+  // and nothing claimed, if it is not remembered.
+  bool claim_derived_by_key(std::uint64_t key, Claim& where, std::string& out) {
+    const KeyMemo& m = key_memo_[key % kKeyMemo];
+    if (m.key != key || key == 0) return false;
+    claim_in(*m.entry, where, out);
+    return true;
+  }
+  std::string claim_derived(std::string_view base, Claim& where) {
+    std::string out;
+    claim_derived(base, where, out);
+    return out;
   }
   void bind(const Claim& where, std::string_view name, Node* node) {
     if (where.n_ == kOther) return bind(name, node);
     set_slot(slot_for(*static_cast<MapEntry*>(where.entry_), where.n_, name), node);
   }
+
 
   // If `name` maps to `node`: the node is erased, the name stays used (mapped to no node).
   void release(std::string_view name, const Node* node) {
@@ -320,14 +335,20 @@ class NameTable {
     return {name.substr(0, us), n};
   }
   static std::string numbered_name(std::string_view base, std::int64_t num) {
+    std::string out;
+    write_numbered_name(base, num, out);
+    return out;
+  }
+  // `base_<num>` into `out`, sized once (names are made for every node created).
+  static void write_numbered_name(std::string_view base, std::int64_t num, std::string& out) {
     char digits[24];
     const auto r = std::to_chars(std::begin(digits), std::end(digits), num);
-    std::string out;
-    out.reserve(base.size() + 1 + static_cast<std::size_t>(r.ptr - digits));
-    out.append(base);
-    out.push_back('_');
-    out.append(digits, r.ptr);
-    return out;
+    const auto nd = static_cast<std::size_t>(r.ptr - digits);
+    out.resize(base.size() + 1 + nd);
+    char* p = out.data();
+    std::memcpy(p, base.data(), base.size());
+    p[base.size()] = '_';
+    std::memcpy(p + base.size() + 1, digits, nd);
   }
 
   // The "used, node erased" mark: an address no object has (a constant rather than
@@ -366,7 +387,23 @@ class NameTable {
     way[0] = const_cast<MapEntry*>(&*it);
     return way[0];
   }
-  void forget_memo() const { memo_.fill(nullptr); }
+  void forget_memo() const {
+    memo_.fill(nullptr);
+    key_memo_.fill(KeyMemo{});
+  }
+
+  // claim_derived's work once the base's entry is found.
+  void claim_in(MapEntry& me, Claim& where, std::string& out) {
+    const std::string_view base = me.first;
+    BaseEntry& e = me.second;
+    std::int64_t num = e.count;
+    const bool numbered = count_on(&e, base, reserved(&e, base), e.bare != nullptr, num);
+    e.count = num;
+    where.entry_ = &me;
+    where.n_ = !numbered ? kBare : num <= kMaxDense ? num : kOther;
+    if (numbered) write_numbered_name(base, num, out);
+    else out.assign(base);
+  }
 
   const BaseEntry* find_base(std::string_view base) const {
     MapEntry* e = lookup(base);
@@ -473,6 +510,12 @@ class NameTable {
   StringMap<Node*> other_;      // names that fit no vector
   static constexpr std::size_t kMemoSets = 32;
   mutable std::array<MapEntry*, 2 * kMemoSets> memo_{};  // see lookup()
+  struct KeyMemo {
+    std::uint64_t key = 0;
+    MapEntry* entry = nullptr;
+  };
+  static constexpr std::size_t kKeyMemo = 31;  // odd: Graph's keys are multiples of 8 plus the kind
+  mutable std::array<KeyMemo, kKeyMemo> key_memo_{};  // see claim_derived_by_key()
   std::size_t size_ = 0;        // used names
 };
 

@@ -56,7 +56,7 @@ class alignas(64) Node {
   // users_ may hold nullptr holes left by removals; they are skipped when
   // iterating and squeezed out once they outnumber live users. This keeps
   // removal O(1) for nodes with many users (a shared weight used by 30,000 mm's).
-  SmallVector<Node*, 2> users_;
+  SmallVector<Node*, 4> users_;
   SmallVector<Node*, 3> inputs_;  // InputNodes
   SmallVector<std::uint32_t, 4> input_slots_;  // input_slots_[i]: our index in inputs_[i]->users_
   // Links in the graph's (op, target) index, for find_nodes without a scan.
@@ -212,6 +212,9 @@ class alignas(64) Node {
   void set_inputs(List&& args, ArgDict&& kwargs);
   // Throws (naming this node) unless `n` is a live node of this node's graph.
   void check_input(const Node* n) const;
+  void reject_input(const Node* n) const;  // check_input's throwing part, kept out of line
+  // replace_input_with once new_input is checked.
+  void replace_checked_input(Node* old_input, Node* new_input);
   // Rebuilds inputs_ from args_ and kwargs_ and rejoins their user lists.
   void relink_inputs();
   // Drops every argument (erase_node).
@@ -267,7 +270,10 @@ inline void Node::collect_inputs(const Args& args, const ArgDict& kwargs, InputN
       out.push_back(n);
     }
   };
-  for (const auto& a : args) for_each_node(a, add);
+  for (const auto& a : args) {
+    if (Node* n = a.node()) add(n);
+    else if (!a.is_scalar()) for_each_node(a, add);
+  }
   for (const auto& [k, a] : kwargs) for_each_node(a, add);
 }
 
@@ -297,6 +303,12 @@ inline void Node::compact_users() {
 }
 
 inline void Node::check_input(const Node* n) const {
+  if (n != nullptr && n->graph_ == graph_ && !n->erased_) [[likely]]
+    return;
+  reject_input(n);
+}
+
+[[gnu::cold, gnu::noinline]] inline void Node::reject_input(const Node* n) const {
   if (n == nullptr) throw GraphError("node " + name_ + ": argument refers to a null node");
   if (n->graph_ != graph_)
     throw GraphError("node " + name_ + ": argument refers to node " + n->name_ + " of another graph");
@@ -309,6 +321,8 @@ template <class List>
 inline void Node::set_inputs(List&& args, ArgDict&& kwargs) {
   // Check everything before changing anything, so a bad argument leaves the node as it was.
   auto check = [this](const Arg& a) {
+    if (const NodeRef* r = a.node_ref()) return check_input(r->node);
+    if (a.is_scalar()) return;
     if (detail::has_null_node(a)) check_input(nullptr);
     for_each_node(a, [this](const Node* n) { check_input(n); });
   };
@@ -323,6 +337,19 @@ inline void Node::set_inputs(List&& args, ArgDict&& kwargs) {
 }
 
 inline void Node::relink_inputs() {
+  // A node being created (no inputs yet) whose arguments are node references
+  // and scalars, few and without kwargs, as nearly every one is: join each
+  // input's users as it is found.
+  const auto plain = [](const Arg& a) { return a.is_node() || a.is_scalar(); };
+  if (inputs_.empty() && !kwargs_ && args_.size() <= 16 && std::all_of(args_.begin(), args_.end(), plain)) {
+    for (const Arg& a : args_) {
+      Node* n = a.node();
+      if (!n || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end()) continue;
+      inputs_.push_back(n);
+      add_user_to(n);
+    }
+    return;
+  }
   // As torch.fx does: leave every old input's user list, then join the new
   // inputs' lists at the end, so an edited node becomes its inputs' last user.
   // Passes that walk users (anchors, fusion searches) then see Inductor's order.
@@ -368,16 +395,18 @@ inline Node::NodeList Node::replace_all_uses_with(Node* replacement, const std::
   NodeList changed;
   if (replacement == this) return changed;
   check_input(replacement);
-  // Editing a user changes users_, so walk a copy (inline when short).
-  SmallVector<Node*, 8> users;
-  users.reserve(live_users_);
-  for (Node* u : this->users()) users.push_back(u);
-  changed.reserve(users.size());
-  for (Node* u : users) {
+  // Editing a user changes users_, so walk a copy: the result's list, which
+  // then keeps only the users changed.
+  changed.reserve(live_users_);
+  for (Node* u : users()) changed.push_back(u);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    Node* u = changed[i];
     if (filter && !filter(u)) continue;
-    u->replace_input_with(this, replacement);
-    changed.push_back(u);
+    u->replace_checked_input(this, replacement);
+    changed[kept++] = u;
   }
+  changed.truncate(kept);
   return changed;
 }
 
@@ -398,10 +427,35 @@ inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
 
 inline void Node::replace_input_with(Node* old_input, Node* new_input) {
   check_input(new_input);
-  for (Arg& a : args_.mut()) detail::replace_node_refs(a, old_input, new_input);
+  replace_checked_input(old_input, new_input);
+}
+
+inline void Node::replace_checked_input(Node* old_input, Node* new_input) {
+  for (Arg& a : args_.mut()) {
+    if (a.is_node()) {
+      if (a.node() == old_input) a = Arg(new_input);
+    } else if (!a.is_scalar()) {
+      detail::replace_node_refs(a, old_input, new_input);
+    }
+  }
   if (kwargs_)
     for (auto&& [k, a] : *kwargs_) detail::replace_node_refs(a, old_input, new_input);
-  relink_inputs();
+  // The new inputs are the old ones with old_input replaced and repeats dropped
+  // (first uses keep their order), so they need not be collected from the
+  // arguments again; the user lists are rejoined as relink_inputs does. (A large
+  // fan-in is collected again, with collect_inputs' set against repeats.)
+  const std::size_t count = inputs_.size();
+  if (count > 16) return relink_inputs();
+  for (std::size_t i = 0; i < count; ++i) remove_from_users_of(i);
+  input_slots_.clear();
+  Node** in = inputs_.data();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    Node* m = in[i] == old_input ? new_input : in[i];
+    if (std::find(in, in + kept, m) == in + kept) in[kept++] = m;
+  }
+  inputs_.truncate(kept);
+  for (std::size_t i = 0; i < kept; ++i) add_user_to(in[i]);
 }
 
 }  // namespace kiln

@@ -97,7 +97,10 @@ class NodeArgs {
   // Destroys the arguments and returns to the inline state.
   void release() {
     Arg* d = data();
-    for (std::size_t i = 0; i < size_; ++i) d[i].~Arg();
+    // Node references and scalars own nothing: their storage is simply reused
+    // (most arguments are those, and the variant's destructor dispatches).
+    for (std::size_t i = 0; i < size_; ++i)
+      if (!d[i].owns_nothing()) d[i].~Arg();
     if (on_heap()) ::operator delete(heap_, std::align_val_t{alignof(Arg)});
     size_ = 0;
     capacity_ = kInline;

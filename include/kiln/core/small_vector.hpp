@@ -91,7 +91,7 @@ class SmallVector {
     std::copy(first, last, data());
     size_ = static_cast<std::uint32_t>(last - first);
   }
-  void grow(std::size_t n) {
+  [[gnu::noinline]] void grow(std::size_t n) {  // out of push_back's inlined fast path
     T* fresh = static_cast<T*>(::operator new(n * sizeof(T)));
     if (size_) std::memcpy(static_cast<void*>(fresh), data(), size_ * sizeof(T));
     release();
