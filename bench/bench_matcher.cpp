@@ -1,4 +1,4 @@
-// kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K]
+// kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K] [--first-only]
 //
 // Applies the five patterns of the matcher benchmark in one PatternMatcherPass
 // and prints one JSON object:
@@ -13,7 +13,9 @@
 // (matching only). Times are per node of the graph being matched; best and
 // median of --reps fresh reads. With --handlers count, P1 and P2 only count
 // their matches: the first apply is then matching alone on the graph as read,
-// and the second apply matches the same graph again.
+// and the second apply matches the same graph again. --first-only skips the
+// second apply, for counting the first one's instructions under callgrind
+// (--toggle-collect='kiln::PatternMatcherPass::apply*', see bench/README.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,12 +86,16 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K]\n";
+    std::cerr << "usage: kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K] "
+                 "[--first-only]\n";
     return 2;
   }
   int reps = 3;
   int repeat_second = 1;  // > 1: rerun the matching-only apply, for profilers
   bool rewrite = true;    // --handlers count: P1 and P2 match but do not rewrite
+  bool second = true;     // --first-only: no second apply
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--first-only") second = false;
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--repeat-second") repeat_second = std::max(1, std::atoi(argv[i + 1]));
@@ -124,8 +130,8 @@ int main(int argc, char** argv) {
       // pass application does: nothing matches any more, so this is matching only.
       t0 = std::chrono::steady_clock::now();
       std::size_t second_hits = 0;
-      for (int k = 0; k < repeat_second; ++k) second_hits += pass.apply(g);
-      second_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes_after) / repeat_second);
+      for (int k = 0; second && k < repeat_second; ++k) second_hits += pass.apply(g);
+      if (second) second_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes_after) / repeat_second);
       if (rewrite && second_hits != 0) std::cerr << "warning: the second apply matched " << second_hits << " times\n";
       lint(g);
       hits = first_hits;
@@ -138,8 +144,10 @@ int main(int argc, char** argv) {
     out["hits"] = {{"P1", hits.p[0]}, {"P2", hits.p[1]}, {"P3", hits.p[2]}, {"P4", hits.p[3]}, {"P5", hits.p[4]}};
     out["apply_ns_per_node"] = *std::min_element(first_ns.begin(), first_ns.end());
     out["apply_ns_per_node_median"] = median(first_ns);
-    out["second_apply_ns_per_node"] = *std::min_element(second_ns.begin(), second_ns.end());
-    out["second_apply_ns_per_node_median"] = median(second_ns);
+    if (second) {
+      out["second_apply_ns_per_node"] = *std::min_element(second_ns.begin(), second_ns.end());
+      out["second_apply_ns_per_node_median"] = median(second_ns);
+    }
     out["counters"] = counters.to_json();
     std::cout << out.dump() << "\n";
   } catch (const std::exception& e) {
