@@ -715,3 +715,33 @@ TEST_CASE("apply: a pass that prevents matches across mutations frees nothing it
   CHECK(t.g.erased_pending() == 0);
   lint(t.g);
 }
+
+TEST_CASE("apply: a pattern whose first argument's kind or target cannot fit is skipped, yet KILN_PATTERN_DEBUG explains it") {
+  // The pass asks a pattern's first child (a call pattern) about the node's first
+  // argument before trying the pattern; the outcome must be the matcher's own.
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* r = g.call_function(aten::relu, {a}, {}, "relu_1");
+  Node* on_relu = g.call_function(aten::add_Tensor, {r, b}, {}, "add_relu");
+  Node* on_const = g.call_function(aten::add_Tensor, {2, b}, {}, "add_const");
+  Node* mm = g.call_function(aten::mm, {a, b}, {}, "mm_1");
+  Node* on_mm = g.call_function(aten::add_Tensor, {mm, b}, {}, "add_mm");
+  g.output(ArgList{on_relu, on_const, on_mm});
+  std::vector<std::string> matched;
+  PatternMatcherPass pass;
+  pass.register_pattern(addmm_pattern(), [&](auto& m) { matched.push_back(m.output_node()->name()); });
+  std::string text;
+  {
+    DebugCapture capture("add_relu");
+    CHECK(pass.apply(g) == 1);
+    text = capture.text();
+  }
+  CHECK(matched == std::vector<std::string>{"add_mm"});
+  INFO(text);
+  CHECK(contains(text, "node relu_1: function_mismatch: it is call_function aten.relu.default"));
+  // A node whose first argument is a constant is skipped the same way.
+  std::string why;
+  CHECK_FALSE(p::match(addmm_pattern(), on_const, &why).has_value());
+  CHECK(contains(why, "expected a node"));
+}

@@ -26,7 +26,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -101,33 +101,44 @@ class EntryBase {
  public:
   virtual ~EntryBase() = default;
   // Matches at `node`, and on success checks and applies; true if applied.
-  virtual bool try_apply(Node* node, Graph& g, ApplyContext& ctx) = 0;
+  // `why` is given at KILN_PATTERN_DEBUG's node only: what is reported there.
+  virtual bool try_apply(Node* node, Graph& g, ApplyContext& ctx, std::string* why) = 0;
   virtual std::string describe() const = 0;
   std::string name;
+  // Asked before try_apply, without a call: most patterns tried at a node fail
+  // on its first argument's kind or target.
+  pattern::FirstArgFilter first_arg;
 };
 
 template <class P, class Handler, class Check>
 class Entry final : public EntryBase {
  public:
-  Entry(P p, Handler h, Check c) : plan_(std::move(p)), handler_(std::move(h)), check_(std::move(c)) {}
+  Entry(P p, Handler h, Check c) : plan_(std::move(p)), handler_(std::move(h)), check_(std::move(c)) {
+    if constexpr (requires { plan_.pattern().first_arg_filter(); }) first_arg = plan_.pattern().first_arg_filter();
+  }
 
-  bool try_apply(Node* node, Graph& g, ApplyContext& ctx) override {
-    const bool debug = ctx.debug_node && node->name() == *ctx.debug_node;
-    std::string why;
-    if (!plan_.try_match(node, debug ? &why : nullptr)) {
-      if (debug) report_pattern_debug(node, name, why);
+  bool try_apply(Node* node, Graph& g, ApplyContext& ctx, std::string* why) override {
+    const bool debug = why != nullptr;
+    // The pass found `node` under this pattern's root kind and target.
+    if (!plan_.try_match(node, why, /*root_fits=*/true)) {
+      if (debug) report_pattern_debug(node, name, *why);
       return false;
     }
     if (ctx.regions && !one_region(plan_.matched_nodes(), *ctx.regions)) {
       if (debug) report_pattern_debug(node, name, "the match crosses a mutation");
       return false;
     }
+    // The handler will erase the matched nodes and edit the root's users,
+    // whose later lines matching did not read: start fetching them now.
+    for (const Node* n : plan_.matched_nodes()) n->prefetch_for_edit();
+    for (const Node* u : node->users()) u->prefetch_for_edit();  // uses replaced by the handler
     // One Match per pattern, refilled for each match, so its vectors keep their
-    // capacity; a handler that re-enters this pass gets a fresh one.
-    std::optional<Match> fresh;
+    // capacity; a handler that re-enters this pass gets a fresh one (on the
+    // heap: an empty std::optional<Match> costs more to set up and tear down).
+    std::unique_ptr<Match> fresh;
     Match* slot = &match_;
-    if (match_in_use_) slot = &fresh.emplace();
-    plan_.result_into(*slot, g);
+    if (match_in_use_) slot = (fresh = std::make_unique<Match>()).get();
+    plan_.take_result(*slot, g);
     Match& m = *slot;
     ScopedFlag in_use(match_in_use_);
     if (!check_(m)) {
@@ -151,7 +162,7 @@ class Entry final : public EntryBase {
 
  private:
   // Inductor's rule: every matched node must lie in the same mutation region.
-  static bool one_region(const std::vector<Node*>& nodes, const std::unordered_map<const Node*, std::uint32_t>& regions) {
+  static bool one_region(std::span<Node* const> nodes, const std::unordered_map<const Node*, std::uint32_t>& regions) {
     std::int64_t first = -1;
     for (const Node* n : nodes) {
       auto r = region_of(n, regions);
@@ -233,6 +244,7 @@ class PatternMatcherPass {
     ctx.counters = counters;
     detail::CountOnExit count_on_exit{ctx};
     std::string debug_node;
+    std::string why;  // the reason a pattern failed at debug_node
     if (const char* d = std::getenv("KILN_PATTERN_DEBUG"); d && *d) {
       debug_node = d;
       ctx.debug_node = &debug_node;
@@ -268,17 +280,22 @@ class PatternMatcherPass {
     // The snapshot is in graph order; visit it backwards.
     for (std::size_t i = candidates.size(); i-- > 0;) {
       prefetch_ahead(candidates, i);
-      Node* node = candidates[i].node;
+      Node* node = candidates[i].node();
       if (node->erased()) continue;
-      // The node's own (kind, target) picks its patterns again: cheaper than
-      // carrying the list through the snapshot's sort (16 bytes an entry, not 24).
-      const RootList* list = roots_for(Graph::bucket_key(node->op(), node->target().hash));
+      const std::size_t root = candidates[i].root();
+      const RootList* list =
+          root != kRootUnknown ? lists_[root] : roots_for(Graph::bucket_key(node->op(), node->target().hash));
       const std::size_t erased_mark = g.erased_pending();
+      std::string* node_why = ctx.debug_node && node->name() == *ctx.debug_node ? &why : nullptr;
       for (detail::EntryBase* e : list->entries) {
-        if (node->erased()) break;
-        if (!e->try_apply(node, g, ctx)) continue;
+        // (At the debug node every pattern is tried, to say why it fails.)
+        if (!node_why && !e->first_arg.may_match(node)) continue;
+        if (!e->try_apply(node, g, ctx, node_why)) continue;
         ++count;
+        // Only a handler erases nodes; read before recycling may free this one.
+        const bool node_erased = node->erased();
         if (recycle) g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(n, candidates[i].key, g, epoch); });
+        if (node_erased) break;
       }
     }
     return count;
@@ -301,6 +318,7 @@ class PatternMatcherPass {
         list.target = OpRegistry::instance().intern(fns.ops[i].name);
         keys_.push_back(Graph::bucket_key(kind, fns.ops[i].hash));
         lists_.push_back(&list);  // unordered_map nodes never move
+        build_root_table();
       }
       if (prepend) list.entries.insert(list.entries.begin(), entry.get());
       else list.entries.push_back(entry.get());
@@ -314,12 +332,40 @@ class PatternMatcherPass {
     std::vector<detail::EntryBase*> entries;
   };
 
-  // The root lists for a node's (kind, target) key: a linear scan, since a pass
-  // has few distinct roots and this runs for every node of the graph.
+  // The index in lists_ of the root list for a node's (kind, target) key.
+  // This runs for every node of the graph, so it is a hash table at most a
+  // quarter full, probed linearly: a node that is no pattern's root mostly
+  // meets an empty entry at once, where a scan of the keys would compare them all.
+  struct RootEntry {
+    std::uint64_t key = 0;    // bucket keys are never 0: 0 marks an empty entry
+    std::uint32_t index = 0;
+    std::uint32_t tag = 0;    // what a Candidate carries: index, or kRootUnknown from there on
+  };
+  const RootEntry* root_entry(std::uint64_t key) const {
+    for (std::size_t i = root_home(key);; i = (i + 1) & root_mask_) {
+      const RootEntry& e = root_table_[i];
+      if (e.key == key) return &e;
+      if (e.key == 0) return nullptr;
+    }
+  }
   const RootList* roots_for(std::uint64_t key) const {
-    for (std::size_t i = 0; i < keys_.size(); ++i)
-      if (keys_[i] == key) return lists_[i];
-    return nullptr;
+    const RootEntry* e = root_entry(key);
+    return e ? lists_[e->index] : nullptr;
+  }
+  std::size_t root_home(std::uint64_t key) const {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> root_shift_);  // Fibonacci hashing
+  }
+  void build_root_table() {
+    unsigned bits = 4;
+    while ((std::size_t{1} << bits) < 4 * keys_.size()) ++bits;
+    root_table_.assign(std::size_t{1} << bits, RootEntry{});
+    root_mask_ = root_table_.size() - 1;
+    root_shift_ = 64 - bits;
+    for (std::size_t k = 0; k < keys_.size(); ++k) {
+      std::size_t i = root_home(keys_[k]);
+      while (root_table_[i].key != 0) i = (i + 1) & root_mask_;
+      root_table_[i] = {keys_[k], static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(std::min(k, kRootUnknown))};
+    }
   }
 
   // Whether the rest of the snapshot (from the candidate with order key `at`
@@ -331,10 +377,21 @@ class PatternMatcherPass {
     return g.reorder_epoch() == snapshot_epoch && n->order_key() >= at;
   }
 
+  // A node of the snapshot, and which root list it belongs to: its index in
+  // lists_ rides in the low bits of the node's address (nodes are aligned),
+  // so that apply() need not look it up again and an entry stays 16 bytes for
+  // the sort. A pass with more root lists than those bits can number looks
+  // the rest up (kRootUnknown).
   struct Candidate {
-    std::uint64_t key;  // the node's order key when the snapshot was taken
-    Node* node;
+    std::uint64_t key;   // the node's order key when the snapshot was taken
+    std::uintptr_t bits;
+    Candidate(std::uint64_t order, Node* n, std::size_t root)
+        : key(order), bits(reinterpret_cast<std::uintptr_t>(n) | root) {}
+    Node* node() const { return reinterpret_cast<Node*>(bits & ~kRootUnknown); }
+    std::size_t root() const { return bits & kRootUnknown; }
   };
+  static constexpr std::size_t kRootUnknown = alignof(Node) - 1;
+  static_assert(alignof(Node) >= 8, "a Candidate numbers a few root lists in the alignment bits");
 
   // The nodes that some pattern's root could match, in graph order.
   void snapshot(const Graph& g, std::vector<Candidate>& out) {
@@ -347,35 +404,50 @@ class PatternMatcherPass {
     // right then.
     merge_buffer_.reserve(total);
     run_bounds_.reserve(natural_sort_max_runs(total) + 1);
+    // Whether the candidates come in graph order already (storage order often
+    // is, on a graph as read), so that sorting them can be skipped.
+    bool in_order = true;
+    std::uint64_t last = 0;
+    auto add = [&](std::uint64_t order, Node* n, std::size_t root) {
+      in_order &= order > last;
+      last = order;
+      out.emplace_back(order, n, root);
+    };
     if (total * 16 > g.size() || keys_.size() > 16) {
       // Many candidates: one pass over the node storage, which the hardware
       // streams, beats following the graph's links (a cache miss per node once
       // passes have scattered the list) or the index's.
       g.for_each_node_in_storage([&](Node* n, std::uint64_t key, std::uint64_t order) {
-        if (roots_for(key)) out.push_back({order, n});
+        if (const RootEntry* e = root_entry(key)) add(order, n, e->tag);
       });
     } else {
-      for (const RootList* r : lists_)
-        for (Node* n : g.find_nodes(r->kind, r->target, /*sorted=*/false)) out.push_back({n->order_key(), n});
+      for (std::size_t k = 0; k < lists_.size(); ++k)
+        for (Node* n : g.find_nodes(lists_[k]->kind, lists_[k]->target, /*sorted=*/false))
+          add(n->order_key(), n, std::min<std::size_t>(k, kRootUnknown));
     }
     // Storage order is nearly graph order (a few runs, or nodes a few places
     // off where a pass reused erased nodes' memory), so this is close to linear.
-    natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; },
-                 merge_buffer_, run_bounds_);
+    if (!in_order)
+      natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; },
+                   merge_buffer_, run_bounds_);
   }
 
   // Matching at a node reads the node's first cache line and its positional
   // arguments (which carry their nodes' kinds and targets, so a pattern that
   // fails on an argument's op reads no further). On a graph larger than the
   // cache each is a miss, so they are requested a few candidates ahead in two
-  // stages: the node, then, once its line has arrived, its arguments.
+  // stages: the node, then, once its line has arrived, its arguments, and the
+  // line with its user list (which a successful match reads to fetch the users
+  // its handler will edit, and which a new user of the node is added to).
   static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
     constexpr std::size_t kNode = 12, kArgs = 6;  // candidates are visited from the back
-    if (i >= kNode) __builtin_prefetch(c[i - kNode].node);
+    if (i >= kNode) __builtin_prefetch(c[i - kNode].node());
     if (i >= kArgs) {
-      const auto& args = c[i - kArgs].node->args();
+      const Node* n = c[i - kArgs].node();
+      const auto& args = n->args();
       __builtin_prefetch(args.data());
       if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
+      n->prefetch_users();
     }
   }
 
@@ -385,6 +457,10 @@ class PatternMatcherPass {
   std::unordered_map<std::uint64_t, RootList> index_;
   std::vector<std::uint64_t> keys_;        // root keys, in registration order
   std::vector<const RootList*> lists_;     // lists_[i] belongs to keys_[i]
+  // root_entry's table: a power of two in size, with at least one empty entry.
+  std::vector<RootEntry> root_table_ = std::vector<RootEntry>(16);
+  std::size_t root_mask_ = 15;  // root_table_.size() - 1
+  unsigned root_shift_ = 60;    // 64 - log2(root_table_.size())
   std::vector<Candidate> buffer_;          // apply()'s snapshot, kept for the next apply
   std::vector<Candidate> merge_buffer_;    // natural_sort's, likewise
   std::vector<std::size_t> run_bounds_;    // likewise

@@ -88,7 +88,9 @@ struct OpSet {
 // stated number of users (any, for MULTIPLE); the pattern's outputs are exempt.
 template <std::size_t Pos, class S>
 bool users_rule_holds(S& st, const Node* n, Users u) {
-  if (st.info[Pos].output || u.count < 0 || n->num_users() == static_cast<std::size_t>(u.count)) return true;
+  const std::int32_t want = st.info[Pos].users;  // u.count, or -1 at an output
+  if (want < 0 || n->num_users() == static_cast<std::size_t>(want)) return true;
+  if (!st.explain) return false;  // common enough not to build the message's closure first
   return st.fail([&] {
     return "node " + n->name() + ": expected " + std::to_string(u.count) + " user" + (u.count == 1 ? "" : "s") +
            ", has " + std::to_string(n->num_users());
@@ -98,11 +100,9 @@ bool users_rule_holds(S& st, const Node* n, Users u) {
 // A call pattern matched `n`: it joins the match's nodes (children first) and
 // its slot, so later uses of the same pattern object must see the same node.
 template <class S>
-void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
-  st.nodes.push_back(n);
-  s.node = n;
-  s.value = via;
-  s.set = true;
+[[gnu::always_inline]] inline void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
+  st.add_node(n);
+  st.set_slot(s, n, via);
 }
 
 // Whether a node of kind `op` (an OpKind's value) and target hash `target`
@@ -157,15 +157,36 @@ struct CallHead : PatternTag, PatternIdentity {
   // The reference carries the node's kind and target: a wrong op is rejected
   // without reading the node (unless the pattern object at Pos matched before,
   // where match_node must report the repeat, or a failure is being explained,
-  // which match_node does in words).
+  // which match_node does in words), and a right one need not be checked on
+  // the node again: match_node's `fits` says the kind and target are known to
+  // fit (so too where PatternMatcherPass found the root node by them).
   template <std::size_t Pos, class S>
-  bool reference_rejected(const NodeRef& r, S& st) const {
-    return !st.explain && !st.slot(Pos).set && !kind_and_target_fit<Kind>(r.op, r.target_hash, fns);
+  bool reference_rejected(bool fits, S& st) const {
+    return !fits && !st.explain && !st.slot(Pos).set;
   }
+  bool reference_fits(const NodeRef& r) const { return kind_and_target_fit<Kind>(r.op, r.target_hash, fns); }
+
   // ", _users=MULTIPLE" or ", _users=n" unless the default of one user.
   void describe_users(std::string& out) const {
     if (user_count.count < 0) out += ", _users=MULTIPLE";
     else if (user_count.count != 1) out += ", _users=" + std::to_string(user_count.count);
+  }
+};
+
+// A necessary condition for a call pattern to match at a node, cheap enough to
+// ask before trying it: the node's first argument is a reference to a node of
+// kind `op` with a target in `fns` (none when fns is null). It holds where the
+// pattern's first child is a call pattern: that child is matched first, when
+// no slot is set yet, so a reference that does not fit fails the match.
+struct FirstArgFilter {
+  std::uint8_t op = 0;
+  const OpSet* fns = nullptr;
+  bool may_match(const Node* n) const {
+    if (!fns) return true;
+    const auto& args = n->args();
+    if (args.size() == 0) return false;
+    const NodeRef* r = args.data()[0].node_ref();
+    return r && r->op == op && fns->contains(r->target_hash);
   }
 };
 
@@ -188,19 +209,23 @@ struct CallPattern : CallHead<Kind> {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     const NodeRef* r = v.node_ref();
+    // A null reference never fits (its kind is none), so it is rejected with the rest.
+    const bool fits = r && this->reference_fits(*r);
+    if (this->template reference_rejected<Pos>(fits, st)) return false;
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
-    if (this->template reference_rejected<Pos>(*r, st)) return false;
-    return match_node<Pos>(r->node, st, &v);
+    return match_node<Pos>(r->node, st, &v, fits);
   }
 
   template <std::size_t Pos, class S>
-  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
+  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr, bool fits = false) const {
     Slot& s = st.slot(Pos);
-    if (s.set) {
+    // At the root (where matching starts, with every slot clear) nothing has matched yet.
+    if (Pos != 0 && s.set) {
       if (s.node == n) return true;  // this pattern object already matched this node
       return st.fail([&] { return "node " + n->name() + ": repeated pattern differs (" + short_describe() + ")"; });
     }
-    if (!match_fns(n)) return st.fail([&] { return function_mismatch_message(n, call_pattern_name<Kind>(), fns); });
+    if (!fits && !match_fns(n))
+      return st.fail([&] { return function_mismatch_message(n, call_pattern_name<Kind>(), fns); });
     const auto& args = n->args();
     const OpSchema* schema = nullptr;
     if (args.size() != num_positional) {
@@ -214,7 +239,7 @@ struct CallPattern : CallHead<Kind> {
         });
     }
     if (!users_rule_holds<Pos>(st, n, user_count)) return false;
-    if (!match_children<Pos>(n, schema, st, std::index_sequence_for<Cs...>{})) return false;
+    if (!match_children<Pos>(n, args.data(), schema, st, std::index_sequence_for<Cs...>{})) return false;
     record_matched_node(st, s, n, via);
     return true;
   }
@@ -223,7 +248,20 @@ struct CallPattern : CallHead<Kind> {
   void plan(PositionInfo* info) const {
     info[Pos].id = id;
     info[Pos].multi_user = has_multiple_users();
+    info[Pos].users = user_count.count;
     plan_children<Pos>(info, std::index_sequence_for<Cs...>{});
+  }
+
+  // See FirstArgFilter: for a first child that is a call pattern.
+  FirstArgFilter first_arg_filter() const {
+    if constexpr (sizeof...(Cs) > 0) {
+      using C = std::remove_cvref_t<decltype(children.template get<0>())>;
+      if constexpr (requires { C::kind; }) {
+        if constexpr (std::is_base_of_v<CallHead<C::kind>, C>)
+          return {static_cast<std::uint8_t>(C::kind), &children.template get<0>().fns};
+      }
+    }
+    return {};
   }
 
   // Calls yield(Node*) for nodes this pattern might match, found from the
@@ -285,12 +323,14 @@ struct CallPattern : CallHead<Kind> {
     return p.default_value ? &*p.default_value : nullptr;
   }
 
+  // `args`: the node's positional arguments (where they are stored is decided
+  // once, not for each child).
   template <std::size_t Pos, class S, std::size_t... Is>
-  bool match_children(Node* n, const OpSchema* schema, S& st, std::index_sequence<Is...>) const {
-    return (match_child<Pos, Is>(n, schema, st) && ...);
+  bool match_children(Node* n, const kiln::Arg* args, const OpSchema* schema, S& st, std::index_sequence<Is...>) const {
+    return (match_child<Pos, Is>(n, args, schema, st) && ...);
   }
   template <std::size_t Pos, std::size_t I, class S>
-  bool match_child(Node* n, const OpSchema* schema, S& st) const {
+  bool match_child(Node* n, const kiln::Arg* args, const OpSchema* schema, S& st) const {
     using C = std::remove_cvref_t<decltype(children.template get<I>())>;
     constexpr std::size_t child_pos = Pos + 1 + offset_of<I, Cs...>();
     const auto& c = children.template get<I>();
@@ -300,7 +340,7 @@ struct CallPattern : CallHead<Kind> {
         return st.fail([&] { return "node " + n->name() + ": function_mismatch: no keyword argument '" + std::string(C::name) + "'"; });
       return c.child.template match<child_pos>(*v, st);
     } else {
-      return c.template match<child_pos>(n->args()[positional_index<I>()], st);
+      return c.template match<child_pos>(args[positional_index<I>()], st);
     }
   }
   template <std::size_t Pos, std::size_t... Is>
@@ -373,19 +413,20 @@ struct CallVarArgsPattern : CallHead<Kind> {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     const NodeRef* r = v.node_ref();
+    const bool fits = r && this->reference_fits(*r);  // a null reference never fits
+    if (this->template reference_rejected<Pos>(fits, st)) return false;
     if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
-    if (this->template reference_rejected<Pos>(*r, st)) return false;
-    return match_node<Pos>(r->node, st, &v);
+    return match_node<Pos>(r->node, st, &v, fits);
   }
   template <std::size_t Pos, class S>
-  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
+  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr, bool fits = false) const {
     Slot& s = st.slot(Pos);
     if (s.set) return s.node == n || st.fail([&] { return "node " + n->name() + ": repeated pattern differs"; });
-    if (!match_fns(n))
+    if (!fits && !match_fns(n))
       return st.fail([&] { return "node " + n->name() + ": function_mismatch: the pattern wants " + fns.describe(); });
     if (!users_rule_holds<Pos>(st, n, user_count)) return false;
-    for (const auto& a : n->args()) st.args.push_back(a);
-    for (const auto& [k, a] : n->kwargs()) st.var_kwargs.set(k, a);
+    for (const auto& a : n->args()) st.add_arg(a);
+    for (const auto& [k, a] : n->kwargs()) st.add_var_kwarg(k, a);
     record_matched_node(st, s, n, via);
     return true;
   }
@@ -393,6 +434,7 @@ struct CallVarArgsPattern : CallHead<Kind> {
   void plan(PositionInfo* info) const {
     info[Pos].id = id;
     info[Pos].multi_user = has_multiple_users();
+    info[Pos].users = user_count.count;
   }
   template <std::size_t Pos, class S, class Yield>
   void find_anchor_nodes(S& st, std::vector<Node*>&, Yield&& yield) const {

@@ -27,7 +27,7 @@ inline constexpr bool passes_as_child_v = is_pattern_v<T> || std::is_base_of_v<C
 // Matches a leaf at position Pos: Inductor's "already matched this object" rule,
 // then the leaf's own check, then recording the value for later anchors.
 template <std::size_t Pos, class S, class Check>
-bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
+[[gnu::always_inline]] inline bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
   Slot& s = st.slot(Pos);
   if (s.set) {
     const Node* before = s.matched_node();
@@ -37,8 +37,7 @@ bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
   if (!check()) return false;
   // Only the value's address: a leaf that checks nothing (Ignored) then reads
   // nothing of an argument that may not be in the cache.
-  s.value = &v;
-  s.set = true;
+  st.set_slot(s, nullptr, &v);
   return true;
 }
 
@@ -49,7 +48,7 @@ struct ArgPattern : PatternTag, PatternIdentity {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     return match_leaf_at<Pos>(st, v, [&] {
-      st.args.push_back(v);
+      st.add_arg(v);
       return true;
     });
   }
@@ -96,7 +95,7 @@ struct ExclusiveKeywordArg : PatternTag, PatternIdentity {
       for (const kiln::Arg* seen : st.exclusive)
         if (python_equal(*seen, v))
           return st.fail([&] { return describe_value(v) + ": exclusive arg appears twice"; });
-      st.exclusive.push_back(&v);
+      st.add_exclusive(&v);
       return st.template bind<Name>(v);
     });
   }

@@ -41,12 +41,12 @@ enum class SubMatch { failed, conflict, matched };
 template <class S, class Body>
 SubMatch sub_match(S& st, Body&& body) {
   const auto outer = st.captures;
-  const std::size_t nodes = st.nodes.size();
+  const std::size_t nodes = st.node_count;
   const std::size_t args = st.args.size();
   const ArgDict var_kwargs = st.var_kwargs;  // empty for all but VarArgs patterns: no allocation
   auto undo = [&] {
     st.captures = outer;
-    st.nodes.resize(nodes);
+    st.node_count = nodes;
     st.args.erase(st.args.begin() + static_cast<std::ptrdiff_t>(args), st.args.end());
     if (!(st.var_kwargs == var_kwargs)) st.var_kwargs = var_kwargs;
   };
@@ -112,10 +112,7 @@ struct ListOfPattern : PatternTag, PatternIdentity {
       return st.fail([&] { return describe_value(v) + ": repeated pattern differs (ListOf)"; });
     }
     if (!match_elements<Pos>(v, st)) return false;
-    Slot& own = st.slot(Pos);
-    own.value = &v;
-    own.node = v.node();
-    own.set = true;
+    st.set_slot(st.slot(Pos), v.node(), &v);
     return true;
   }
 

@@ -6,6 +6,7 @@
 // asking for a name the pattern does not bind does not compile.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/graph.hpp"
@@ -105,6 +106,9 @@ class PatternPlan {
     } else {
       info_[0].output = true;
     }
+    // Pattern outputs are exempt from the users rule.
+    for (std::size_t i = 0; i < P::size; ++i)
+      if (info_[i].output) info_[i].users = -1;
     // Positions holding the same pattern object share the first one's slot.
     for (std::size_t i = 0; i < P::size; ++i) {
       info_[i].canon = static_cast<std::uint32_t>(i);
@@ -116,7 +120,11 @@ class PatternPlan {
         }
     }
     state_.info = info_.data();
+    for (std::size_t i = 0; i < P::size; ++i) state_.slot_of[i] = &state_.slots[info_[i].canon];
   }
+  // The state points into the plan itself.
+  PatternPlan(const PatternPlan&) = delete;
+  PatternPlan& operator=(const PatternPlan&) = delete;
 
   const P& pattern() const { return pattern_; }
   std::string describe() const {
@@ -136,43 +144,51 @@ class PatternPlan {
   }
 
   // The allocation-free part: true when the pattern matches at `n`; the match
-  // stays in the plan's state until the next call (see result()).
-  bool try_match(Node* n, std::string* why = nullptr) {
+  // stays in the plan's state until the next call (see result()). A caller
+  // that found `n` by the root's kind and target (PatternMatcherPass's index)
+  // says so with `root_fits`, and the root's own check of them is skipped.
+  bool try_match(Node* n, std::string* why = nullptr, bool root_fits = false) {
     state_.reset();
     state_.explain = why;
     if (why) why->clear();
-    const bool ok = pattern_.template match_node<0>(n, state_);
-    state_.explain = nullptr;
-    return ok;
+    return pattern_.template match_node<0>(n, state_, nullptr, root_fits);
   }
 
   // The nodes of the last successful try_match, children before parents.
-  const std::vector<Node*>& matched_nodes() const { return state_.nodes; }
+  std::span<Node* const> matched_nodes() const { return state_.matched_nodes(); }
 
-  // Copies the last successful try_match out of the reusable state.
-  Result result(Graph& g) const {
+  // Moves the last successful try_match out of the reusable state.
+  Result result(Graph& g) {
     Result m;
-    result_into(m, g);
+    take_result(m, g);
     return m;
   }
   // The same into an existing Match, reusing its storage (PatternMatcherPass
-  // keeps one per pattern, so applying a match allocates nothing).
-  void result_into(Result& m, Graph& g) const {
+  // keeps one per pattern, so applying a match allocates nothing). The state
+  // and `m` trade their argument vectors (the next try_match clears the
+  // state's), so those are not copied and both keep their capacity.
+  void take_result(Result& m, Graph& g) {
     for (std::size_t i = 0; i < Result::kCaptures; ++i) {
       if (state_.captures[i]) m.captures_[i] = *state_.captures[i];
       else m.captures_[i] = kiln::Arg();
     }
-    m.args_.assign(state_.args.begin(), state_.args.end());
-    m.var_kwargs_ = state_.var_kwargs;
-    m.nodes_.assign(state_.nodes.begin(), state_.nodes.end());
-    m.outputs_.clear();
+    // Only Arg() and VarArgs patterns capture arguments (VarArgs ones keyword ones too).
+    if constexpr (P::has_positional) {
+      m.args_.swap(state_.args);
+      if (!state_.var_kwargs.empty() || !m.var_kwargs_.empty()) std::swap(m.var_kwargs_, state_.var_kwargs);
+    }
+    state_.copy_nodes_to(m.nodes_);
     if constexpr (requires { P::output_positions; }) {
       // MultiOutputPattern: info.output marks every position exempt from the
       // users rule (outputs by object), so it lists its outputs' places itself.
+      m.outputs_.clear();
       for (std::size_t i : P::output_positions) m.outputs_.push_back(state_.slots[info_[i].canon].matched_node());
     } else {
-      for (std::size_t i = 0; i < P::size; ++i)
-        if (info_[i].output) m.outputs_.push_back(state_.slots[info_[i].canon].matched_node());
+      // Any other pattern has one output, its root (position 0, its own slot);
+      // stored in place when the Match has its one entry from before.
+      Node* root = state_.slots[0].matched_node();
+      if (m.outputs_.size() == 1) m.outputs_[0] = root;
+      else m.outputs_.assign(1, root);
     }
     m.graph_ = &g;
   }

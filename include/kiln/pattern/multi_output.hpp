@@ -90,10 +90,11 @@ struct MultiOutputs : PatternTag, PatternIdentity {
   const OpSet& root_fns() const { return outputs.template get<0>().fns; }
   bool match_fns(const Node* n) const { return outputs.template get<0>().match_fns(n); }
 
+  // `fits`: out0's kind and target are known to fit `n`.
   template <std::size_t Pos, class S>
-  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
+  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr, bool fits = false) const {
     static_assert(Pos == 0, "MultiOutputPattern is a root pattern");
-    if (!outputs.template get<0>().template match_node<Pos>(n, st, via)) return false;
+    if (!outputs.template get<0>().template match_node<Pos>(n, st, via, fits)) return false;
     return match_rest<Pos>(st, std::make_index_sequence<sizeof...(Os) - 1>{});
   }
 

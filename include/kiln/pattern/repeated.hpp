@@ -53,14 +53,15 @@ struct RepeatedPattern : PatternTag, PatternIdentity {
     return match_node<Pos>(n, st, &v);
   }
 
+  // `fits`: inner's kind and target are known to fit `n`.
   template <std::size_t Pos, class S>
-  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr) const {
+  bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr, bool fits = false) const {
     constexpr std::size_t In = Pos + 1;
     if (const Slot& own = st.slot(Pos); own.set) {
       if (own.node == n) return true;
       return st.fail([&] { return "node " + n->name() + ": repeated pattern differs (RepeatedExpr)"; });
     }
-    if (!inner.template match_node<In>(n, st, via)) return false;
+    if (!inner.template match_node<In>(n, st, via, fits)) return false;
     st.slot(In) = Slot{};  // ctx.pattern_to_node.pop(inner_pattern)
 
     // The anchor walk reads only the outer slots, which the anchor matches
@@ -86,10 +87,7 @@ struct RepeatedPattern : PatternTag, PatternIdentity {
     st.slots = outer_slots;
     st.exclusive.swap(outer_exclusive);
     if (!ok) return false;
-    Slot& own = st.slot(Pos);
-    own.node = n;
-    own.value = via;
-    own.set = true;
+    st.set_slot(st.slot(Pos), n, via);
     return true;
   }
 
