@@ -388,18 +388,20 @@ class Graph {
   // for the few ops a pass creates over and over; the same address and hash
   // mean the same text (a different text with the same hash would have been
   // rejected as a collision when first interned).
-  static OpRef canonical(OpRef op) {
+  // The result stays valid until the next call on this thread (a reference
+  // into the memo: returning the OpRef by value made every call store it to
+  // memory and load it back whole, a stalled store-to-load forward).
+  static const OpRef& canonical(OpRef op) {
     struct Memo {
-      std::uint64_t hash = 0;
-      const char* data = nullptr;
-      std::string_view name;
+      const char* data = nullptr;  // the name as asked for
+      OpRef ref;                   // the interned one
     };
     thread_local std::array<Memo, 64> memo{};
     Memo& m = memo[op.hash % memo.size()];
-    if (m.hash == op.hash && m.data == op.name.data() && m.name.size() == op.name.size()) return OpRef(m.name, op.hash);
+    if (m.ref.hash == op.hash && m.data == op.name.data() && m.ref.name.size() == op.name.size()) return m.ref;
     const OpRef c = intern(op.name);
-    m = Memo{op.hash, op.name.data(), c.name};
-    return c;
+    m = Memo{op.name.data(), c};
+    return m.ref;
   }
 
   // torch.fx's Graph._target_to_str: the op's short name, "__x__" stripped to "x",

@@ -199,8 +199,6 @@ class alignas(64) Node {
     const char* p = reinterpret_cast<const char*>(this);
     for (std::size_t line = 0; line < sizeof(Node) / 64; ++line) __builtin_prefetch(p + 64 * line, 1);
   }
-  // The same for the line that holds the start of the user list.
-  void prefetch_users() const { __builtin_prefetch(&users_, 1); }
 
   // A per-node integer that a graph algorithm may use for its own bookkeeping
   // (a position in a table) instead of a hash map; meaningless between algorithms.

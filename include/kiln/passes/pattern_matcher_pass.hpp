@@ -436,18 +436,14 @@ class PatternMatcherPass {
   // arguments (which carry their nodes' kinds and targets, so a pattern that
   // fails on an argument's op reads no further). On a graph larger than the
   // cache each is a miss, so they are requested a few candidates ahead in two
-  // stages: the node, then, once its line has arrived, its arguments, and the
-  // line with its user list (which a successful match reads to fetch the users
-  // its handler will edit, and which a new user of the node is added to).
+  // stages: the node, then, once its line has arrived, its arguments.
   static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
     constexpr std::size_t kNode = 12, kArgs = 6;  // candidates are visited from the back
     if (i >= kNode) __builtin_prefetch(c[i - kNode].node());
     if (i >= kArgs) {
-      const Node* n = c[i - kArgs].node();
-      const auto& args = n->args();
+      const auto& args = c[i - kArgs].node()->args();
       __builtin_prefetch(args.data());
       if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
-      n->prefetch_users();
     }
   }
 
