@@ -195,9 +195,10 @@ class alignas(64) Node {
   // edit or erasure also the rest (user and input lists, index links, name,
   // meta). A pass calls it on the nodes a handler is about to edit, so that the
   // misses overlap the handler's other work instead of stalling it.
-  void prefetch_for_edit() const {
+  // `from_line` 2 skips the lines matching has just read.
+  void prefetch_for_edit(std::size_t from_line = 0) const {
     const char* p = reinterpret_cast<const char*>(this);
-    for (std::size_t line = 0; line < sizeof(Node) / 64; ++line) __builtin_prefetch(p + 64 * line, 1);
+    for (std::size_t line = from_line; line < sizeof(Node) / 64; ++line) __builtin_prefetch(p + 64 * line, 1);
   }
 
   // A per-node integer that a graph algorithm may use for its own bookkeeping
