@@ -195,6 +195,12 @@ class alignas(64) Node {
   // edit or erasure also the rest (user and input lists, index links, name,
   // meta). A pass calls it on the nodes a handler is about to edit, so that the
   // misses overlap the handler's other work instead of stalling it.
+  // The lines a new user of this node writes: its first (the user count) and
+  // the one where its user list starts.
+  void prefetch_for_new_user() const {
+    __builtin_prefetch(this, 1);
+    __builtin_prefetch(&users_, 1);
+  }
   // `from_line` 2 skips the lines matching has just read.
   void prefetch_for_edit(std::size_t from_line = 0) const {
     const char* p = reinterpret_cast<const char*>(this);

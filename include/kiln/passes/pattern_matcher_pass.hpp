@@ -129,8 +129,13 @@ class Entry final : public EntryBase {
       return false;
     }
     // The handler will erase the matched nodes and edit the root's users,
-    // whose later lines matching did not read: start fetching them now.
-    for (const Node* n : plan_.matched_nodes()) n->prefetch_for_edit(/*from_line=*/2);
+    // whose later lines matching did not read, and link its new nodes to the
+    // matched nodes' inputs: start fetching all of those now.
+    for (const Node* n : plan_.matched_nodes()) {
+      n->prefetch_for_edit(/*from_line=*/2);
+      for (const kiln::Arg& a : n->args())
+        if (const Node* in = a.node()) in->prefetch_for_new_user();
+    }
     for (const Node* u : node->users()) u->prefetch_for_edit();  // uses replaced by the handler
     // One Match per pattern, refilled for each match, so its vectors keep their
     // capacity; a handler that re-enters this pass gets a fresh one (on the
