@@ -97,6 +97,19 @@ class ScopedFlag {
   bool was_;
 };
 
+// The handler of a match will erase the matched nodes and edit the root's
+// users, whose later lines matching did not read, and link its new nodes to
+// the matched nodes' inputs: start fetching all of those now. (Out of the
+// pattern templates, so that each pattern does not compile its own copy.)
+inline void prefetch_for_handler(std::span<Node* const> matched, const Node* root) {
+  for (const Node* n : matched) {
+    n->prefetch_for_edit(/*from_line=*/2);
+    for (const kiln::Arg& a : n->args())
+      if (const Node* in = a.node()) in->prefetch_for_new_user();
+  }
+  for (const Node* u : root->users()) u->prefetch_for_edit();  // uses replaced by the handler
+}
+
 class EntryBase {
  public:
   virtual ~EntryBase() = default;
@@ -128,15 +141,7 @@ class Entry final : public EntryBase {
       if (debug) report_pattern_debug(node, name, "the match crosses a mutation");
       return false;
     }
-    // The handler will erase the matched nodes and edit the root's users,
-    // whose later lines matching did not read, and link its new nodes to the
-    // matched nodes' inputs: start fetching all of those now.
-    for (const Node* n : plan_.matched_nodes()) {
-      n->prefetch_for_edit(/*from_line=*/2);
-      for (const kiln::Arg& a : n->args())
-        if (const Node* in = a.node()) in->prefetch_for_new_user();
-    }
-    for (const Node* u : node->users()) u->prefetch_for_edit();  // uses replaced by the handler
+    prefetch_for_handler(plan_.matched_nodes(), node);
     // One Match per pattern, refilled for each match, so its vectors keep their
     // capacity; a handler that re-enters this pass gets a fresh one (on the
     // heap: an empty std::optional<Match> costs more to set up and tear down).
@@ -444,11 +449,11 @@ class PatternMatcherPass {
   // stages: the node, then, once its line has arrived, its arguments.
   static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
     constexpr std::size_t kNode = 12, kArgs = 6;  // candidates are visited from the back
-    if (i >= kNode) __builtin_prefetch(c[i - kNode].node());
+    if (i >= kNode) detail::prefetch(c[i - kNode].node());
     if (i >= kArgs) {
       const auto& args = c[i - kArgs].node()->args();
-      __builtin_prefetch(args.data());
-      if (args.size() > 1) __builtin_prefetch(reinterpret_cast<const char*>(args.data()) + 64);
+      detail::prefetch(args.data());
+      if (args.size() > 1) detail::prefetch(reinterpret_cast<const char*>(args.data()) + 64);
     }
   }
 
