@@ -28,6 +28,7 @@
 
 #include "kiln/core/name_table.hpp"
 #include "kiln/core/node.hpp"
+#include "kiln/core/two_way_memo.hpp"
 
 namespace kiln {
 
@@ -413,24 +414,10 @@ class Graph {
   };
   // Made once per (kind, target) and thread; the reference stays valid for the thread's life.
   static const DefaultName& default_name(OpKind op, OpRef target) {
-    // Passes create nodes of the same few targets over and over: remember where
-    // the last names used per (kind, target hash) set are. Two ways per set,
-    // most recent first, so that two targets a pass alternates between (pow and
-    // sigmoid) cannot evict each other; a hit costs a compare, a swap of two
-    // pointers at most.
-    struct Memo {
-      std::uint64_t key = 0;  // bucket keys are never 0
-      const DefaultName* name = nullptr;
-    };
-    constexpr std::size_t kSets = 16;
-    thread_local std::array<Memo, 2 * kSets> memo{};
+    // Passes create nodes of the same few targets over and over.
+    thread_local detail::TwoWayMemo<const DefaultName, 16> memo;
     const std::uint64_t key = bucket_key(op, target.hash);
-    Memo* way = &memo[2 * ((key >> 3) % kSets)];
-    if (way[0].key == key) return *way[0].name;
-    if (way[1].key == key) {
-      std::swap(way[0], way[1]);
-      return *way[0].name;
-    }
+    if (const DefaultName* hit = memo.find(key)) return *hit;
     // Every name made on this thread, at a fixed address (a program uses few targets).
     thread_local std::unordered_map<std::uint64_t, DefaultName> made;
     auto it = made.find(key);
@@ -439,8 +426,7 @@ class Graph {
       const bool plain = NameTable::is_plain_base(name);
       it = made.emplace(key, DefaultName{std::move(name), plain}).first;
     }
-    way[1] = way[0];
-    way[0] = Memo{key, &it->second};
+    memo.put(key, &it->second);
     return it->second;
   }
   static std::string make_default_name(OpKind op, OpRef target) {
@@ -464,18 +450,10 @@ class Graph {
   // nodes of a handful of targets over and over; a small memo of buckets
   // (which never move or go away) skips the hash lookup for those.
   Bucket& bucket_for(std::uint64_t key) {
-    // Two ways per set, most recent first (a rewrite erases nodes of two or
-    // three targets and creates nodes of one or two others, over and over).
-    BucketMemo* way = &bucket_memo_[2 * ((key >> 3) % kBucketMemoSets)];
-    if (way[0].key == key) return *way[0].bucket;
-    if (way[1].key == key) {
-      std::swap(way[0], way[1]);
-      return *way[0].bucket;
-    }
+    if (Bucket* hit = bucket_memo_.find(key)) return *hit;
     auto [it, inserted] = index_.try_emplace(key);
     if (inserted) buckets_by_op_[static_cast<std::size_t>((key - 1) % 8)].push_back(&it->second);
-    way[1] = way[0];
-    way[0] = {key, &it->second};
+    bucket_memo_.put(key, &it->second);
     return it->second;
   }
   void index_add(Node* n) {
@@ -716,12 +694,7 @@ class Graph {
   bool insert_after_ = false;      // insert right after insert_anchor_ instead of before it
   NameTable names_;  // every name ever used; erased ones map to no node
   std::unordered_map<std::uint64_t, Bucket> index_;
-  struct BucketMemo {
-    std::uint64_t key = 0;  // bucket keys are never 0
-    Bucket* bucket = nullptr;
-  };
-  static constexpr std::size_t kBucketMemoSets = 8;
-  std::array<BucketMemo, 2 * kBucketMemoSets> bucket_memo_{};  // see bucket_for
+  detail::TwoWayMemo<Bucket, 8> bucket_memo_;  // see bucket_for
   std::array<std::vector<Bucket*>, 6> buckets_by_op_;
   // Erased nodes awaiting purge_erased, newest first, linked through their
   // index_next_ (a list, not a vector: growing a large vector in the middle of
