@@ -30,9 +30,9 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <iterator>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -183,7 +183,6 @@ class NameTable {
     if (where.n_ == kOther) return bind(name, node);
     set_slot(slot_for(*static_cast<MapEntry*>(where.entry_), where.n_, name), node);
   }
-
 
   // If `name` maps to `node`: the node is erased, the name stays used (mapped to no node).
   void release(std::string_view name, const Node* node) {

@@ -206,16 +206,16 @@ class alignas(64) Node {
   // edit or erasure also the rest (user and input lists, index links, name,
   // meta). A pass calls it on the nodes a handler is about to edit, so that the
   // misses overlap the handler's other work instead of stalling it.
-  // The lines a new user of this node writes: its first (the user count) and
-  // the one where its user list starts.
-  void prefetch_for_new_user() const {
-    detail::prefetch<1>(this);
-    detail::prefetch<1>(&users_);
-  }
   // `from_line` 2 skips the lines matching has just read.
   void prefetch_for_edit(std::size_t from_line = 0) const {
     const char* p = reinterpret_cast<const char*>(this);
     for (std::size_t line = from_line; line < sizeof(Node) / 64; ++line) detail::prefetch<1>(p + 64 * line);
+  }
+  // The same for the lines a new user of this node writes: its first (the user
+  // count) and the one where its user list starts.
+  void prefetch_for_new_user() const {
+    detail::prefetch<1>(this);
+    detail::prefetch<1>(&users_);
   }
 
   // A per-node integer that a graph algorithm may use for its own bookkeeping
@@ -367,8 +367,9 @@ inline void Node::relink_inputs() {
   // A node being created (no inputs yet) whose arguments are node references
   // and scalars, few and without kwargs, as nearly every one is: join each
   // input's users as it is found.
-  const auto plain = [](const Arg& a) { return a.is_node() || a.is_scalar(); };
-  if (inputs_.empty() && !kwargs_ && args_.size() <= 16 && std::all_of(args_.begin(), args_.end(), plain)) {
+  // (An argument that owns nothing is a node reference or a scalar: no nested nodes.)
+  const auto flat = [](const Arg& a) { return a.owns_nothing(); };
+  if (inputs_.empty() && !kwargs_ && args_.size() <= 16 && std::all_of(args_.begin(), args_.end(), flat)) {
     for (const Arg& a : args_) {
       Node* n = a.node();
       if (!n || std::find(inputs_.begin(), inputs_.end(), n) != inputs_.end()) continue;
@@ -442,6 +443,8 @@ namespace detail {
 inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
   if (a.is_node()) {
     if (a.node() == from) a = Arg(to);
+  } else if (a.is_scalar()) {
+    return;  // most arguments that are no node: nothing nested to look through
   } else if (auto* l = a.get_if<ArgList>()) {
     for (auto& x : *l) replace_node_refs(x, from, to);
   } else if (auto* d = a.get_if<ArgDict>()) {
@@ -458,13 +461,7 @@ inline void Node::replace_input_with(Node* old_input, Node* new_input) {
 }
 
 inline void Node::replace_checked_input(Node* old_input, Node* new_input) {
-  for (Arg& a : args_.mut()) {
-    if (a.is_node()) {
-      if (a.node() == old_input) a = Arg(new_input);
-    } else if (!a.is_scalar()) {
-      detail::replace_node_refs(a, old_input, new_input);
-    }
-  }
+  for (Arg& a : args_.mut()) detail::replace_node_refs(a, old_input, new_input);
   if (kwargs_)
     for (auto&& [k, a] : *kwargs_) detail::replace_node_refs(a, old_input, new_input);
   // The new inputs are the old ones with old_input replaced and repeats dropped

@@ -100,7 +100,7 @@ bool users_rule_holds(S& st, const Node* n, Users u) {
 // A call pattern matched `n`: it joins the match's nodes (children first) and
 // its slot, so later uses of the same pattern object must see the same node.
 template <class S>
-[[gnu::always_inline]] inline void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
+inline void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
   st.add_node(n);
   st.set_slot(s, n, via);
 }

@@ -27,7 +27,7 @@ inline constexpr bool passes_as_child_v = is_pattern_v<T> || std::is_base_of_v<C
 // Matches a leaf at position Pos: Inductor's "already matched this object" rule,
 // then the leaf's own check, then recording the value for later anchors.
 template <std::size_t Pos, class S, class Check>
-[[gnu::always_inline]] inline bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
+inline bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
   Slot& s = st.slot(Pos);
   if (s.set) {
     const Node* before = s.matched_node();
