@@ -171,13 +171,20 @@ TEST_CASE("keyword child: matched against the node's kwargs when present") {
   CHECK(contains(why, "constant_args"));
 }
 
-TEST_CASE("keyword child: found among extra positional arguments through the op schema") {
+TEST_CASE("keyword child: a node with more positional arguments than the pattern does not match (Inductor's count rule)") {
+  // Inductor checks len(node.args) == len(pattern.args) before anything else:
+  // split(x, 64, 1) has three positional arguments, this pattern two, so it
+  // fails although the schema would name the third `dim`.
   Graph g;
   Node* x = g.placeholder("x");
   Node* split = g.call_function(torch::split, {x, 64, 1});
   g.output(ArgList{split});
   auto pat = p::CallFunction(torch::split, p::kw<"x">, p::kw<"s">, p::kwarg<"dim">(p::kw<"d">));
-  auto m = p::match(pat, split);
+  std::string why;
+  CHECK_FALSE(p::match(pat, split, &why).has_value());
+  CHECK(contains(why, "it has 3 positional arguments, the pattern 2"));
+  // kiln's looser rule, asked for, finds `dim` among the positional arguments.
+  auto m = p::match(pat.with_keyword_rule(p::KeywordRule::normalize), split);
   REQUIRE(m.has_value());
   CHECK(m->get<"x">().node() == x);
   CHECK(m->get<"s">() == Arg(64));
@@ -185,6 +192,8 @@ TEST_CASE("keyword child: found among extra positional arguments through the op 
 }
 
 TEST_CASE("keyword child: absent from the node, the schema default is matched (add.Tensor alpha=1)") {
+  // Inductor: the node has fewer kwargs than the pattern, so normalize_function
+  // fills in the schema's defaults.
   Graph g;
   Node* x = g.placeholder("x");
   Node* y = g.placeholder("y");
@@ -202,6 +211,7 @@ TEST_CASE("keyword child: absent from the node, the schema default is matched (a
 }
 
 TEST_CASE("keyword child: absent and the op has no schema, no match, given as a kwarg, a match") {
+  // Inductor: normalize_function finds no signature and the match fails.
   Graph g;
   Node* x = g.placeholder("x");
   Node* bare = g.call_function(kFrob, {x});
@@ -212,15 +222,19 @@ TEST_CASE("keyword child: absent and the op has no schema, no match, given as a 
   auto pat = p::CallFunction(kFrob, p::kw<"x">, p::kwarg<"mode">(p::kw<"m">));
   std::string why;
   CHECK_FALSE(p::match(pat, bare, &why).has_value());
-  CHECK(contains(why, "no keyword argument 'mode'"));
+  CHECK(contains(why, "no schema of mylib.frob.default"));
   auto m = p::match(pat, with_kw);
   REQUIRE(m.has_value());
   CHECK(m->get<"m">() == Arg(3));
-  // Without a schema an extra positional argument cannot be named.
   CHECK_FALSE(p::match(pat, positional).has_value());
+  // The looser rule cannot name the extra positional argument without a schema either.
+  why.clear();
+  CHECK_FALSE(p::match(pat.with_keyword_rule(p::KeywordRule::normalize), bare, &why).has_value());
+  CHECK(contains(why, "no keyword argument 'mode'"));
+  CHECK_FALSE(p::match(pat.with_keyword_rule(p::KeywordRule::normalize), positional).has_value());
 }
 
-TEST_CASE("keyword child: an extra positional argument no keyword child names still fails the count") {
+TEST_CASE("keyword child: the looser rule still fails an extra positional argument no keyword child names") {
   // add.Tensor(self, other, *, alpha): add(x, y) has one positional argument more
   // than this pattern, and `alpha` cannot take it, so `other` would be ignored.
   Graph g;
@@ -229,17 +243,112 @@ TEST_CASE("keyword child: an extra positional argument no keyword child names st
   Node* add = g.call_function(aten::add_Tensor, {x, y});
   Node* split = g.call_function(torch::split, {x, 64, 1});
   g.output(ArgList{add, split});
-  CHECK_FALSE(p::match(p::CallFunction(aten::add_Tensor, p::kw<"x">, p::kwarg<"alpha">(p::kw<"al">)), add).has_value());
+  const auto loose = p::KeywordRule::normalize;
+  CHECK_FALSE(p::match(p::CallFunction(aten::add_Tensor, p::kw<"x">, p::kwarg<"alpha">(p::kw<"al">)).with_keyword_rule(loose), add)
+                  .has_value());
   // torch.split(tensor, split_size_or_sections, dim=0): naming only dim leaves
   // split_size_or_sections unmatched.
-  CHECK_FALSE(p::match(p::CallFunction(torch::split, p::kw<"x">, p::kwarg<"dim">(p::kw<"d">)), split).has_value());
+  CHECK_FALSE(
+      p::match(p::CallFunction(torch::split, p::kw<"x">, p::kwarg<"dim">(p::kw<"d">)).with_keyword_rule(loose), split)
+          .has_value());
   // Naming both is fine.
   auto m = p::match(p::CallFunction(torch::split, p::kw<"x">, p::kwarg<"split_size_or_sections">(p::kw<"s">),
-                                    p::kwarg<"dim">(p::kw<"d">)),
+                                    p::kwarg<"dim">(p::kw<"d">))
+                        .with_keyword_rule(loose),
                     split);
   REQUIRE(m.has_value());
   CHECK(m->get<"s">() == Arg(64));
   CHECK(m->get<"d">() == Arg(1));
+}
+
+TEST_CASE("keyword child: the order of keyword arguments counts, as in Inductor's flattened structure") {
+  // Inductor compares (len(args), *kwargs.keys()) of node and pattern: the same
+  // names in another order are a different structure.
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* c = g.placeholder("c");
+  Node* ab = g.call_function(aten::addmm, {c, a, b}, {{"alpha", 2}, {"beta", 3}});
+  Node* bare = g.call_function(aten::addmm, {c, a, b});
+  g.output(ArgList{ab, bare});
+  auto alpha_beta = p::CallFunction(aten::addmm, p::kw<"c">, p::kw<"a">, p::kw<"b">, p::kwarg<"alpha">(p::kw<"al">),
+                                    p::kwarg<"beta">(p::kw<"be">));
+  auto beta_alpha = p::CallFunction(aten::addmm, p::kw<"c">, p::kw<"a">, p::kw<"b">, p::kwarg<"beta">(p::kw<"be">),
+                                    p::kwarg<"alpha">(p::kw<"al">));
+  auto m = p::match(alpha_beta, ab);
+  REQUIRE(m.has_value());
+  CHECK(m->get<"al">() == Arg(2));
+  CHECK(m->get<"be">() == Arg(3));
+  std::string why;
+  CHECK_FALSE(p::match(beta_alpha, ab, &why).has_value());
+  CHECK(contains(why, "args_structure: keyword arguments (alpha, beta), the pattern wants (beta, alpha)"));
+  // Normalized kwargs come in schema order (self, mat1, mat2, *, beta, alpha).
+  auto mb = p::match(beta_alpha, bare);
+  REQUIRE(mb.has_value());
+  CHECK(mb->get<"be">() == Arg(1));
+  CHECK(mb->get<"al">() == Arg(1));
+  CHECK_FALSE(p::match(alpha_beta, bare).has_value());
+  // The looser rule ignores the order.
+  CHECK(p::match(beta_alpha.with_keyword_rule(p::KeywordRule::normalize), ab).has_value());
+  CHECK(p::match(alpha_beta.with_keyword_rule(p::KeywordRule::normalize), bare).has_value());
+}
+
+TEST_CASE("keyword child: with as many kwargs as the pattern the node is not normalized, extra kwargs are dropped") {
+  // Inductor normalizes only when the node has fewer kwargs than the pattern;
+  // otherwise it keeps just the kwargs the pattern names.
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* c = g.placeholder("c");
+  Node* beta_only = g.call_function(aten::addmm, {c, a, b}, {{"beta", 2}});
+  Node* both = g.call_function(aten::addmm, {c, a, b}, {{"beta", 2}, {"alpha", 3}});
+  Node* unknown = g.call_function(aten::addmm, {c, a, b}, {{"gamma", 1}});
+  g.output(ArgList{beta_only, both, unknown});
+  auto alpha = p::CallFunction(aten::addmm, p::kw<"c">, p::kw<"a">, p::kw<"b">, p::kwarg<"alpha">(p::kw<"al">));
+  // One kwarg against one keyword child: `beta` is dropped and `alpha` is
+  // missing; the schema's default is not consulted.
+  std::string why;
+  CHECK_FALSE(p::match(alpha, beta_only, &why).has_value());
+  CHECK(contains(why, "args_structure"));
+  auto m = p::match(alpha, both);
+  REQUIRE(m.has_value());
+  CHECK(m->get<"al">() == Arg(3));
+  // Fewer kwargs than the pattern's two: normalized, and `gamma` does not bind
+  // to addmm's schema (Python's Signature.bind raises), so no match.
+  auto two = p::CallFunction(aten::addmm, p::kw<"c">, p::kw<"a">, p::kw<"b">, p::kwarg<"beta">(p::kw<"be">),
+                             p::kwarg<"alpha">(p::kw<"al">));
+  why.clear();
+  CHECK_FALSE(p::match(two, unknown, &why).has_value());
+  CHECK(contains(why, "'gamma' does not bind"));
+  CHECK(p::match(two, beta_only).has_value());  // normalized: beta=2, alpha=1
+}
+
+TEST_CASE("literal lists put the pattern in pytree mode: a leaf child then does not take a list") {
+  // Inductor flattens node and pattern arguments with pytree once a pattern
+  // argument is a list, tuple or dict; a node's list argument then flattens to
+  // several leaves and cannot meet one KeywordArg.
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  Node* f = g.call_function(kFrob, {ArgList{x, y}, ArgList{2, 3}});
+  Node* nested = g.call_function(kFrob, {ArgList{ArgList{x}, y}, 4});
+  g.output(ArgList{f, nested});
+  // No container in the pattern: simple flattening, a KeywordArg takes a list.
+  auto simple = p::match(p::CallFunction(kFrob, p::kw<"l">, p::kw<"shape">), f);
+  REQUIRE(simple.has_value());
+  CHECK(simple->get<"shape">() == Arg(ArgList{2, 3}));
+  std::string why;
+  CHECK_FALSE(p::match(p::CallFunction(kFrob, p::list(p::kw<"a">, p::kw<"b">), p::kw<"shape">), f, &why).has_value());
+  CHECK(contains(why, "args_structure"));
+  auto both = p::match(p::CallFunction(kFrob, p::list(p::kw<"a">, p::kw<"b">), p::list(p::kw<"h">, p::kw<"w">)), f);
+  REQUIRE(both.has_value());
+  CHECK(both->get<"w">() == Arg(3));
+  // A list constant does the same.
+  CHECK_FALSE(p::match(p::CallFunction(kFrob, p::kw<"l">, Arg(ArgList{2, 3})), f).has_value());
+  CHECK(p::match(p::CallFunction(kFrob, p::list(p::Ignored(), p::Ignored()), Arg(ArgList{2, 3})), f).has_value());
+  // Inside a literal list, an element the pattern has as a leaf must not be a list.
+  CHECK_FALSE(p::match(p::CallFunction(kFrob, p::list(p::kw<"a">, p::kw<"b">), p::kw<"n">), nested).has_value());
+  CHECK(p::match(p::CallFunction(kFrob, p::list(p::list(p::kw<"a">), p::kw<"b">), p::kw<"n">), nested).has_value());
 }
 
 // ---- sub-pattern identity ----
@@ -326,7 +435,7 @@ TEST_CASE("CallFunctionVarArgs checks only the target and passes every arg and k
 TEST_CASE("typed captures: get<> gives the value, node<> the node, and throws for a constant") {
   Graph g;
   Node* x = g.placeholder("x");
-  Node* split = g.call_function(torch::split, {x, 64, 1});
+  Node* split = g.call_function(torch::split, {x, 64}, {{"dim", 1}});
   g.output(ArgList{split});
   auto m = p::match(p::CallFunction(torch::split, p::kw<"x">, p::kw<"s">, p::kwarg<"dim">(p::kw<"d">)), split);
   REQUIRE(m.has_value());

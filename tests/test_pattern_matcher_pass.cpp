@@ -44,7 +44,7 @@ struct FuseAddmm {
   }
 };
 
-PatternMatcherPass addmm_pass(bool prevent_across_mutations = false) {
+PatternMatcherPass addmm_pass(bool prevent_across_mutations = true) {
   PatternMatcherPass pass("addmm", prevent_across_mutations);
   pass.register_pattern(addmm_pattern(), FuseAddmm{});
   return pass;
@@ -319,7 +319,9 @@ TEST_CASE("PatternMatcherPasses: patterns of pass 1 see the graph as pass 0 left
                  "pass_number 2"));
 }
 
-TEST_CASE("mutation regions: a match spanning an in-place op is dropped only when the pass asks for it") {
+TEST_CASE("mutation regions: a match spanning an in-place op is dropped by default, kept only when the pass allows it") {
+  // Inductor 2.11's PatternMatcherPass.apply always drops a match whose nodes
+  // lie in more than one mutation region; kiln does by default.
   // a, b, c | [mutation] | mm(a, b) | [mutation] | add(mm, c): with the mutation
   // between mm and add, the two matched nodes lie in different mutation regions.
   auto build = [](Graph& g, OpRef mutation, bool between) {
@@ -337,7 +339,9 @@ TEST_CASE("mutation regions: a match spanning an in-place op is dropped only whe
     {
       Graph g;
       build(g, mutation, true);
-      CHECK(addmm_pass(/*prevent_across_mutations=*/true).apply(g) == 0);
+      PatternMatcherPass by_default("addmm");
+      by_default.register_pattern(addmm_pattern(), FuseAddmm{});
+      CHECK(by_default.apply(g) == 0);
       CHECK(count_target(g, aten::mm) == 1);
     }
     {
@@ -699,9 +703,14 @@ TEST_CASE("apply: a handler that applies another pass to the same graph gives a 
   }
 }
 
-TEST_CASE("apply: a pass that prevents matches across mutations frees nothing it erased") {
+TEST_CASE("apply: on a graph with a mutation op the pass frees nothing it erased") {
   const std::size_t blocks = 6;
   AddmmChain t(blocks);
+  {
+    // An in-place op before every block: one region for all matches, which stand.
+    auto at = t.g.inserting_before(t.mm[0]);
+    t.g.call_function(aten::relu_, {t.g.placeholder("scratch")});
+  }
   const auto originals = t.original_ops();
   auto pass = addmm_pass(/*prevent_across_mutations=*/true);
   CHECK(pass.apply(t.g) == blocks);
@@ -714,6 +723,88 @@ TEST_CASE("apply: a pass that prevents matches across mutations frees nothing it
   t.g.purge_erased();
   CHECK(t.g.erased_pending() == 0);
   lint(t.g);
+}
+
+TEST_CASE("apply: on a graph without mutation ops the default pass keeps recycling erased nodes") {
+  // The mutation-region rule is on by default, but with no mutation op there
+  // is nothing per node to remember, so erased nodes are freed as usual.
+  const std::size_t blocks = 6;
+  AddmmChain t(blocks);
+  PatternMatcherPass pass("addmm");
+  pass.register_pattern(addmm_pattern(), FuseAddmm{});
+  CHECK(pass.apply(t.g) == blocks);
+  t.check_fused();
+  CHECK(t.g.erased_pending() < 2 * blocks);
+  lint(t.g);
+}
+
+TEST_CASE("is_mutation_op: Inductor's rule by schema, by name and by an `out` keyword argument") {
+  CHECK(detail::mutation_op_name("relu_"));
+  CHECK(detail::mutation_op_name("_set_grad_enabled"));
+  CHECK(detail::mutation_op_name("manual_seed"));
+  CHECK(detail::mutation_op_name("_enter_autocast"));
+  CHECK(detail::mutation_op_name("_exit_autocast"));
+  CHECK(detail::mutation_op_name("set_"));
+  CHECK_FALSE(detail::mutation_op_name("__setitem__"));
+  CHECK_FALSE(detail::mutation_op_name("__rshift__"));
+  CHECK_FALSE(detail::mutation_op_name("offset"));
+  CHECK_FALSE(detail::mutation_op_name("reset"));
+  CHECK_FALSE(detail::mutation_op_name("relu"));
+  CHECK_FALSE(detail::mutation_op_name("settings"));
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* y = g.placeholder("y");
+  CHECK(is_mutation_op(g.call_function(aten::relu_, {x})));
+  CHECK(is_mutation_op(g.call_function(aten::copy_, {x, y})));
+  CHECK_FALSE(is_mutation_op(g.call_function(aten::relu, {x})));
+  CHECK(is_mutation_op(g.call_method("add_", {x, y})));
+  CHECK_FALSE(is_mutation_op(g.call_method("add", {x, y})));
+  CHECK(is_mutation_op(g.call_function(OpRef("torch._C._set_grad_enabled"), {false})));
+  // A Python callable with a non-None out= mutates; an operator overload is
+  // judged by its schema alone, as in Inductor.
+  CHECK(is_mutation_op(g.call_function(OpRef("torch.add"), {x, y}, {{"out", y}})));
+  CHECK_FALSE(is_mutation_op(g.call_function(OpRef("torch.add"), {x, y}, {{"out", Arg()}})));
+  CHECK_FALSE(is_mutation_op(g.call_function(OpRef("torch.add"), {x, y})));
+}
+
+TEST_CASE("mutation regions: nodes created after compute() are numbered from the nearest older node, as Inductor does") {
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* mm = g.call_function(aten::mm, {a, b});
+  Node* add = g.call_function(aten::add_Tensor, {mm, b});
+  g.output(ArgList{add});
+  MutationRegions regions;
+  regions.compute(g);
+  CHECK_FALSE(regions.active());  // no mutation op: nothing kept per node
+  std::vector<Node*> pair{mm, add};
+  CHECK(regions.same_region(pair, g));
+  // A handler adds the first mutation op (a new kind of node): the regions are
+  // computed then, from the graph as it is.
+  Node* late = nullptr;
+  {
+    auto at = g.inserting_before(add);
+    g.call_function(aten::relu_, {a});
+    late = g.call_function(aten::neg, {mm});
+  }
+  CHECK_FALSE(regions.same_region(pair, g));
+  CHECK(regions.active());
+  // Now regions are kept per node: another in-place op added between mm and
+  // add leaves both (numbered already) where they were, while a node created
+  // after it is numbered from its nearest numbered predecessor, one more.
+  {
+    auto at = g.inserting_before(add);
+    g.call_function(aten::relu_, {b});
+  }
+  Node* newest = nullptr;
+  {
+    auto at = g.inserting_before(add);
+    newest = g.call_function(aten::neg, {late});
+  }
+  std::vector<Node*> late_and_add{late, add};
+  CHECK(regions.same_region(late_and_add, g));
+  std::vector<Node*> newest_and_add{newest, add};
+  CHECK_FALSE(regions.same_region(newest_and_add, g));
 }
 
 TEST_CASE("apply: a pattern whose first argument's kind or target cannot fit is skipped, yet KILN_PATTERN_DEBUG explains it") {

@@ -317,6 +317,17 @@ class Graph {
     return target_hash * 8 + static_cast<std::uint64_t>(op) + 1;
   }
 
+  // Calls fn(OpKind, std::string_view target, std::size_t live_count) for each
+  // (kind, target) pair the graph has held a node of, live or not (count 0).
+  template <class Fn>
+  void for_each_target(Fn&& fn) const {
+    for (std::size_t k = 0; k < buckets_by_op_.size(); ++k)
+      for (const Bucket* b : buckets_by_op_[k]) fn(static_cast<OpKind>(k), b->target, b->count);
+  }
+  // How many (kind, target) pairs the graph has held nodes of. It only grows
+  // (until clear()), so a pass can tell whether a new kind of node appeared.
+  std::size_t target_kinds_seen() const { return index_.size(); }
+
   // How many live nodes find_nodes(op, target) would return, in O(1).
   std::size_t count_nodes(OpKind op, OpRef target) const {
     auto it = index_.find(bucket_key(op, target.hash));
@@ -379,6 +390,7 @@ class Graph {
     Node* head = nullptr;
     Node* tail = nullptr;
     std::size_t count = 0;
+    std::string_view target;  // the interned name, for for_each_target
   };
   static constexpr std::uint64_t kKeySpacing = std::uint64_t(1) << 32;
 
@@ -460,6 +472,7 @@ class Graph {
     const std::uint64_t key = bucket_key(n->op_, n->target_hash_);
     n->storage_->key = key;
     Bucket& b = bucket_for(key);
+    b.target = n->target_name_;
     n->index_prev_ = b.tail;
     n->index_next_ = nullptr;
     (b.tail ? b.tail->index_next_ : b.head) = n;

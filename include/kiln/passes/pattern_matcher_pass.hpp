@@ -15,8 +15,9 @@
 // registration. apply() takes a snapshot of the candidate nodes in reverse
 // topological order (nodes a handler creates are not visited), skips nodes
 // erased meanwhile, tries each node's patterns in registration order, drops a
-// match that spans a mutation region when asked to, runs extra_check, then the
-// handler, and counts `pattern_matcher_count` and `pattern_matcher_nodes`.
+// match that spans a mutation region (as Inductor 2.11 does; a pass built with
+// prevent_match_across_mutations = false keeps them), runs extra_check, then
+// the handler, and counts `pattern_matcher_count` and `pattern_matcher_nodes`.
 // The nodes a handler erases are freed once it returns (those the pass has yet
 // to visit excepted), and the next nodes created reuse their memory: a handler
 // must not keep a pointer to a node it erased past its own call.
@@ -34,6 +35,7 @@
 
 #include "kiln/core/natural_sort.hpp"
 #include "kiln/passes/counters.hpp"
+#include "kiln/passes/mutation_regions.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/pattern/match.hpp"
 
@@ -63,8 +65,8 @@ struct ApplyContext {
   std::int64_t matches = 0;
   std::int64_t matched_nodes = 0;
   const std::string* debug_node = nullptr;  // KILN_PATTERN_DEBUG
-  // Mutation regions (only when the pass prevents matches across mutations).
-  const std::unordered_map<const Node*, std::uint32_t>* regions = nullptr;
+  // Mutation regions (unless the pass lets matches cross mutations).
+  MutationRegions* regions = nullptr;
 };
 
 // KILN_PATTERN_DEBUG output; out of line so each pattern's code stays small.
@@ -137,7 +139,7 @@ class Entry final : public EntryBase {
       if (debug) report_pattern_debug(node, name, *why);
       return false;
     }
-    if (ctx.regions && !one_region(plan_.matched_nodes(), *ctx.regions)) {
+    if (ctx.regions && !ctx.regions->same_region(plan_.matched_nodes(), g)) {
       if (debug) report_pattern_debug(node, name, "the match crosses a mutation");
       return false;
     }
@@ -171,23 +173,6 @@ class Entry final : public EntryBase {
   std::string describe() const override { return plan_.describe(); }
 
  private:
-  // Inductor's rule: every matched node must lie in the same mutation region.
-  static bool one_region(std::span<Node* const> nodes, const std::unordered_map<const Node*, std::uint32_t>& regions) {
-    std::int64_t first = -1;
-    for (const Node* n : nodes) {
-      auto r = region_of(n, regions);
-      if (first < 0) first = r;
-      else if (r != first) return false;
-    }
-    return true;
-  }
-  // A node created after the regions were computed takes its predecessor's region.
-  static std::int64_t region_of(const Node* n, const std::unordered_map<const Node*, std::uint32_t>& regions) {
-    for (const Node* p = n; p; p = p->prev())
-      if (auto it = regions.find(p); it != regions.end()) return it->second;
-    return 0;
-  }
-
   using Match = pattern::Match<P>;
   pattern::PatternPlan<P> plan_;
   Handler handler_;
@@ -222,7 +207,7 @@ struct AcceptAll {
 
 class PatternMatcherPass {
  public:
-  explicit PatternMatcherPass(std::string name = "pattern_matcher", bool prevent_match_across_mutations = false)
+  explicit PatternMatcherPass(std::string name = "pattern_matcher", bool prevent_match_across_mutations = true)
       : name_(std::move(name)), prevent_across_mutations_(prevent_match_across_mutations) {}
   PatternMatcherPass(PatternMatcherPass&&) = default;
   PatternMatcherPass& operator=(PatternMatcherPass&&) = default;
@@ -259,15 +244,9 @@ class PatternMatcherPass {
       debug_node = d;
       ctx.debug_node = &debug_node;
     }
-    std::unordered_map<const Node*, std::uint32_t> regions;
+    MutationRegions regions;
     if (prevent_across_mutations_) {
-      // A region starts at each mutating node (Inductor's compute_mutation_region_ids).
-      std::uint32_t id = 0;
-      regions.reserve(g.size() * 2);
-      for (const Node* n : g.nodes()) {
-        if (n->is_mutating()) ++id;
-        regions.emplace(n, id);
-      }
+      regions.compute(g);
       ctx.regions = &regions;
     }
 
@@ -282,10 +261,10 @@ class PatternMatcherPass {
     // Nodes a handler erases are freed as soon as it returns, when nothing can
     // read them any more, so the nodes the next handler creates take their
     // places (in the cache) instead of fresh memory. Not inside another apply()
-    // (the outer one's snapshot may hold them) nor with mutation regions (keyed
-    // by node address).
+    // (the outer one's snapshot may hold them) nor while mutation regions are
+    // kept per node (keyed by node address).
     detail::ApplyDepth depth;
-    const bool recycle = depth.outermost() && !ctx.regions;
+    const bool outermost = depth.outermost();
     const std::uint64_t epoch = g.reorder_epoch();
     // The snapshot is in graph order; visit it backwards.
     for (std::size_t i = candidates.size(); i-- > 0;) {
@@ -304,7 +283,7 @@ class PatternMatcherPass {
         ++count;
         // Only a handler erases nodes; read before recycling may free this one.
         const bool node_erased = node->erased();
-        if (recycle) g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(n, candidates[i].key, g, epoch); });
+        if (outermost && !regions.active()) g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(n, candidates[i].key, g, epoch); });
         if (node_erased) break;
       }
     }
@@ -481,7 +460,7 @@ class PatternMatcherPass {
 class PatternMatcherPasses {
  public:
   explicit PatternMatcherPasses(std::size_t count, const std::string& name = "pattern_matcher",
-                                bool prevent_match_across_mutations = false) {
+                                bool prevent_match_across_mutations = true) {
     for (std::size_t i = 0; i < count; ++i)
       passes_.emplace_back(name + "_" + std::to_string(i), prevent_match_across_mutations);
   }

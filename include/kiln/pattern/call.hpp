@@ -8,16 +8,20 @@
 // A call pattern matches a node whose kind and target fit, with exactly as many
 // positional arguments as the pattern has positional children, each child
 // matching the argument in its place; keyword children match the node's kwargs
-// (found under the op schema's name when given positionally, or the schema
-// default when absent). An interior call pattern's node must have exactly
-// `users` users (1 unless stated; MULTIPLE: any number); pattern outputs are exempt.
+// by Inductor's rule (kiln/pattern/keyword_rule.hpp: order counts, the schema
+// fills in only when the node has fewer kwargs than the pattern), or by kiln's
+// looser one on request: `.with_keyword_rule(KeywordRule::normalize)`. An
+// interior call pattern's node must have exactly `users` users (1 unless
+// stated; MULTIPLE: any number); pattern outputs are exempt.
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <tuple>
 #include <string>
 #include <utility>
 
 #include "kiln/core/op_schema.hpp"
+#include "kiln/pattern/keyword_rule.hpp"
 #include "kiln/pattern/leaf.hpp"
 
 namespace kiln::pattern {
@@ -54,6 +58,18 @@ template <class T>
 inline constexpr std::string_view kw_child_name{};
 template <FixedString N, class T>
 inline constexpr std::string_view kw_child_name<KwChild<N, T>> = KwChild<N, T>::name;
+
+// A keyword child's pattern, or the child itself.
+template <class T>
+struct unwrap_kw_child {
+  using type = T;
+};
+template <FixedString N, class T>
+struct unwrap_kw_child<KwChild<N, T>> {
+  using type = T;
+};
+template <class T>
+using unwrap_kw_child_t = typename unwrap_kw_child<T>::type;
 
 // The targets a call pattern accepts (Inductor's fns): one or a few ops.
 struct OpSet {
@@ -199,6 +215,10 @@ struct CallPattern : CallHead<Kind> {
   using CallHead<Kind>::has_multiple_users;
   using PatternIdentity::id;
   Children<Cs...> children;
+  KeywordRule keyword_rule = KeywordRule::inductor;
+  // Inductor's pytree mode (see is_structure_leaf_v): some child is a literal
+  // list or a list/dict constant. Set by the factory.
+  bool pytree = false;
 
   static constexpr std::size_t size = 1 + (std::size_t{0} + ... + Cs::size);
   using captures = concat_names_t<typename Cs::captures...>;
@@ -227,19 +247,19 @@ struct CallPattern : CallHead<Kind> {
     if (!fits && !match_fns(n))
       return st.fail([&] { return function_mismatch_message(n, call_pattern_name<Kind>(), fns); });
     const auto& args = n->args();
-    const OpSchema* schema = nullptr;
-    if (args.size() != num_positional) {
-      // Only a pattern with keyword children may find them among extra
-      // positional arguments, and only when the op's schema names them.
-      if (num_keyword == 0 || args.size() < num_positional || !(schema = OpSchemaRegistry::instance().find(n->target())) ||
-          !extra_args_named(*schema, args.size()))
-        return st.fail([&] {
-          return "node " + n->name() + ": function_mismatch: it has " + std::to_string(args.size()) +
-                 " positional arguments, the pattern " + std::to_string(num_positional);
-        });
+    if (args.size() != num_positional && !extra_args_allowed(n)) {
+      return st.fail([&] {
+        return "node " + n->name() + ": function_mismatch: it has " + std::to_string(args.size()) +
+               " positional arguments, the pattern " + std::to_string(num_positional);
+      });
     }
     if (!users_rule_holds<Pos>(st, n, user_count)) return false;
-    if (!match_children<Pos>(n, args.data(), schema, st, std::index_sequence_for<Cs...>{})) return false;
+    // The node's value for each keyword child, in the children's order.
+    const kiln::Arg* kw_values[num_keyword > 0 ? num_keyword : 1];
+    if constexpr (num_keyword > 0) {
+      if (!find_keyword_values(n, kw_values, st)) return false;
+    }
+    if (!match_children<Pos>(args.data(), kw_values, st, std::index_sequence_for<Cs...>{})) return false;
     record_matched_node(st, s, n, via);
     return true;
   }
@@ -276,6 +296,13 @@ struct CallPattern : CallHead<Kind> {
     anchor_children<Pos>(st, searched, yield, std::index_sequence_for<Cs...>{});
   }
 
+  // This pattern with keyword children matched by `rule` (see keyword_rule.hpp).
+  CallPattern with_keyword_rule(KeywordRule rule) const {
+    CallPattern p = *this;
+    p.keyword_rule = rule;
+    return p;
+  }
+
   std::string short_describe() const { return std::string(call_pattern_name<Kind>()) + "(" + fns.describe() + ", ...)"; }
   void describe(std::string& out) const {
     out += call_pattern_name<Kind>();
@@ -294,54 +321,99 @@ struct CallPattern : CallHead<Kind> {
     return k;
   }
 
-  // Every positional argument beyond the pattern's positional children must be
-  // a schema parameter that one of its keyword children names (Inductor
-  // normalizes the call and then wants exactly len(pattern.args) positionals);
-  // otherwise that argument would go unmatched.
-  static bool extra_args_named(const OpSchema& schema, std::size_t nargs) {
-    constexpr std::string_view kw_names[] = {kw_child_name<Cs>..., std::string_view{}};
-    for (std::size_t i = num_positional; i < nargs; ++i) {
-      if (i >= schema.params.size() || schema.params[i].keyword_only) return false;
-      bool named = false;
-      for (std::string_view k : kw_names) named |= !k.empty() && k == schema.params[i].name;
-      if (!named) return false;
+  // The keyword children's names, in order.
+  static constexpr std::array<std::string_view, num_keyword> keyword_names = [] {
+    constexpr std::string_view all[] = {kw_child_name<Cs>..., std::string_view{}};
+    std::array<std::string_view, num_keyword> out{};
+    std::size_t k = 0;
+    for (std::string_view name : all)
+      if (!name.empty()) out[k++] = name;
+    return out;
+  }();
+  template <std::size_t I>
+  static constexpr std::size_t keyword_index() {
+    constexpr bool kw[] = {is_kw_child<Cs>::value..., false};
+    std::size_t k = 0;
+    for (std::size_t j = 0; j < I; ++j) k += kw[j];
+    return k;
+  }
+
+  // Under KeywordRule::normalize, more positional arguments than positional
+  // children pass when each extra one is a schema parameter a keyword child names.
+  bool extra_args_allowed(const Node* n) const {
+    if constexpr (num_keyword == 0) {
+      return false;
+    } else {
+      return keyword_rule == KeywordRule::normalize && n->args().size() > num_positional &&
+             extra_args_named(n, num_positional, keyword_names);
+    }
+  }
+
+  template <class S>
+  bool find_keyword_values(const Node* n, const kiln::Arg** out, S& st) const {
+    if (keyword_rule == KeywordRule::inductor) {
+      std::string why;
+      if (keyword_values(n, keyword_names, out, st.explain ? &why : nullptr)) return true;
+      return st.fail([&] { return why; });
+    }
+    for (std::size_t i = 0; i < num_keyword; ++i) {
+      out[i] = keyword_value_normalized(n, keyword_names[i], num_positional);
+      if (!out[i])
+        return st.fail([&] {
+          return "node " + n->name() + ": function_mismatch: no keyword argument '" + std::string(keyword_names[i]) + "'";
+        });
     }
     return true;
   }
 
-  // The node's value for keyword child `name`: its kwarg, else (with a schema)
-  // the positional argument in that parameter's place, else the default.
-  static const kiln::Arg* keyword_value(const Node* n, const OpSchema* schema, std::string_view name) {
-    if (const kiln::Arg* v = n->kwargs().find(name)) return v;
-    if (!schema) schema = OpSchemaRegistry::instance().find(n->target());
-    if (!schema) return nullptr;
-    const int idx = schema->index_of(name);
-    if (idx < 0) return nullptr;
-    const auto& p = schema->params[static_cast<std::size_t>(idx)];
-    if (!p.keyword_only && static_cast<std::size_t>(idx) < n->args().size() && static_cast<std::size_t>(idx) >= num_positional)
-      return &n->args()[static_cast<std::size_t>(idx)];
-    return p.default_value ? &*p.default_value : nullptr;
-  }
-
   // `args`: the node's positional arguments (where they are stored is decided
-  // once, not for each child).
+  // once, not for each child); `kw`: its values for the keyword children.
   template <std::size_t Pos, class S, std::size_t... Is>
-  bool match_children(Node* n, const kiln::Arg* args, const OpSchema* schema, S& st, std::index_sequence<Is...>) const {
-    return (match_child<Pos, Is>(n, args, schema, st) && ...);
+  bool match_children(const kiln::Arg* args, const kiln::Arg* const* kw, S& st, std::index_sequence<Is...>) const {
+    return (match_child<Pos, Is>(args, kw, st) && ...);
   }
   template <std::size_t Pos, std::size_t I, class S>
-  bool match_child(Node* n, const kiln::Arg* args, const OpSchema* schema, S& st) const {
+  bool match_child(const kiln::Arg* args, const kiln::Arg* const* kw, S& st) const {
     using C = std::remove_cvref_t<decltype(children.template get<I>())>;
     constexpr std::size_t child_pos = Pos + 1 + offset_of<I, Cs...>();
     const auto& c = children.template get<I>();
     if constexpr (is_kw_child<C>::value) {
-      const kiln::Arg* v = keyword_value(n, schema, C::name);
-      if (!v)
-        return st.fail([&] { return "node " + n->name() + ": function_mismatch: no keyword argument '" + std::string(C::name) + "'"; });
-      return c.child.template match<child_pos>(*v, st);
+      return structure_fits<unwrap_kw_child_t<C>>(*kw[keyword_index<I>()], st) &&
+             c.child.template match<child_pos>(*kw[keyword_index<I>()], st);
     } else {
-      return c.template match<child_pos>(args[positional_index<I>()], st);
+      return structure_fits<C>(args[positional_index<I>()], st) &&
+             c.template match<child_pos>(args[positional_index<I>()], st);
     }
+  }
+  // Whether any child can put the pattern in pytree mode (a compile-time
+  // bound: only then is `pytree` read).
+  static constexpr bool may_be_pytree = (!is_structure_leaf_v<unwrap_kw_child_t<Cs>> || ...);
+  template <class C, class S>
+  bool structure_fits(const kiln::Arg& v, S& st) const {
+    if constexpr (may_be_pytree && is_structure_leaf_v<C>) {
+      if (pytree && is_container(v))
+        return st.fail([&] { return "args_structure: " + describe_value(v) + " where the pattern has a leaf"; });
+    }
+    return true;
+  }
+
+ public:
+  // Sets `pytree` from the children (called by the factories).
+  void find_pytree_mode() {
+    if constexpr (may_be_pytree) pytree = pytree_children(std::index_sequence_for<Cs...>{});
+  }
+
+ private:
+  template <std::size_t... Is>
+  bool pytree_children(std::index_sequence<Is...>) const {
+    return (container_child(children.template get<Is>()) || ...);
+  }
+  template <class C>
+  static bool container_child(const C& c) {
+    if constexpr (is_kw_child<C>::value) return container_child(c.child);
+    else if constexpr (is_list_pattern_v<C>) return true;
+    else if constexpr (std::is_same_v<C, Constant>) return is_container(c.value);
+    else return false;
   }
   template <std::size_t Pos, std::size_t... Is>
   void plan_children(PositionInfo* info, std::index_sequence<Is...>) const {
@@ -460,6 +532,7 @@ struct CallBuilder {
     p.fns = std::move(fns);
     p.user_count = u;
     p.children = Children<child_t<Ts>...>(as_child(std::forward<Ts>(ts))...);
+    p.find_pytree_mode();
     return p;
   }
 };

@@ -161,8 +161,27 @@ struct ChildrenImpl<std::index_sequence<Is...>, Ts...> : ChildHolder<Is, Ts>... 
 template <class... Ts>
 using Children = ChildrenImpl<std::index_sequence_for<Ts...>, Ts...>;
 
+// Inductor compares a call's arguments as flattened pytrees once a pattern
+// argument is a list, tuple or dict (a literal list child, or a constant that
+// is one): then a node's list or dict argument is flattened too, so it meets
+// a pattern leaf (KeywordArg, Ignored, a call, ...) only where the pattern has a
+// container as well. These say which children take part and whether a value
+// is a container there.
+template <class... Ts>
+struct ListPattern;
+template <class T>
+inline constexpr bool is_list_pattern_v = false;
+template <class... Ts>
+inline constexpr bool is_list_pattern_v<ListPattern<Ts...>> = true;
+inline bool is_container(const kiln::Arg& v) { return v.is_list() || v.get_if<ArgDict>() != nullptr; }
+// Whether child type C is a pattern leaf (nothing it compares as a structure)
+// that must not meet a container in pytree mode: not a literal list, not a constant.
+template <class C>
+inline constexpr bool is_structure_leaf_v = !is_list_pattern_v<C> && !std::is_same_v<C, Constant>;
+
 // list(a, b, ...): a literal list argument, matched element-wise (Inductor's
-// pytree structure match: the node's list must have exactly this length).
+// pytree structure match: the node's list must have exactly this length, and
+// an element the pattern has as a leaf must not be a list or dict itself).
 template <class... Ts>
 struct ListPattern : PatternTag {
   Children<Ts...> items;
@@ -190,7 +209,15 @@ struct ListPattern : PatternTag {
  private:
   template <std::size_t Pos, class S, std::size_t... Is>
   bool match_items(const ArgList& l, S& st, std::index_sequence<Is...>) const {
-    return (items.template get<Is>().template match<Pos + offset_of<Is, Ts...>()>(l[Is], st) && ...);
+    return (match_item<Pos + offset_of<Is, Ts...>(), Is>(l[Is], st) && ...);
+  }
+  template <std::size_t P, std::size_t I, class S>
+  bool match_item(const kiln::Arg& v, S& st) const {
+    const auto& item = items.template get<I>();
+    if constexpr (is_structure_leaf_v<std::remove_cvref_t<decltype(item)>>) {
+      if (is_container(v)) return st.fail([&] { return "args_structure: " + describe_value(v) + " where the pattern has a leaf"; });
+    }
+    return item.template match<P>(v, st);
   }
   template <std::size_t Pos, std::size_t... Is>
   void plan_items(PositionInfo* info, std::index_sequence<Is...>) const {

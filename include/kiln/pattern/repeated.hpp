@@ -8,13 +8,15 @@
 //
 // After `inner` matches at the node, its own entry is dropped and its
 // find_anchor_nodes walks from what its children matched (here: the split) to
-// every user with the same kind and target (here: each getitem, the first one
-// included). Each must match `inner` in a fresh context, as Inductor's
+// every other user with the same kind and target (here: each other getitem;
+// the node itself starts out as searched, as in Inductor 2.11, so it is not
+// matched twice). Each must match `inner` in a fresh context, as Inductor's
 // MatchContext([self]) is: no slots from the outer match, a fresh exclusive
 // set, and `inner` not an output, so the users rule applies to it everywhere.
 // One failing anchor fails the whole RepeatedExpr. Captures must agree across
 // all of them. Match::nodes() lists the first match's nodes, then each anchor
-// match's (Inductor's order, so shared nodes such as the split repeat).
+// match's (Inductor's order, so shared nodes such as the split repeat), and
+// pattern_matcher_nodes counts them so.
 //
 // The users rule at the root: as a root, the RepeatedExpr's own position is
 // the pattern output, and `inner` (one position below) is not, so the node the
@@ -67,7 +69,7 @@ struct RepeatedPattern : PatternTag, PatternIdentity {
     // The anchor walk reads only the outer slots, which the anchor matches
     // below do not change, so collecting first is what Python's generator does.
     std::vector<Node*> anchors;
-    std::vector<Node*> searched;
+    std::vector<Node*> searched{n};
     inner.template find_anchor_nodes<In>(st, searched, [&](Node* a) { anchors.push_back(a); });
 
     const auto outer_slots = st.slots;
