@@ -237,6 +237,27 @@ TEST_CASE("a truncated or corrupt gzip file is a FormatError naming the file") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("a gzip file that decompresses past the limit is refused with a FormatError naming the file") {
+  // 1 MiB of zeros compresses to about 1 KiB; a limit keeps such a file from
+  // taking the memory its compressed size does not suggest.
+  const fs::path dir = temp_dir();
+  const fs::path p = dir / "bomb.json.gz";
+  kiln::io::write_file(p, kiln::io::gzip_compress(std::string(1 << 20, '\0')));
+  CHECK(fs::file_size(p) < 8192);
+  CHECK_THROWS_WITH_AS(kiln::io::read_fx_json(p, 4096),
+                       doctest::Contains((p.string() + ": decompresses to more than 4096 bytes, the limit").c_str()),
+                       kiln::io::FormatError);
+  // Exactly at the limit still reads; a valid document under a raised limit too.
+  const std::string packed = kiln::io::gzip_compress(kValid);
+  CHECK(kiln::io::gzip_decompress(packed, "<t>", kValid.size()) == std::string(kValid));
+  CHECK_THROWS_AS(kiln::io::gzip_decompress(packed, "<t>", kValid.size() - 1), kiln::io::FormatError);
+  const fs::path ok = dir / "ok.json.gz";
+  kiln::io::write_file(ok, packed);
+  CHECK(kiln::io::read_fx_json(ok, 1 << 20).graph.size() > 0);
+  CHECK(kiln::io::read_fx_json(ok).graph.size() > 0);  // the default limit is far above it
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a missing file is an IoError naming it") {
   CHECK_THROWS_WITH_AS(kiln::io::read_fx_json("/nonexistent/kiln/graph.json"),
                        doctest::Contains("/nonexistent/kiln/graph.json: cannot open for reading"), kiln::io::IoError);

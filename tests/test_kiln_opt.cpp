@@ -129,6 +129,9 @@ TEST_CASE("kiln-opt errors are one line with exit status 2") {
       {"'" + fixture("towers_n8_pregrad.json.gz") + "' --pass-options '{\"nope\": {}}'", "unknown pass 'nope'"},
       {"", "no input graph"},
       {"--frobnicate x.json", "unknown option --frobnicate"},
+      // The fixture decompresses to several hundred KB: over a 1000-byte limit.
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --max-gzip-bytes 1000", "decompresses to more than 1000 bytes"},
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --max-gzip-bytes lots", "--max-gzip-bytes needs a whole number"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
@@ -138,6 +141,12 @@ TEST_CASE("kiln-opt errors are one line with exit status 2") {
     CHECK(r.err.rfind("kiln-opt: ", 0) == 0);
     CHECK(r.err.find('\n') == r.err.size() - 1);  // exactly one line
   }
+}
+
+TEST_CASE("kiln-opt --max-gzip-bytes: a limit above the input's size reads it") {
+  Run r = kiln_opt("'" + fixture("towers_n8_pregrad.json.gz") + "' --max-gzip-bytes 100000000 --passes dce --counters");
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
 }
 
 TEST_CASE("kiln-opt lists its passes") {

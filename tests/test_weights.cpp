@@ -214,6 +214,13 @@ TEST_CASE("a bad npy file is an error naming the attribute and the file") {
       {"truncated header", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "").substr(0, 30),
        "truncated .npy header"},
       {"bad version", std::string("\x93NUMPY\x09\x00\x10\x00", 10) + std::string(16, ' '), "unsupported .npy format version 9"},
+      // An empty array (a zero dimension) whose other dimensions multiply past
+      // int64: numel() would overflow, so it is refused when read.
+      {"overflowing empty shape",
+       npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296), }", ""),
+       "shape too large: its element count overflows"},
+      {"overflowing shape", npy_bytes("{'descr': '<i1', 'fortran_order': False, 'shape': (3037000500, 3037000500), }", ""),
+       "shape too large"},
   };
   kiln::io::WeightsTable table;
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -2,6 +2,7 @@
 //
 //   kiln-opt IN.json[.gz] [--passes a,b,c] [--pass-options JSON|@FILE] [-o OUT.json[.gz]]
 //            [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint] [--list-passes]
+//            [--max-gzip-bytes N]
 //
 // stdout carries what was asked for (--print text, then the --counters JSON
 // object); --timings goes to stderr so stdout stays machine-readable. Any error
@@ -22,7 +23,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kiln-opt IN.json[.gz] [--passes a,b,c] [--pass-options JSON|@FILE] [-o OUT.json[.gz]]\n"
-    "                [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint] [--list-passes]\n";
+    "                [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint] [--list-passes]\n"
+    "                [--max-gzip-bytes N]   (a gzip input may decompress to at most N bytes; default 1 GiB)\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -35,7 +37,20 @@ struct Options {
   std::string output;
   std::string dot;
   bool print = false, counters = false, timings = false, lint = true, list = false;
+  std::size_t max_gzip_bytes = kiln::io::kDefaultMaxDecompressedBytes;
 };
+
+std::size_t parse_byte_count(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || text[0] == '-') throw UsageError(flag + " needs a whole number of bytes, got '" + text + "'");
+  return static_cast<std::size_t>(v);
+}
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -62,6 +77,7 @@ Options parse_args(int argc, char** argv) {
     else if (a == "--timings") o.timings = true;
     else if (a == "--no-lint") o.lint = false;
     else if (a == "--list-passes") o.list = true;
+    else if (a == "--max-gzip-bytes") o.max_gzip_bytes = parse_byte_count(a, value(i));
     else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       std::exit(0);
@@ -105,7 +121,7 @@ int run(int argc, char** argv) {
   pm.set_lint_after_each(o.lint);
   for (const auto& name : o.passes) registry.get(name);  // reject typos before reading a large file
 
-  kiln::io::GraphFile file = kiln::io::read_fx_json(o.input);
+  kiln::io::GraphFile file = kiln::io::read_fx_json(o.input, o.max_gzip_bytes);
   if (o.lint) kiln::lint(file.graph);
   auto records = pm.run(file.graph, o.passes);
 

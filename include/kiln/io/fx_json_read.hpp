@@ -1098,9 +1098,11 @@ inline GraphFile parse_fx_json(std::string_view text, std::string_view source_na
 }
 
 // Reads an fx-graph-json file, plain or gzip-compressed (decided by its first
-// bytes, not its name). base_dir is the file's directory.
-inline GraphFile read_fx_json(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
+// bytes, not its name; a compressed one may hold at most `max_decompressed`
+// bytes). base_dir is the file's directory.
+inline GraphFile read_fx_json(const std::filesystem::path& path,
+                              std::size_t max_decompressed = kDefaultMaxDecompressedBytes) {
+  const std::string text = read_file(path, max_decompressed);
   GraphFile f = parse_fx_json(text, path.string());
   f.base_dir = std::filesystem::absolute(path).parent_path();
   return f;

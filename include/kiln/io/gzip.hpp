@@ -53,9 +53,16 @@ inline std::string gzip_compress(std::string_view data, int level = Z_DEFAULT_CO
   return out;
 }
 
+// The most bytes gzip_decompress gives back unless told otherwise: a small
+// file can decompress to a thousand times its size, and a graph file larger
+// than this is far beyond any model kiln reads (a 180k-node graph is 35 MB).
+inline constexpr std::size_t kDefaultMaxDecompressedBytes = std::size_t(1) << 30;
+
 // Decompresses gzip data (several concatenated members are read as one, as
-// gzip(1) does). Throws FormatError naming `source` for corrupt or truncated data.
-inline std::string gzip_decompress(std::string_view data, std::string_view source = "<gzip>") {
+// gzip(1) does). Throws FormatError naming `source` for corrupt or truncated
+// data, and for data that decompresses to more than `max_bytes`.
+inline std::string gzip_decompress(std::string_view data, std::string_view source = "<gzip>",
+                                   std::size_t max_bytes = kDefaultMaxDecompressedBytes) {
   auto fail = [&](const std::string& what) -> FormatError {
     return FormatError(std::string(source) + ": " + what);
   };
@@ -71,10 +78,19 @@ inline std::string gzip_decompress(std::string_view data, std::string_view sourc
     const std::size_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (std::size_t(t[3]) << 24);
     if (isize > guess && isize < data.size() * std::size_t(1100)) guess = isize;  // deflate cannot exceed ~1032:1
   }
-  out.resize(guess + 1);
+  auto over_limit = [&] {
+    return fail("decompresses to more than " + std::to_string(max_bytes) +
+                " bytes, the limit on decompressed size (a caller can raise it)");
+  };
+  // `out` never grows past one byte more than the limit: filling that byte means too much.
+  const std::size_t cap = max_bytes < std::numeric_limits<std::size_t>::max() ? max_bytes + 1 : max_bytes;
+  out.resize(std::min(guess + 1, cap));
   std::size_t in_pos = 0, out_pos = 0;
   for (;;) {
-    if (out_pos == out.size()) out.resize(out.size() * 2);
+    if (out_pos == out.size()) {
+      if (out.size() >= cap) throw over_limit();
+      out.resize(std::min(std::max<std::size_t>(out.size(), 1) * 2, cap));
+    }
     const uInt in_chunk = static_cast<uInt>(std::min<std::size_t>(data.size() - in_pos, std::numeric_limits<uInt>::max()));
     const uInt out_chunk = static_cast<uInt>(std::min<std::size_t>(out.size() - out_pos, std::numeric_limits<uInt>::max()));
     z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + in_pos));
@@ -101,6 +117,7 @@ inline std::string gzip_decompress(std::string_view data, std::string_view sourc
     }
     throw fail("zlib inflate error " + std::to_string(rc));
   }
+  if (out_pos > max_bytes) throw over_limit();
   out.resize(out_pos);
   return out;
 }
@@ -122,10 +139,12 @@ inline std::string read_file_bytes(const std::filesystem::path& path) {
   return out;
 }
 
-// The contents of `path`, decompressed when the file is gzip (by its magic bytes).
-inline std::string read_file(const std::filesystem::path& path) {
+// The contents of `path`, decompressed when the file is gzip (by its magic
+// bytes) to at most `max_decompressed` bytes.
+inline std::string read_file(const std::filesystem::path& path,
+                             std::size_t max_decompressed = kDefaultMaxDecompressedBytes) {
   std::string bytes = read_file_bytes(path);
-  if (is_gzip(bytes)) return gzip_decompress(bytes, path.string());
+  if (is_gzip(bytes)) return gzip_decompress(bytes, path.string(), max_decompressed);
   return bytes;
 }
 

@@ -255,11 +255,21 @@ inline WeightTensor parse_npy(std::string_view data, const std::string& source =
   else throw fail("unsupported dtype '" + d + "' (kiln reads f2, f4, f8, i1, i2, i4, i8, u1, b1, c8)");
 
   const std::size_t item = t.itemsize();
-  std::size_t n = 1;
+  // The product of the non-zero dimensions must fit too: a zero dimension
+  // makes the array empty but would hide an overflow from the check, and
+  // numel() (an int64) multiplies every dimension.
+  std::size_t nonzero = 1;
+  bool empty = false;
   for (auto dim : t.shape) {
-    if (dim != 0 && n > SIZE_MAX / static_cast<std::size_t>(dim) / item) throw fail("shape too large");
-    n *= static_cast<std::size_t>(dim);
+    if (dim == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > static_cast<std::size_t>(INT64_MAX) / static_cast<std::size_t>(dim) / item)
+      throw fail("shape too large: its element count overflows");
+    nonzero *= static_cast<std::size_t>(dim);
   }
+  const std::size_t n = empty ? 0 : nonzero;
   const std::size_t body = data.size() - header_start - header_len;
   if (body != n * item)
     throw fail("data size mismatch: shape and dtype '" + d + "' need " + std::to_string(n * item) +
