@@ -271,6 +271,19 @@ TEST_CASE("the writer refuses graphs that could not be read back") {
     g.output(ArgList{r});
     CHECK_THROWS_WITH_AS(kiln::io::to_fx_json(g), doctest::Contains("node 'f': kwargs['s']: invalid UTF-8"), kiln::GraphError);
   }
+  SUBCASE("a negative size or stride in meta.val") {
+    Graph g;
+    Node* x = g.placeholder("x", kiln::TensorMeta{{4, -3}, kiln::DType::float32, std::nullopt});
+    Node* y = g.placeholder("y", kiln::TensorMeta{{4, 3}, kiln::DType::float32, std::vector<kiln::Dim>{3, -1}});
+    g.output(ArgList{x, y});
+    CHECK_THROWS_WITH_AS(kiln::io::to_fx_json(g),
+                         doctest::Contains("node 'x': meta.val.shape[1]: a tensor's size is never negative, got -3"),
+                         kiln::GraphError);
+    x->meta.val = kiln::TensorMeta{{4, 3}, kiln::DType::float32, std::nullopt};
+    CHECK_THROWS_WITH_AS(kiln::io::to_fx_json(g),
+                         doctest::Contains("node 'y': meta.val.stride[1]: a tensor's stride is never negative, got -1"),
+                         kiln::GraphError);
+  }
   SUBCASE("duplicate weights entries") {
     Graph g;
     g.output(ArgList{});

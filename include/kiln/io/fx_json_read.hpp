@@ -749,11 +749,13 @@ class FxJsonParser {
 
   // ---------------------------------------------------------------- meta
 
-  Dim parse_dim() {
+  // `what`: "size" or "stride", neither of which a tensor has negative.
+  Dim parse_dim(const char* what) {
     skip_ws();
     if (p_ < end_ && (*p_ == '-' || is_digit(*p_))) {
       Number n = parse_number();
       if (n.is_float) fail("expected an integer or {\"sym\": NAME}, got the float " + std::string(n.text));
+      if (n.i < 0) fail(std::string("a tensor's ") + what + " is never negative, got " + std::string(n.text));
       return Dim(n.i);
     }
     if (p_ < end_ && *p_ == '{') {
@@ -771,7 +773,7 @@ class FxJsonParser {
     }
     fail("expected an integer or {\"sym\": NAME}, got " + describe_value());
   }
-  std::vector<Dim> parse_dims() {
+  std::vector<Dim> parse_dims(const char* what) {
     skip_ws();
     if (p_ >= end_ || *p_ != '[') fail("expected a list of sizes, got " + describe_value());
     ++p_;
@@ -779,7 +781,7 @@ class FxJsonParser {
     dim_scratch_.clear();
     for_each_item([&](std::size_t i) {
       PathScope ps(*this, PathElem{PathElem::index, {}, i});
-      dim_scratch_.push_back(parse_dim());
+      dim_scratch_.push_back(parse_dim(what));
     });
     return std::vector<Dim>(std::make_move_iterator(dim_scratch_.begin()), std::make_move_iterator(dim_scratch_.end()));
   }
@@ -791,7 +793,7 @@ class FxJsonParser {
       if (is(key, "shape")) {
         once(seen_shape, key);
         PathScope ps(*this, "shape");
-        t.shape = parse_dims();
+        t.shape = parse_dims("size");
       } else if (is(key, "dtype")) {
         once(seen_dtype, key);
         PathScope ps(*this, "dtype");
@@ -802,7 +804,7 @@ class FxJsonParser {
       } else if (is(key, "stride")) {
         once(seen_stride, key);
         PathScope ps(*this, "stride");
-        t.stride = parse_dims();
+        t.stride = parse_dims("stride");
       } else {
         fail("unknown field '" + std::string(key) + "' in a TENSOR_META (it has shape, dtype and stride)");
       }

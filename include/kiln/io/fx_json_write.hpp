@@ -211,12 +211,19 @@ class FxJsonWriter {
     out_ += '}';
   }
 
-  void dims(const std::vector<Dim>& ds) {
+  // `field`: "shape" or "stride", neither of which a tensor has negative.
+  void dims(const std::vector<Dim>& ds, const char* field) {
     out_ += '[';
     for (std::size_t i = 0; i < ds.size(); ++i) {
       if (i) out_ += ',';
-      if (const auto* v = std::get_if<std::int64_t>(&ds[i])) integer(*v);
-      else tagged("sym", std::get<SymInt>(ds[i]).name);
+      if (const auto* v = std::get_if<std::int64_t>(&ds[i])) {
+        if (*v < 0)
+          fail(std::string("meta.val.") + field + "[" + std::to_string(i) + "]: a tensor's " +
+               (field[1] == 'h' ? "size" : "stride") + " is never negative, got " + std::to_string(*v));
+        integer(*v);
+      } else {
+        tagged("sym", std::get<SymInt>(ds[i]).name);
+      }
     }
     out_ += ']';
   }
@@ -226,13 +233,13 @@ class FxJsonWriter {
       void operator()(std::monostate) const { w.out_ += "null"; }
       void operator()(const TensorMeta& t) const {
         w.out_ += "{\"shape\":";
-        w.dims(t.shape);
+        w.dims(t.shape, "shape");
         w.out_ += ",\"dtype\":\"";
         w.out_ += dtype_name(t.dtype);
         w.out_ += '"';
         if (t.stride) {
           w.out_ += ",\"stride\":";
-          w.dims(*t.stride);
+          w.dims(*t.stride, "stride");
         }
         w.out_ += '}';
       }
