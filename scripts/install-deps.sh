@@ -17,7 +17,8 @@ done
 
 # What the headers, tools, tests and benchmarks use (versions in docs/DEPENDENCIES.md).
 packages=(cmake ninja-build g++ python3 libboost-dev xtensor-dev xtl-dev libxsimd-dev libdnnl-dev
-          ocl-icd-opencl-dev doctest-dev nlohmann-json3-dev libbenchmark-dev zlib1g-dev)
+          ocl-icd-opencl-dev doctest-dev nlohmann-json3-dev libbenchmark-dev zlib1g-dev
+          clang libclang-rt-14-dev)
 # PyTorch links the reference BLAS on Debian; OpenBLAS makes it a fair baseline.
 torch_packages=(python3-torch python3-numpy libopenblas0-pthread)
 torch_packages_norecommends=(python3-torchvision)

@@ -59,3 +59,19 @@ add_test(NAME pattern_bound_capture_compiles
 # Both drive the same build tree: never at the same time.
 set_tests_properties(pattern_unbound_capture_does_not_compile pattern_bound_capture_compiles PROPERTIES
   RESOURCE_LOCK kiln_build_tree LABELS compile_fail TIMEOUT 300)
+
+# The threading contract under ThreadSanitizer: readers of one graph on several
+# threads (tests/tsan), built with clang, which scripts/install-deps.sh installs.
+find_program(KILN_CLANGXX NAMES clang++ clang++-14)
+if(KILN_CLANGXX)
+  add_test(NAME tsan_const_readers
+    COMMAND ${CMAKE_COMMAND}
+      -DCLANGXX=${KILN_CLANGXX}
+      -DKILN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+      -DKILN_FIXTURES_DIR=${KILN_FIXTURES_DIR}
+      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/tsan_work
+      -P ${CMAKE_CURRENT_SOURCE_DIR}/tsan/run_tsan.cmake)
+  set_tests_properties(tsan_const_readers PROPERTIES TIMEOUT 900 LABELS "slow;tsan")
+else()
+  message(STATUS "kiln: clang++ not found; the ThreadSanitizer test is not registered (scripts/install-deps.sh installs clang)")
+endif()

@@ -32,6 +32,9 @@
 
 namespace kiln {
 
+// Threads: any number of threads may call const members of one graph (and
+// const functions of it: lint, printing, writing) at once; a call that edits
+// it needs the graph to itself. A pass object is used by one thread at a time.
 class Graph {
  public:
   explicit Graph(std::string name = "graph") : name_(std::move(name)) {}

@@ -2,6 +2,7 @@
 // lint(): checks a graph's invariants and throws LintError naming the first
 // node and field that break one. Cheap enough to run after every pass: one
 // walk, and messages are only built when something is wrong.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -9,12 +10,10 @@
 
 namespace kiln {
 
+// Reads the graph only (nothing, not even scratch space, is written), so
+// several threads may lint one graph at once.
 inline void lint(const Graph& g) {
-  // scratch() holds each node's 1-based position, so "comes before" and
-  // "listed twice" are table lookups, even for a weight with 30,000 users.
-  std::uint32_t position = 0;
-  for (const Node* n : g.nodes()) n->scratch() = ++position;
-  std::vector<std::uint32_t> last_listed_by(position + 1, 0);
+  std::vector<const Node*> sorted_users;  // reused: finding a user listed twice
   std::size_t walked = 0, user_entries = 0, input_entries = 0;
   std::size_t outputs = 0;
   const Node* prev = nullptr;
@@ -34,8 +33,9 @@ inline void lint(const Graph& g) {
       return [&, field](const Node* in) {
         if (in->erased()) fail(field() + " refers to erased node " + in->name());
         if (&in->graph() != &g) fail(field() + " refers to node " + in->name() + " of another graph");
-        if (in->scratch() >= n->scratch())
-          fail(field() + " refers to node " + in->name() + " which does not come before it");
+        // Order keys grow along the nodes walked so far (checked above), so a
+        // node that comes before `n` has the smaller key.
+        if (!in->is_before(*n)) fail(field() + " refers to node " + in->name() + " which does not come before it");
       };
     };
     for (std::size_t i = 0; i < n->args().size(); ++i)
@@ -46,12 +46,15 @@ inline void lint(const Graph& g) {
     }
     input_entries += n->all_input_nodes().size();
     std::size_t live = 0;
+    sorted_users.clear();
+    for (const Node* u : n->users()) sorted_users.push_back(u);
+    std::sort(sorted_users.begin(), sorted_users.end());
+    if (auto twice = std::adjacent_find(sorted_users.begin(), sorted_users.end()); twice != sorted_users.end())
+      fail("lists " + (*twice)->name() + " as a user twice");
     for (const Node* u : n->users()) {
       ++live;
       if (u->erased()) fail("lists erased node " + u->name() + " as a user");
       if (&u->graph() != &g) fail("lists node " + u->name() + " of another graph as a user");
-      if (last_listed_by[u->scratch()] == n->scratch()) fail("lists " + u->name() + " as a user twice");
-      last_listed_by[u->scratch()] = n->scratch();
       bool uses = false;
       for (const Node* in : u->all_input_nodes()) uses |= (in == n);
       if (!uses) fail("lists " + u->name() + " as a user, but it does not use this node");

@@ -404,9 +404,16 @@ class NameTable {
     else out.assign(base);
   }
 
+  // For const callers, which may run on several threads at once: the memo is
+  // read, never updated.
   const BaseEntry* find_base(std::string_view base) const {
-    MapEntry* e = lookup(base);
-    return e ? &e->second : nullptr;
+    if (!base.empty()) {
+      MapEntry* const* way = &memo_[2 * memo_set(base)];
+      if (way[0] && way[0]->first == base) return &way[0]->second;
+      if (way[1] && way[1]->first == base) return &way[1]->second;
+    }
+    auto it = bases_.find(base);
+    return it == bases_.end() ? nullptr : &it->second;
   }
   BaseEntry* find_base(std::string_view base) {
     MapEntry* e = lookup(base);
