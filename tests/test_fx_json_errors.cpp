@@ -267,6 +267,20 @@ TEST_CASE("a missing file is an IoError naming it") {
                        doctest::Contains("/nonexistent/kiln/graph.json: cannot open for reading"), kiln::io::IoError);
 }
 
+TEST_CASE("an error deep inside nested ARGs names a shortened path: its ends and how many levels between") {
+  const std::string deep = std::string(100, '[') + R"({"node":"nope"})" + std::string(100, ']');
+  std::string message;
+  try {
+    kiln::io::parse_fx_json(with_args("[" + deep + "]"));
+  } catch (const kiln::io::FormatError& e) {
+    message = e.what();
+  }
+  // args, then 101 indexes: the first six and last six elements are kept.
+  CHECK(message.find("node 'f' (#1): args[0][0][0][0][0] ...(90 more)... [0][0][0][0][0][0]: reference to unknown node 'nope'") !=
+        std::string::npos);
+  CHECK(message.size() < 200);
+}
+
 TEST_CASE("deeply nested ARGs are refused, not a stack overflow") {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   CHECK_THROWS_WITH_AS(kiln::io::parse_fx_json(with_args("[" + deep + "]")), doctest::Contains("nesting deeper than"),

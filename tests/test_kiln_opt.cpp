@@ -121,6 +121,13 @@ TEST_CASE("kiln-opt errors are one line with exit status 2") {
   };
   const fs::path bad = scratch_dir() / "bad.json";
   std::ofstream(bad) << "{\"format\": \"fx-graph-json\", \"version\": 1, \"nodes\": [";
+  // Reads, but a placeholder with an argument fails lint.
+  const fs::path unlinted = scratch_dir() / "unlinted.json";
+  std::ofstream(unlinted) << R"({"format":"fx-graph-json","version":1,"name":"t","nodes":[)"
+                          << R"({"name":"x","op":"placeholder","target":"x","args":[1],"kwargs":{}},)"
+                          << R"({"name":"output","op":"output","target":"output","args":[[{"node":"x"}]],"kwargs":{}}]})";
+  const fs::path options_dir = scratch_dir() / "options_dir";
+  fs::create_directories(options_dir);
   const Case cases[] = {
       {"'" + fixture("towers_n8_pregrad.json.gz") + "' --passes dce,no_such_pass", "unknown pass 'no_such_pass'"},
       {"/no/such/file.json", "/no/such/file.json"},
@@ -129,6 +136,13 @@ TEST_CASE("kiln-opt errors are one line with exit status 2") {
       {"'" + fixture("towers_n8_pregrad.json.gz") + "' --pass-options '{\"nope\": {}}'", "unknown pass 'nope'"},
       {"", "no input graph"},
       {"--frobnicate x.json", "unknown option --frobnicate"},
+      {"'" + unlinted.string() + "'", unlinted.string() + ": lint: node x: a placeholder takes no arguments"},
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --pass-options @'" + options_dir.string() + "'",
+       "cannot read pass options file " + options_dir.string() + ": it is a directory"},
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --pass-options @/no/such/options.json",
+       "cannot read pass options file /no/such/options.json: No such file or directory"},
+      {"'" + fixture("towers_n8_pregrad.json.gz") + "' --dot /no/such/dir/out.dot",
+       "cannot write /no/such/dir/out.dot: No such file or directory"},
       // The fixture decompresses to several hundred KB: over a 1000-byte limit.
       {"'" + fixture("towers_n8_pregrad.json.gz") + "' --max-gzip-bytes 1000", "decompresses to more than 1000 bytes"},
       {"'" + fixture("towers_n8_pregrad.json.gz") + "' --max-gzip-bytes lots", "--max-gzip-bytes needs a whole number"},

@@ -7,7 +7,9 @@
 // stdout carries what was asked for (--print text, then the --counters JSON
 // object); --timings goes to stderr so stdout stays machine-readable. Any error
 // is one line on stderr and exit status 2.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -93,8 +95,11 @@ nlohmann::json load_pass_options(const std::string& text) {
   if (text.empty()) return nlohmann::json::object();
   std::string body = text;
   if (text[0] == '@') {
-    std::ifstream f(text.substr(1));
-    if (!f) throw UsageError("cannot read pass options file " + text.substr(1));
+    const std::string path = text.substr(1);
+    if (std::filesystem::is_directory(path))
+      throw UsageError("cannot read pass options file " + path + ": it is a directory");
+    std::ifstream f(path);
+    if (!f) throw UsageError("cannot read pass options file " + path + ": " + std::strerror(errno));
     body.assign(std::istreambuf_iterator<char>(f), {});
   }
   try {
@@ -106,7 +111,8 @@ nlohmann::json load_pass_options(const std::string& text) {
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
-  if (!f || !(f << text)) throw kiln::Error("cannot write " + path);
+  if (!f) throw kiln::Error("cannot write " + path + ": " + std::strerror(errno));
+  if (!(f << text) || !f.flush()) throw kiln::Error("cannot write " + path + ": " + std::strerror(errno));
 }
 
 int run(int argc, char** argv) {
@@ -122,7 +128,14 @@ int run(int argc, char** argv) {
   for (const auto& name : o.passes) registry.get(name);  // reject typos before reading a large file
 
   kiln::io::GraphFile file = kiln::io::read_fx_json(o.input, o.max_gzip_bytes);
-  if (o.lint) kiln::lint(file.graph);
+  if (o.lint) {
+    // Named like the reader's errors: the file, then what is wrong in it.
+    try {
+      kiln::lint(file.graph);
+    } catch (const kiln::LintError& e) {
+      throw kiln::LintError(o.input + ": " + e.what());
+    }
+  }
   auto records = pm.run(file.graph, o.passes);
 
   if (!o.output.empty()) {

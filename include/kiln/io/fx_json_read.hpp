@@ -190,13 +190,24 @@ class FxJsonParser {
   };
 
   // The field path below the current node (or from the top when outside nodes).
+  // A deep one keeps its first and last elements around a count of the rest:
+  // "args[0][0][0][0][0][0] ...(240 more)... [0][0][0][0][0][0][1]".
   std::string format_path() const {
+    constexpr std::size_t kEnds = 6;
+    const std::size_t first = in_node_ ? path_base_ : 0;
+    const std::size_t count = path_len_ - first;
     std::string s;
-    for (std::size_t k = in_node_ ? path_base_ : 0; k < path_len_; ++k) {
+    for (std::size_t k = first; k < path_len_; ++k) {
+      const std::size_t at = k - first;
+      if (count > 3 * kEnds && at == kEnds) {
+        s += " ...(" + std::to_string(count - 2 * kEnds) + " more)... ";
+        k = path_len_ - kEnds - 1;
+        continue;
+      }
       const PathElem& e = path_[k];
       switch (e.kind) {
         case PathElem::field:
-          if (!s.empty()) s += '.';
+          if (!s.empty() && s.back() != ' ') s += '.';
           s += e.text;
           break;
         case PathElem::index:
