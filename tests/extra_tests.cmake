@@ -75,3 +75,23 @@ if(KILN_CLANGXX)
 else()
   message(STATUS "kiln: clang++ not found; the ThreadSanitizer test is not registered (scripts/install-deps.sh installs clang)")
 endif()
+
+# Fuzzing the readers (tests/fuzz, libFuzzer): about a minute each, from seed
+# corpora of the fixtures and the bundled example's weights.
+if(KILN_CLANGXX)
+  file(GLOB _fuzz_gz_seeds ${KILN_FIXTURES_DIR}/inductor/*.json.gz)
+  file(GLOB _fuzz_json_seeds ${PROJECT_SOURCE_DIR}/examples/small_cnn/*.json ${PROJECT_SOURCE_DIR}/tests/data/*.json)
+  file(GLOB _fuzz_npy_seeds ${PROJECT_SOURCE_DIR}/examples/small_cnn/weights/*.npy ${PROJECT_SOURCE_DIR}/examples/small_cnn/inputs/*.npy)
+  set(_fuzz_seeds_fx_json ${_fuzz_gz_seeds} ${_fuzz_json_seeds})
+  set(_fuzz_seeds_gzip ${_fuzz_gz_seeds})
+  set(_fuzz_seeds_npy ${_fuzz_npy_seeds})
+  foreach(_fz fx_json gzip npy)
+    add_test(NAME fuzz_${_fz}
+      COMMAND ${CMAKE_COMMAND}
+        -DCLANGXX=${KILN_CLANGXX} -DKILN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+        -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz_work -DFUZZ_TARGET=${_fz} -DSECONDS=60
+        "-DSEEDS=${_fuzz_seeds_${_fz}}"
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.cmake)
+    set_tests_properties(fuzz_${_fz} PROPERTIES TIMEOUT 900 LABELS "slow;fuzz" RESOURCE_LOCK kiln_fuzz_build)
+  endforeach()
+endif()
