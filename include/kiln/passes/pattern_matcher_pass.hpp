@@ -36,6 +36,7 @@
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/pattern/match.hpp"
+#include "kiln/pattern/runtime_matcher.hpp"
 
 namespace kiln {
 
@@ -123,11 +124,26 @@ class EntryBase {
   pattern::FirstArgFilter first_arg;
 };
 
+// What matches a registered pattern and what its handler gets: PatternPlan and
+// Match for a compiled pattern, RuntimeMatcher and RuntimeMatch for a
+// RuntimePattern. One Entry serves both, so both apply a match the same way.
+template <class P>
+struct PlanFor {
+  using Plan = pattern::PatternPlan<P>;
+  using Match = pattern::Match<P>;
+};
+template <>
+struct PlanFor<pattern::RuntimePattern> {
+  using Plan = pattern::RuntimeMatcher;
+  using Match = pattern::RuntimeMatch;
+};
+
 template <class P, class Handler, class Check>
 class Entry final : public EntryBase {
  public:
   Entry(P p, Handler h, Check c) : plan_(std::move(p)), handler_(std::move(h)), check_(std::move(c)) {
     if constexpr (requires { plan_.pattern().first_arg_filter(); }) first_arg = plan_.pattern().first_arg_filter();
+    else if constexpr (requires { plan_.first_arg_filter(); }) first_arg = plan_.first_arg_filter();
   }
 
   bool try_apply(Node* node, Graph& g, ApplyContext& ctx, std::string* why) override {
@@ -188,8 +204,8 @@ class Entry final : public EntryBase {
     return 0;
   }
 
-  using Match = pattern::Match<P>;
-  pattern::PatternPlan<P> plan_;
+  using Match = typename PlanFor<P>::Match;
+  typename PlanFor<P>::Plan plan_;
   Handler handler_;
   Check check_;
   Match match_;
@@ -244,6 +260,20 @@ class PatternMatcherPass {
   }
   template <class P, class Handler>
   PatternMatcherPass& register_pattern(P pattern, Handler handler, PatternOptions opts) {
+    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
+  }
+
+  // A pattern built at run time (kiln/pattern/runtime_pattern.hpp), indexed by
+  // its first output's kind and targets and applied exactly as a compiled one;
+  // handler(RuntimeMatch&, Graph&, Node*) or handler(RuntimeMatch&), and
+  // extra_check(const RuntimeMatch&). (register_pattern accepts it too.)
+  template <class Handler, class Check = detail::AcceptAll>
+  PatternMatcherPass& register_runtime_pattern(pattern::RuntimePattern pattern, Handler handler, Check extra_check = {},
+                                               PatternOptions opts = {}) {
+    return register_pattern(std::move(pattern), std::move(handler), std::move(extra_check), std::move(opts));
+  }
+  template <class Handler>
+  PatternMatcherPass& register_runtime_pattern(pattern::RuntimePattern pattern, Handler handler, PatternOptions opts) {
     return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
   }
 
