@@ -5,7 +5,7 @@
 //   kiln::register_replacement(search, replace, pass);
 //
 // The search graph becomes a pattern as Inductor's gen_pattern makes it (ints,
-// floats, lists, devices and dtypes ignored unless the options say otherwise);
+// floats, lists, devices and dtypes ignored unless options.pattern says otherwise);
 // a match is replaced by the replacement graph, whose placeholders are bound,
 // in order, to the captures named after the search graph's placeholders (as
 // Inductor's normalize_args takes the search function's argument names).
@@ -29,9 +29,8 @@
 namespace kiln {
 
 struct ReplacementOptions {
-  // ignore_types is gen_pattern's unless `keep_constants` is set.
-  pattern::FxToPatternOptions pattern{};
-  bool keep_constants = false;  // fx_to_pattern instead of gen_pattern: constants must match
+  // How the search graph becomes a pattern; ignore_types starts as gen_pattern's.
+  pattern::FxToPatternOptions pattern{.ignore_types = pattern::IgnoreTypes::all()};
   std::function<bool(const pattern::RuntimeMatch&)> extra_check{};
   PatternOptions pass{};  // prepend, name (default: the pattern's text)
 };
@@ -39,8 +38,7 @@ struct ReplacementOptions {
 // Registers the replacement in `pass` and returns the search pattern.
 inline pattern::RuntimePattern register_replacement(const Graph& search, const Graph& replace, PatternMatcherPass& pass,
                                                     ReplacementOptions options = {}) {
-  pattern::RuntimePattern p = options.keep_constants ? pattern::fx_to_pattern(search, options.pattern)
-                                                     : pattern::gen_pattern(search, options.pattern);
+  pattern::RuntimePattern p = pattern::fx_to_pattern(search, options.pattern);
   std::vector<std::string> argnames = pattern::fx_arg_names(search, options.pattern.argnames);
   const std::vector<Node*> placeholders = search.find_nodes(OpKind::placeholder);
   for (std::size_t i = 0; i < placeholders.size(); ++i)

@@ -42,10 +42,10 @@ struct IgnoreTypes {
 struct FxToPatternOptions {
   IgnoreTypes ignore_types{};
   // Names of the placeholders in order (Inductor: the search function's parameter names).
-  std::vector<std::string> argnames;
-  std::vector<std::string> exclusive_arg_names;
+  std::vector<std::string> argnames{};
+  std::vector<std::string> exclusive_arg_names{};
   // name -> value: an argument equal to the value becomes KeywordArg(name) (Inductor's dropout_p workaround).
-  std::vector<std::pair<std::string, kiln::Arg>> scalar_workaround;
+  std::vector<std::pair<std::string, kiln::Arg>> scalar_workaround{};
 };
 
 // The capture name each placeholder of `g` gets, in order.
