@@ -29,13 +29,14 @@
 
 #include "kiln/core/graph.hpp"
 #include "kiln/pattern/keyword_rule.hpp"
+#include "kiln/pattern/matched_nodes.hpp"
 #include "kiln/pattern/match_state.hpp"  // describe_value
 #include "kiln/pattern/python_equal.hpp"
 #include "kiln/pattern/runtime_pattern.hpp"
 
 namespace kiln::pattern {
 
-class RuntimeMatch {
+class RuntimeMatch : public MatchedNodes {
  public:
   // The value captured as `name` (a node reference or a constant).
   const kiln::Arg& get(std::string_view name) const {
@@ -57,37 +58,12 @@ class RuntimeMatch {
   const std::vector<kiln::Arg>& captures() const { return captures_; }
   // Arg() captures in depth-first order.
   const std::vector<kiln::Arg>& args() const { return args_; }
-  // Every matched node, children before parents (Inductor's m.nodes).
-  const std::vector<Node*>& nodes() const { return nodes_; }
-  // The nodes of the pattern's outputs, nullptr for a None output.
-  const std::vector<Node*>& output_nodes() const { return outputs_; }
-  Node* output_node() const {
-    for (Node* n : outputs_)
-      if (n) return n;
-    throw Error("RuntimeMatch::output_node: the match has no output node");
-  }
-  Graph& graph() const { return *graph_; }
-
-  std::vector<Node*> filter_nodes(OpRef op) const {
-    std::vector<Node*> out;
-    for (Node* n : nodes_)
-      if (n->target() == op) out.push_back(n);
-    return out;
-  }
-  // Erases the matched nodes that nothing uses any more, parents first.
-  void erase_nodes() {
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-      if (!(*it)->erased() && (*it)->num_users() == 0) graph_->erase_node(*it);
-  }
 
  private:
   friend class RuntimeMatcher;
   std::shared_ptr<const std::vector<std::string>> names_ = std::make_shared<const std::vector<std::string>>();
   std::vector<kiln::Arg> captures_;
   std::vector<kiln::Arg> args_;
-  std::vector<Node*> nodes_;
-  std::vector<Node*> outputs_;
-  Graph* graph_ = nullptr;
 };
 
 // get<"x">(m) as for compiled matches, so that a generic handler serves both.
