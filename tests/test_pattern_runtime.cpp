@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kiln/core.hpp"
@@ -436,4 +437,23 @@ TEST_CASE("describe() reads like Inductor's repr") {
   CHECK(r.describe() ==
         "CallFunction(aten.addmm.default, Ignored(), Arg(), [KeywordArg('x'), 2], alpha=ExclusiveKeywordArg('al'), "
         "_users=MULTIPLE)");
+}
+
+TEST_CASE("one const RuntimePattern serves matchers on several threads") {
+  // The pattern is plain data: each thread makes its own matcher (which keeps the
+  // state of its attempts) from the shared pattern and matches its own graph.
+  const RuntimePattern shared = mm_add();
+  std::vector<int> found(4, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        MmAdd f;
+        p::RuntimeMatcher m(shared);
+        if (m.try_match(f.add) && m.result(f.g).node("a") == f.x) ++found[static_cast<std::size_t>(t)];
+        (void)shared.describe();
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(found == std::vector<int>{50, 50, 50, 50});
 }
