@@ -23,6 +23,15 @@ namespace {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 std::string data(const char* name) { return std::string(KILN_TEST_DATA_DIR) + "/replacements/" + name; }
 
+// A pass holding register_replacement of <stem>_search.json and <stem>_replace.json.
+PatternMatcherPass pass_from_files(const std::string& stem, ReplacementOptions options = {}) {
+  io::GraphFile search = io::read_fx_json(data((stem + "_search.json").c_str()));
+  io::GraphFile replace = io::read_fx_json(data((stem + "_replace.json").c_str()));
+  PatternMatcherPass pass("replacements");
+  register_replacement(search.graph, replace.graph, pass, std::move(options));
+  return pass;
+}
+
 // Two blocks of h = add(mm(h, w), b), then relu.
 struct Chain {
   Graph g;
@@ -46,10 +55,7 @@ TEST_CASE("register_replacement from fx-graph-json files: mm + add becomes addmm
   // Inductor's register_replacement: the search function traced and made a pattern
   // (gen_pattern), the replacement inlined at each match with the search
   // function's arguments, counters per match.
-  io::GraphFile search = io::read_fx_json(data("mm_add_search.json"));
-  io::GraphFile replace = io::read_fx_json(data("mm_add_replace.json"));
-  PatternMatcherPass pass("replacements");
-  register_replacement(search.graph, replace.graph, pass);
+  PatternMatcherPass pass = pass_from_files("mm_add");
   Chain f;
   Counters c;
   CHECK(pass.apply(f.g, &c) == 2);
@@ -74,10 +80,7 @@ TEST_CASE("register_replacement from fx-graph-json files: mm + add becomes addmm
 TEST_CASE("a replacement that returns its input: neg(neg(x)) becomes x") {
   // Inductor: replace(old, new) with new an existing node: uses moved, old erased,
   // then match.erase_nodes() erases the inner neg.
-  io::GraphFile search = io::read_fx_json(data("neg_neg_search.json"));
-  io::GraphFile replace = io::read_fx_json(data("neg_neg_replace.json"));
-  PatternMatcherPass pass("replacements");
-  register_replacement(search.graph, replace.graph, pass);
+  PatternMatcherPass pass = pass_from_files("neg_neg");
   Graph g;
   Node* x = g.placeholder("x");
   Node* n1 = g.call_function(aten::neg, {x});
@@ -207,14 +210,11 @@ TEST_CASE("register_replacement checks both graphs when registering") {
 }
 
 TEST_CASE("register_replacement: extra_check, argnames and a compiled match replaced by a graph") {
-  io::GraphFile search = io::read_fx_json(data("mm_add_search.json"));
-  io::GraphFile replace = io::read_fx_json(data("mm_add_replace.json"));
-  PatternMatcherPass pass("checked");
   ReplacementOptions o;
   o.pattern.argnames = {"lhs", "rhs", "bias"};
   o.extra_check = [](const p::RuntimeMatch& m) { return m.binds("lhs") && m.node("lhs")->name() == "x"; };
   o.pass.name = "mm_add";
-  register_replacement(search.graph, replace.graph, pass, o);
+  PatternMatcherPass pass = pass_from_files("mm_add", o);
   CHECK(pass.describe() == "mm_add\n");
   Chain f;
   CHECK(pass.apply(f.g) == 1);  // only the block whose mm reads x
@@ -226,6 +226,7 @@ TEST_CASE("register_replacement: extra_check, argnames and a compiled match repl
   Chain f2;
   auto m = match(CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">), f2.add1);
   REQUIRE(m.has_value());
+  io::GraphFile replace = io::read_fx_json(data("mm_add_replace.json"));
   const auto added = replace_with_graph(*m, replace.graph, std::vector<kiln::Arg>{m->get<"a">(), m->get<"b">(), m->get<"c">()});
   REQUIRE(added.size() == 1);
   CHECK(added[0]->args() == ArgList{f2.b, f2.add0, f2.w});
