@@ -233,3 +233,37 @@ TEST_CASE("an example read from an fx-graph-json file") {
   CHECK(p::gen_pattern(neg.graph).describe() ==
         "CallFunction(aten.neg.default, CallFunction(aten.neg.default, KeywordArg('x')))");
 }
+
+TEST_CASE("an output that is also used inside another output is exempt from the users rule there too") {
+  // Inductor decides the exemption by object (self in ctx.outputs): relu is returned
+  // and used by sigmoid, so it may have any number of users.
+  Graph ex;
+  Node* a = ex.placeholder("a");
+  Node* r = ex.call_function(aten::relu, {a});
+  Node* s = ex.call_function(aten::sigmoid, {r});
+  ex.output(ArgList{s, r});
+  const p::RuntimePattern pat = p::fx_to_pattern(ex);
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* r2 = g.call_function(aten::relu, {x});
+  Node* s2 = g.call_function(aten::sigmoid, {r2});
+  Node* n2 = g.call_function(aten::neg, {r2});
+  Node* t2 = g.call_function(aten::tanh, {r2});
+  g.output(ArgList{s2, n2, t2});
+  auto m = p::match(pat, s2);
+  REQUIRE(m.has_value());
+  CHECK(m->output_nodes() == std::vector<Node*>{s2, r2});
+  // Returned alone (not an output), relu would need its example's two users.
+  Graph ex1;
+  Node* a1 = ex1.placeholder("a");
+  Node* r1 = ex1.call_function(aten::relu, {a1});
+  ex1.output(ArgList{ex1.call_function(aten::add_Tensor, {ex1.call_function(aten::sigmoid, {r1}), r1})});
+  Graph g1;
+  Node* y = g1.placeholder("y");
+  Node* ry = g1.call_function(aten::relu, {y});
+  Node* add = g1.call_function(aten::add_Tensor, {g1.call_function(aten::sigmoid, {ry}), ry});
+  g1.output(ArgList{add, g1.call_function(aten::neg, {ry})});
+  std::string why;
+  CHECK_FALSE(p::match(p::fx_to_pattern(ex1), add, &why).has_value());
+  CHECK(contains(why, "expected 2 users, has 3"));
+}

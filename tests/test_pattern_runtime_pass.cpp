@@ -265,3 +265,15 @@ TEST_CASE("KILN_PATTERN_DEBUG reports why a runtime pattern failed at the named 
   CHECK(n == 0);
   CHECK(captured.str().find("KILN_PATTERN_DEBUG: node add: P1: node mm: expected 1 user, has 2") != std::string::npos);
 }
+
+TEST_CASE("PatternMatcherPasses take runtime patterns by pass_number") {
+  // Inductor's post_grad pass_patterns: a list of PatternMatcherPasses applied in order.
+  Graph g = chain(2);
+  Hits h;
+  PatternMatcherPasses passes(2, "rt");
+  passes.register_pattern(rt_p1(), p1_handler(h), PatternOptions{.pass_number = 1});
+  CHECK(passes[0].num_patterns() == 0);
+  CHECK(passes[1].num_patterns() == 1);
+  CHECK(passes.apply(g) == 2);
+  CHECK(h.p[0] == 2);
+}
