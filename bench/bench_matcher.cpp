@@ -32,6 +32,7 @@
 #include "kiln/io.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/pattern/runtime_matcher.hpp"
 
 using namespace kiln;
 using namespace kiln::pattern;

@@ -16,6 +16,7 @@
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/schemas.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/pattern/runtime_matcher.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;

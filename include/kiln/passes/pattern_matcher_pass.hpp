@@ -36,7 +36,7 @@
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/pattern/match.hpp"
-#include "kiln/pattern/runtime_matcher.hpp"
+#include "kiln/pattern/plan_for.hpp"
 
 namespace kiln {
 
@@ -124,20 +124,6 @@ class EntryBase {
   pattern::FirstArgFilter first_arg;
 };
 
-// What matches a registered pattern and what its handler gets: PatternPlan and
-// Match for a compiled pattern, RuntimeMatcher and RuntimeMatch for a
-// RuntimePattern. One Entry serves both, so both apply a match the same way.
-template <class P>
-struct PlanFor {
-  using Plan = pattern::PatternPlan<P>;
-  using Match = pattern::Match<P>;
-};
-template <>
-struct PlanFor<pattern::RuntimePattern> {
-  using Plan = pattern::RuntimeMatcher;
-  using Match = pattern::RuntimeMatch;
-};
-
 template <class P, class Handler, class Check>
 class Entry final : public EntryBase {
  public:
@@ -204,8 +190,9 @@ class Entry final : public EntryBase {
     return 0;
   }
 
-  using Match = typename PlanFor<P>::Match;
-  typename PlanFor<P>::Plan plan_;
+  // PatternPlan and Match, or RuntimeMatcher and RuntimeMatch (pattern/plan_for.hpp).
+  using Match = typename pattern::PlanFor<P>::Match;
+  typename pattern::PlanFor<P>::Plan plan_;
   Handler handler_;
   Check check_;
   Match match_;
@@ -263,17 +250,19 @@ class PatternMatcherPass {
     return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
   }
 
-  // A pattern built at run time (kiln/pattern/runtime_pattern.hpp), indexed by
+  // A pattern built at run time (kiln/pattern/runtime_matcher.hpp), indexed by
   // its first output's kind and targets and applied exactly as a compiled one;
   // handler(RuntimeMatch&, Graph&, Node*) or handler(RuntimeMatch&), and
-  // extra_check(const RuntimeMatch&). (register_pattern accepts it too.)
-  template <class Handler, class Check = detail::AcceptAll>
-  PatternMatcherPass& register_runtime_pattern(pattern::RuntimePattern pattern, Handler handler, Check extra_check = {},
-                                               PatternOptions opts = {}) {
+  // extra_check(const RuntimeMatch&). (register_pattern accepts it too.) A
+  // template only so that this header need not include the runtime matcher.
+  template <class RP, class Handler, class Check = detail::AcceptAll>
+    requires std::is_same_v<RP, pattern::RuntimePattern>
+  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
     return register_pattern(std::move(pattern), std::move(handler), std::move(extra_check), std::move(opts));
   }
-  template <class Handler>
-  PatternMatcherPass& register_runtime_pattern(pattern::RuntimePattern pattern, Handler handler, PatternOptions opts) {
+  template <class RP, class Handler>
+    requires std::is_same_v<RP, pattern::RuntimePattern>
+  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, PatternOptions opts) {
     return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
   }
 

@@ -30,6 +30,7 @@
 #include "kiln/core/graph.hpp"
 #include "kiln/pattern/keyword_rule.hpp"
 #include "kiln/pattern/matched_nodes.hpp"
+#include "kiln/pattern/plan_for.hpp"
 #include "kiln/pattern/match_state.hpp"  // describe_value
 #include "kiln/pattern/python_equal.hpp"
 #include "kiln/pattern/runtime_pattern.hpp"
@@ -450,6 +451,13 @@ class RuntimeMatcher {
   std::vector<Node*> candidates_, searched_;
   std::vector<Slot> prior_;
   std::vector<const kiln::Arg*> outer_;
+};
+
+// PatternMatcherPass prepares a registered RuntimePattern with a RuntimeMatcher.
+template <>
+struct PlanFor<RuntimePattern> {
+  using Plan = RuntimeMatcher;
+  using Match = RuntimeMatch;
 };
 
 // One-off matching, without keeping a matcher.
