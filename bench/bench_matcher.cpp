@@ -1,4 +1,5 @@
 // kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K] [--first-only]
+//                    [--runtime]
 //
 // Applies the five patterns of the matcher benchmark in one PatternMatcherPass
 // and prints one JSON object:
@@ -16,6 +17,8 @@
 // and the second apply matches the same graph again. --first-only skips the
 // second apply, for counting the first one's instructions under callgrind
 // (--toggle-collect='kiln::PatternMatcherPass::apply*', see bench/README.md).
+// --runtime registers the same five patterns built at run time (RuntimePattern)
+// instead of compiled, with the same handlers, to compare the two matchers.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +32,7 @@
 #include "kiln/io.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/pattern/runtime_matcher.hpp"
 
 using namespace kiln;
 using namespace kiln::pattern;
@@ -39,37 +43,81 @@ struct Hits {
   std::int64_t p[5] = {0, 0, 0, 0, 0};
 };
 
+// The five patterns built at run time, as fx_to_pattern would build them from
+// example graphs (users counts aside): the same elements the compiled ones hold.
+RuntimePattern runtime_p1() {
+  RuntimePattern r;
+  r.set_output(r.call_function(aten::add_Tensor, {r.call_function(aten::mm, {r.keyword_arg("a"), r.keyword_arg("b")}),
+                                                  r.keyword_arg("c")}));
+  return r;
+}
+RuntimePattern runtime_p2() {
+  RuntimePattern r;
+  r.set_output(r.call_function(aten::sigmoid, {r.call_function(aten::mul_Tensor, {r.keyword_arg("x"), r.keyword_arg("x")})}));
+  return r;
+}
+RuntimePattern runtime_p3() {
+  RuntimePattern r;
+  std::vector<RuntimePattern::Ref> nine;
+  for (int i = 0; i < 9; ++i) nine.push_back(r.arg());
+  r.set_output(r.call_function(aten::relu, {r.call_function(aten::convolution, nine)}));
+  return r;
+}
+RuntimePattern runtime_p4() {
+  RuntimePattern r;
+  r.set_output(r.call_function(aten::add_Tensor, {r.call_function(aten::sigmoid, {r.ignored()}),
+                                                  r.call_function(aten::tanh, {r.ignored()})}));
+  return r;
+}
+RuntimePattern runtime_p5() {
+  RuntimePattern r;
+  r.set_output(r.call_function(aten::mul_Tensor, {r.call_function(aten::relu, {r.keyword_arg("x")}), r.keyword_arg("y")}));
+  return r;
+}
+
 // rewrite = false (--handlers count): P1 and P2's handlers only count their
 // matches, so the first apply times matching alone on the graph as read.
-PatternMatcherPass build_pass(Hits& hits, bool rewrite) {
+// runtime: the patterns are RuntimePatterns; the handlers are the same
+// (get<"c">(m) reads a compiled or a runtime match).
+PatternMatcherPass build_pass(Hits& hits, bool rewrite, bool runtime) {
   PatternMatcherPass pass("matcher_bench");
-  pass.register_pattern(CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">),
-                        [&hits, rewrite](auto& m, Graph& g, Node* root) {
-                          ++hits.p[0];
-                          if (!rewrite) return;
-                          Node* fused = g.call_function(aten::addmm, {get<"c">(m), get<"a">(m), get<"b">(m)});
-                          fused->meta = root->meta;
-                          root->replace_all_uses_with(fused);
-                          m.erase_nodes();
-                        });
-  pass.register_pattern(CallFunction(aten::sigmoid, CallFunction(aten::mul_Tensor, kw<"x">, kw<"x">)),
-                        [&hits, rewrite](auto& m, Graph& g, Node* root) {
-                          ++hits.p[1];
-                          if (!rewrite) return;
-                          Node* sq = g.call_function(aten::pow_Tensor_Scalar, {get<"x">(m), 2});
-                          Node* s = g.call_function(aten::sigmoid, {sq});
-                          s->meta = root->meta;
-                          root->replace_all_uses_with(s);
-                          m.erase_nodes();
-                        });
+  auto p1 = [&hits, rewrite](auto& m, Graph& g, Node* root) {
+    ++hits.p[0];
+    if (!rewrite) return;
+    Node* fused = g.call_function(aten::addmm, {get<"c">(m), get<"a">(m), get<"b">(m)});
+    fused->meta = root->meta;
+    root->replace_all_uses_with(fused);
+    m.erase_nodes();
+  };
+  auto p2 = [&hits, rewrite](auto& m, Graph& g, Node* root) {
+    ++hits.p[1];
+    if (!rewrite) return;
+    Node* sq = g.call_function(aten::pow_Tensor_Scalar, {get<"x">(m), 2});
+    Node* s = g.call_function(aten::sigmoid, {sq});
+    s->meta = root->meta;
+    root->replace_all_uses_with(s);
+    m.erase_nodes();
+  };
+  auto p3 = [&hits](auto&) { ++hits.p[2]; };
+  auto p4 = [&hits](auto&) { ++hits.p[3]; };
+  auto p5 = [&hits](auto&) { ++hits.p[4]; };
+  if (runtime) {
+    pass.register_runtime_pattern(runtime_p1(), p1);
+    pass.register_runtime_pattern(runtime_p2(), p2);
+    pass.register_runtime_pattern(runtime_p3(), p3);
+    pass.register_runtime_pattern(runtime_p4(), p4);
+    pass.register_runtime_pattern(runtime_p5(), p5);
+    return pass;
+  }
+  pass.register_pattern(CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">), p1);
+  pass.register_pattern(CallFunction(aten::sigmoid, CallFunction(aten::mul_Tensor, kw<"x">, kw<"x">)), p2);
   pass.register_pattern(CallFunction(aten::relu, CallFunction(aten::convolution, pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(),
                                                               pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg())),
-                        [&hits](auto&) { ++hits.p[2]; });
+                        p3);
   pass.register_pattern(CallFunction(aten::add_Tensor, CallFunction(aten::sigmoid, Ignored()),
                                      CallFunction(aten::tanh, Ignored())),
-                        [&hits](auto&) { ++hits.p[3]; });
-  pass.register_pattern(CallFunction(aten::mul_Tensor, CallFunction(aten::relu, kw<"x">), kw<"y">),
-                        [&hits](auto&) { ++hits.p[4]; });
+                        p4);
+  pass.register_pattern(CallFunction(aten::mul_Tensor, CallFunction(aten::relu, kw<"x">), kw<"y">), p5);
   return pass;
 }
 
@@ -87,15 +135,18 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::cerr << "usage: kiln-bench-matcher GRAPH.json[.gz] [--reps N] [--handlers rewrite|count] [--repeat-second K] "
-                 "[--first-only]\n";
+                 "[--first-only] [--runtime]\n";
     return 2;
   }
   int reps = 3;
   int repeat_second = 1;  // > 1: rerun the matching-only apply, for profilers
   bool rewrite = true;    // --handlers count: P1 and P2 match but do not rewrite
   bool second = true;     // --first-only: no second apply
-  for (int i = 2; i < argc; ++i)
+  bool runtime = false;   // --runtime: RuntimePatterns instead of compiled ones
+  for (int i = 2; i < argc; ++i) {
     if (std::string(argv[i]) == "--first-only") second = false;
+    if (std::string(argv[i]) == "--runtime") runtime = true;
+  }
   for (int i = 2; i + 1 < argc; ++i) {
     if (std::string(argv[i]) == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::string(argv[i]) == "--repeat-second") repeat_second = std::max(1, std::atoi(argv[i + 1]));
@@ -119,7 +170,7 @@ int main(int argc, char** argv) {
       nodes = g.size();
       Hits h;
       Counters c;
-      PatternMatcherPass pass = build_pass(h, rewrite);
+      PatternMatcherPass pass = build_pass(h, rewrite, runtime);
       auto t0 = std::chrono::steady_clock::now();
       pass.apply(g, &c);
       first_ns.push_back(seconds_since(t0) * 1e9 / static_cast<double>(nodes));
@@ -139,6 +190,7 @@ int main(int argc, char** argv) {
     }
     nlohmann::json out;
     out["handlers"] = rewrite ? "rewrite" : "count";
+    out["patterns"] = runtime ? "runtime" : "compiled";
     out["nodes"] = nodes;
     out["nodes_after_rewrite"] = nodes_after;
     out["hits"] = {{"P1", hits.p[0]}, {"P2", hits.p[1]}, {"P3", hits.p[2]}, {"P4", hits.p[3]}, {"P5", hits.p[4]}};

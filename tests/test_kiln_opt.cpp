@@ -168,3 +168,81 @@ TEST_CASE("kiln-opt lists its passes") {
   CHECK(r.status == 0);
   for (const char* name : {"lint", "dce", "stable_topological_sort"}) CHECK(r.out.find(name) != std::string::npos);
 }
+
+namespace {
+// Two blocks of add(mm(h, w), b), then neg(neg(.)) and relu.
+fs::path write_mm_add_chain() {
+  kiln::Graph g("mm_add_chain");
+  auto* x = g.placeholder("x");
+  auto* w = g.placeholder("w");
+  auto* b = g.placeholder("b");
+  kiln::Node* h = x;
+  for (int i = 0; i < 2; ++i)
+    h = g.call_function(kiln::OpRef("aten.add.Tensor"), {g.call_function(kiln::OpRef("aten.mm.default"), {h, w}), b});
+  auto* n = g.call_function(kiln::OpRef("aten.neg.default"), {g.call_function(kiln::OpRef("aten.neg.default"), {h})});
+  g.output(kiln::ArgList{g.call_function(kiln::OpRef("aten.relu.default"), {n})});
+  const fs::path p = scratch_dir() / "mm_add_chain.json";
+  std::ofstream(p) << kiln::io::to_fx_json(g);
+  return p;
+}
+std::string manifest() { return std::string(KILN_TEST_DATA_DIR) + "/replacements/manifest.json"; }
+}  // namespace
+
+TEST_CASE("kiln-opt --replacements runs search/replace pairs from a manifest before the passes") {
+  // Each pair is Inductor's register_replacement; all of them one pattern pass.
+  const fs::path in = write_mm_add_chain();
+  const fs::path out = scratch_dir() / "replaced.json";
+  Run r = kiln_opt("'" + in.string() + "' --replacements '" + manifest() + "' --passes dce --counters --timings -o '" +
+                   out.string() + "'");
+  REQUIRE(r.status == 0);
+  auto counters = nlohmann::json::parse(r.out);
+  CHECK(counters["pattern_matcher_count"] == 3);  // two mm+add, one neg(neg)
+  CHECK(counters["pattern_matcher_nodes"] == 6);
+  CHECK(r.err.find("pass replacements") < r.err.find("pass dce"));
+  kiln::io::GraphFile f = kiln::io::read_fx_json(out);
+  CHECK(f.graph.find_nodes(kiln::OpKind::call_function, kiln::OpRef("aten.addmm.default")).size() == 2);
+  CHECK(f.graph.find_nodes(kiln::OpKind::call_function, kiln::OpRef("aten.mm.default")).empty());
+  CHECK(f.graph.find_nodes(kiln::OpKind::call_function, kiln::OpRef("aten.neg.default")).empty());
+  // relu now reads the second addmm.
+  kiln::Node* relu = f.graph.find_node("relu");
+  REQUIRE(relu != nullptr);
+  CHECK(relu->arg(0).node()->target_name() == "aten.addmm.default");
+  // Named in --passes, it runs where it is named.
+  Run later = kiln_opt("'" + in.string() + "' --replacements '" + manifest() + "' --passes dce,replacements --timings");
+  REQUIRE(later.status == 0);
+  CHECK(later.err.find("pass dce") < later.err.find("pass replacements"));
+}
+
+TEST_CASE("kiln-opt --replacements: a bad manifest is one line naming the entry and field") {
+  const fs::path in = write_mm_add_chain();
+  const fs::path dir = scratch_dir();
+  auto write = [&](const char* name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return "'" + (dir / name).string() + "'";
+  };
+  const std::string data = std::string(KILN_TEST_DATA_DIR) + "/replacements/";
+  struct Case {
+    std::string manifest;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {write("m1.json", "{\"format\": \"kiln-replacements\", \"version\": 1, \"replacements\": [{\"name\": \"x\", "
+                        "\"search\": \"missing.json\", \"replace\": \"missing.json\"}]}"),
+       "replacements[0] (x): \"search\""},
+      {write("m2.json", "{\"format\": \"nope\"}"), "\"format\" must be \"kiln-replacements\""},
+      {write("m3.json", "{\"format\": \"kiln-replacements\", \"version\": 1, \"replacements\": [{\"search\": \"" + data +
+                            "mm_add_search.json\", \"replace\": \"" + data + "mm_add_replace.json\", \"ignore\": 1}]}"),
+       "replacements[0]: unknown field \"ignore\""},
+      {write("m4.json", "{\"format\": \"kiln-replacements\", \"version\": 1, \"replacements\": [{\"search\": \"" + data +
+                            "mm_add_search.json\", \"replace\": \"" + data + "neg_neg_replace.json\"}]}"),
+       "the replacement graph has 1 placeholders, the search graph 3"},
+      {"'/no/such/manifest.json'", "cannot read it"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.manifest);
+    Run r = kiln_opt("'" + in.string() + "' --replacements " + c.manifest);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+  }
+}

@@ -1,12 +1,17 @@
 // kiln-opt: read an fx-graph-json graph, run named passes, write and/or print it.
 //
-//   kiln-opt IN.json[.gz] [--passes a,b,c] [--pass-options JSON|@FILE] [-o OUT.json[.gz]]
-//            [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint] [--list-passes]
+//   kiln-opt IN.json[.gz] [--passes a,b,c] [--pass-options JSON|@FILE] [--replacements FILE]
+//            [-o OUT.json[.gz]] [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint] [--list-passes]
 //            [--max-gzip-bytes N]
+//
+// --replacements FILE loads search/replace graph pairs (a manifest, see
+// kiln/passes/replacement_manifest.hpp) into one pattern pass named
+// "replacements", which runs before the --passes unless they name it.
 //
 // stdout carries what was asked for (--print text, then the --counters JSON
 // object); --timings goes to stderr so stdout stays machine-readable. Any error
 // is one line on stderr and exit status 2.
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,13 +25,15 @@
 #include "kiln/core.hpp"
 #include "kiln/io.hpp"
 #include "kiln/passes.hpp"
+#include "kiln/passes/replacement_manifest.hpp"
 
 namespace {
 
 constexpr const char* kUsage =
-    "usage: kiln-opt IN.json[.gz] [--passes a,b,c] [--pass-options JSON|@FILE] [-o OUT.json[.gz]]\n"
-    "                [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint] [--list-passes]\n"
-    "                [--max-gzip-bytes N]   (a gzip input may decompress to at most N bytes; default 1 GiB)\n";
+    "usage: kiln-opt IN.json[.gz] [--passes a,b,c] [--pass-options JSON|@FILE] [--replacements FILE]\n"
+    "                [-o OUT.json[.gz]] [--dot OUT.dot] [--print] [--counters] [--timings] [--no-lint]\n"
+    "                [--list-passes] [--max-gzip-bytes N]\n"
+    "  --max-gzip-bytes N   a gzip input may decompress to at most N bytes (default 1 GiB)\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -36,6 +43,7 @@ struct Options {
   std::string input;
   std::vector<std::string> passes;
   std::string pass_options;
+  std::string replacements;
   std::string output;
   std::string dot;
   bool print = false, counters = false, timings = false, lint = true, list = false;
@@ -72,6 +80,7 @@ Options parse_args(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--passes") o.passes = split_commas(value(i));
     else if (a == "--pass-options") o.pass_options = value(i);
+    else if (a == "--replacements") o.replacements = value(i);
     else if (a == "-o" || a == "--output") o.output = value(i);
     else if (a == "--dot") o.dot = value(i);
     else if (a == "--print") o.print = true;
@@ -118,6 +127,14 @@ void write_text(const std::string& path, const std::string& text) {
 int run(int argc, char** argv) {
   Options o = parse_args(argc, argv);
   kiln::PassRegistry registry = kiln::default_pass_registry();
+  if (!o.replacements.empty()) {
+    // Loaded (and every pair checked) before the graph is read.
+    const std::string manifest = o.replacements;
+    registry.add(kiln::make_pattern_pass("replacements", "the search/replace pairs of " + manifest,
+                                         [&] { return kiln::load_replacements(manifest); }));
+    if (std::find(o.passes.begin(), o.passes.end(), "replacements") == o.passes.end())
+      o.passes.insert(o.passes.begin(), "replacements");
+  }
   if (o.list) {
     for (const auto& p : registry.passes()) std::cout << p.name << "\t" << p.description << "\n";
     if (o.input.empty()) return 0;

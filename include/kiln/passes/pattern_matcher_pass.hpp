@@ -38,6 +38,7 @@
 #include "kiln/passes/mutation_regions.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/pattern/match.hpp"
+#include "kiln/pattern/plan_for.hpp"
 
 namespace kiln {
 
@@ -130,6 +131,7 @@ class Entry final : public EntryBase {
  public:
   Entry(P p, Handler h, Check c) : plan_(std::move(p)), handler_(std::move(h)), check_(std::move(c)) {
     if constexpr (requires { plan_.pattern().first_arg_filter(); }) first_arg = plan_.pattern().first_arg_filter();
+    else if constexpr (requires { plan_.first_arg_filter(); }) first_arg = plan_.first_arg_filter();
   }
 
   bool try_apply(Node* node, Graph& g, ApplyContext& ctx, std::string* why) override {
@@ -173,8 +175,9 @@ class Entry final : public EntryBase {
   std::string describe() const override { return plan_.describe(); }
 
  private:
-  using Match = pattern::Match<P>;
-  pattern::PatternPlan<P> plan_;
+  // PatternPlan and Match, or RuntimeMatcher and RuntimeMatch (pattern/plan_for.hpp).
+  using Match = typename pattern::PlanFor<P>::Match;
+  typename pattern::PlanFor<P>::Plan plan_;
   Handler handler_;
   Check check_;
   Match match_;
@@ -229,6 +232,22 @@ class PatternMatcherPass {
   }
   template <class P, class Handler>
   PatternMatcherPass& register_pattern(P pattern, Handler handler, PatternOptions opts) {
+    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
+  }
+
+  // A pattern built at run time (kiln/pattern/runtime_matcher.hpp), indexed by
+  // its first output's kind and targets and applied exactly as a compiled one;
+  // handler(RuntimeMatch&, Graph&, Node*) or handler(RuntimeMatch&), and
+  // extra_check(const RuntimeMatch&). (register_pattern accepts it too.) A
+  // template only so that this header need not include the runtime matcher.
+  template <class RP, class Handler, class Check = detail::AcceptAll>
+    requires std::is_same_v<RP, pattern::RuntimePattern>
+  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
+    return register_pattern(std::move(pattern), std::move(handler), std::move(extra_check), std::move(opts));
+  }
+  template <class RP, class Handler>
+    requires std::is_same_v<RP, pattern::RuntimePattern>
+  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, PatternOptions opts) {
     return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
   }
 

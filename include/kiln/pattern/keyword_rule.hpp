@@ -33,9 +33,13 @@ enum class KeywordRule : std::uint8_t {
 };
 
 namespace detail {
+// Keeps the first reason given, as the matchers' explanations do.
+inline void keyword_rule_why(std::string* why, const std::string& text) {
+  if (why && why->empty()) *why = text;
+}
 [[gnu::noinline]] inline bool keyword_structure_differs(const Node* n, std::span<const std::string_view> names,
                                                         std::span<const std::string_view> found, std::string* why) {
-  if (why) {
+  if (why && why->empty()) {
     auto join = [](auto list) {
       std::string s = "(";
       for (std::size_t i = 0; i < list.size(); ++i) s += (i ? ", " : "") + std::string(list[i]);
@@ -81,9 +85,9 @@ inline bool keyword_values(const Node* n, std::span<const std::string_view> name
   if (kwargs.size() < names.size()) {
     const OpSchema* schema = n->op() == OpKind::call_function ? OpSchemaRegistry::instance().find(n->target()) : nullptr;
     if (!schema) {
-      if (why) *why = "node " + n->name() + ": function_mismatch: " + std::to_string(kwargs.size()) +
+      detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: " + std::to_string(kwargs.size()) +
                       " keyword arguments, fewer than the pattern's " + std::to_string(names.size()) +
-                      ", and no schema of " + std::string(n->target_name()) + " to normalize them";
+                      ", and no schema of " + std::string(n->target_name()) + " to normalize them");
       return false;
     }
     const std::size_t nargs = n->args().size();
@@ -91,15 +95,15 @@ inline bool keyword_values(const Node* n, std::span<const std::string_view> name
     for (const auto& [k, v] : kwargs) {
       const int idx = schema->index_of(k);
       if (idx < 0 || static_cast<std::size_t>(idx) < nargs) {
-        if (why) *why = "node " + n->name() + ": function_mismatch: '" + k + "' does not bind to the schema of " +
-                        std::string(n->target_name());
+        detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: '" + k + "' does not bind to the schema of " +
+                        std::string(n->target_name()));
         return false;
       }
     }
     if (nargs > schema->params.size() ||
         (nargs > 0 && schema->params[nargs - 1].keyword_only)) {
-      if (why) *why = "node " + n->name() + ": function_mismatch: too many positional arguments for the schema of " +
-                      std::string(n->target_name());
+      detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: too many positional arguments for the schema of " +
+                      std::string(n->target_name()));
       return false;
     }
     for (std::size_t i = nargs; i < schema->params.size() && fits; ++i) {
@@ -107,8 +111,8 @@ inline bool keyword_values(const Node* n, std::span<const std::string_view> name
       const kiln::Arg* v = kwargs.find(p.name);
       if (!v) v = p.default_value ? &*p.default_value : nullptr;
       if (!v) {
-        if (why) *why = "node " + n->name() + ": function_mismatch: no value for '" + p.name + "' of " +
-                        std::string(n->target_name());
+        detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: no value for '" + p.name + "' of " +
+                        std::string(n->target_name()));
         return false;
       }
       fits = keep(p.name, v);

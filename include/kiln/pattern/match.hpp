@@ -11,11 +11,12 @@
 
 #include "kiln/core/graph.hpp"
 #include "kiln/pattern/call.hpp"
+#include "kiln/pattern/matched_nodes.hpp"
 
 namespace kiln::pattern {
 
 template <class P>
-class Match {
+class Match : public MatchedNodes {
  public:
   using Captures = NameIndex<typename P::captures>;
   static constexpr std::size_t kCaptures = Captures::distinct();
@@ -40,30 +41,6 @@ class Match {
   const std::vector<kiln::Arg>& args() const { return args_; }
   // Keyword arguments passed through by a VarArgs pattern.
   const ArgDict& var_kwargs() const { return var_kwargs_; }
-  // Every matched node, children before parents; the last is the root's.
-  const std::vector<Node*>& nodes() const { return nodes_; }
-  // The nodes matched by the pattern's outputs (one, or several for MultiOutputPattern).
-  const std::vector<Node*>& output_nodes() const { return outputs_; }
-  Node* output_node() const {
-    for (Node* n : outputs_)
-      if (n) return n;
-    throw Error("Match::output_node: the match has no output node");
-  }
-  Graph& graph() const { return *graph_; }
-
-  // The matched nodes whose target is `op`.
-  std::vector<Node*> filter_nodes(OpRef op) const {
-    std::vector<Node*> out;
-    for (Node* n : nodes_)
-      if (n->target() == op) out.push_back(n);
-    return out;
-  }
-
-  // Erases the matched nodes that nothing uses any more, parents first.
-  void erase_nodes() {
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-      if (!(*it)->erased() && (*it)->num_users() == 0) graph_->erase_node(*it);
-  }
 
   // Splices in a replacement: `build(graph)` creates nodes (before the output
   // node) and returns the one that takes the output's place; its users are
@@ -89,9 +66,6 @@ class Match {
   std::array<kiln::Arg, kCaptures> captures_{};
   std::vector<kiln::Arg> args_;
   ArgDict var_kwargs_;
-  std::vector<Node*> nodes_;
-  std::vector<Node*> outputs_;
-  Graph* graph_ = nullptr;
 };
 
 template <class P>
