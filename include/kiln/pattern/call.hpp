@@ -446,7 +446,9 @@ struct CallPattern : CallHead<Kind> {
   // offers the node it matched, if any.
   template <std::size_t P, class C, class S, class F>
   static void anchors_of(const C& c, S& st, std::vector<Node*>& searched, F& from) {
-    if constexpr (requires { c.template find_anchor_nodes<P>(st, searched, from); }) {
+    if constexpr (is_list_pattern_v<C>) {
+      c.template visit_items<P>([&]<std::size_t Q>(const auto& item) { anchors_of<Q>(item, st, searched, from); });
+    } else if constexpr (requires { c.template find_anchor_nodes<P>(st, searched, from); }) {
       c.template find_anchor_nodes<P>(st, searched, from);
     } else if constexpr (C::size > 0) {
       const Slot& s = st.slot(P);

@@ -205,8 +205,18 @@ struct ListPattern : PatternTag {
     describe_items(out, std::index_sequence_for<Ts...>{});
     out += "]";
   }
+  // f.template operator()<Q>(item) for every item at its position Q: Inductor
+  // flattens a list child, so its items count one by one (anchors).
+  template <std::size_t Pos, class F>
+  void visit_items(F&& f) const {
+    visit_items_impl<Pos>(f, std::index_sequence_for<Ts...>{});
+  }
 
  private:
+  template <std::size_t Pos, class F, std::size_t... Is>
+  void visit_items_impl(F& f, std::index_sequence<Is...>) const {
+    (f.template operator()<Pos + offset_of<Is, Ts...>()>(items.template get<Is>()), ...);
+  }
   template <std::size_t Pos, class S, std::size_t... Is>
   bool match_items(const ArgList& l, S& st, std::index_sequence<Is...>) const {
     return (match_item<Pos + offset_of<Is, Ts...>(), Is>(l[Is], st) && ...);

@@ -111,6 +111,15 @@ class RuntimeMatcher {
         if (it == names->end()) names->push_back(e.name);
       }
     }
+    // A call with a literal list or a list/dict constant among its children
+    // compares its arguments as flattened pytrees (see is_structure_leaf_v).
+    for (Info& in : info_) {
+      if (in.kind != ElementKind::call) continue;
+      for (std::uint32_t i = 0; i < in.num_args + in.num_kwargs; ++i) {
+        const Info& c = info_[children_[in.child_begin + i]];
+        in.pytree |= c.kind == ElementKind::list || (c.kind == ElementKind::constant && is_container(*c.value));
+      }
+    }
     // Inductor exempts the outputs from the users rule by object: every place
     // an output element occurs.
     for (const auto& o : pattern_.outputs())
@@ -193,6 +202,7 @@ class RuntimeMatcher {
     std::uint32_t capture = 0;        // keyword args: index into the capture names
     const OpSet* fns = nullptr;       // call elements
     const kiln::Arg* value = nullptr; // constants
+    bool pytree = false;              // calls: Inductor's pytree mode (a list or list/dict constant child)
   };
   // Inductor's pattern_to_node entry of one element; set while epoch == epoch_.
   struct Slot {
@@ -260,12 +270,22 @@ class RuntimeMatcher {
             return "args_structure: " + describe_value(v) + " is not a list of " + std::to_string(in.num_args);
           });
         for (std::uint32_t i = 0; i < in.num_args; ++i)
-          if (!match_value(children_[in.child_begin + i], (*l)[i])) return false;
+          if (!structure_fits(children_[in.child_begin + i], (*l)[i]) ||
+              !match_value(children_[in.child_begin + i], (*l)[i]))
+            return false;
         return true;
       }
       default:
         return match_leaf(e, in, v);
     }
+  }
+
+  // In pytree mode a node's list or dict flattens to several leaves, so it
+  // never meets a pattern leaf (anything but a literal list or a constant).
+  bool structure_fits(std::uint32_t child, const kiln::Arg& v) {
+    const ElementKind k = info_[child].kind;
+    if (k == ElementKind::list || k == ElementKind::constant || !is_container(v)) return true;
+    return fail([&] { return "args_structure: " + describe_value(v) + " where the pattern has a leaf"; });
   }
 
   bool match_leaf(std::uint32_t e, const Info& in, const kiln::Arg& v) {
@@ -334,10 +354,14 @@ class RuntimeMatcher {
       kw = buf;
     }
     const kiln::Arg* a = args.data();
-    for (std::uint32_t i = 0; i < in.num_args; ++i)
-      if (!match_value(children_[in.child_begin + i], a[i])) return false;
-    for (std::uint32_t i = 0; i < in.num_kwargs; ++i)
-      if (!match_value(children_[in.child_begin + in.num_args + i], *kw[i])) return false;
+    for (std::uint32_t i = 0; i < in.num_args; ++i) {
+      const std::uint32_t c = children_[in.child_begin + i];
+      if ((in.pytree && !structure_fits(c, a[i])) || !match_value(c, a[i])) return false;
+    }
+    for (std::uint32_t i = 0; i < in.num_kwargs; ++i) {
+      const std::uint32_t c = children_[in.child_begin + in.num_args + i];
+      if ((in.pytree && !structure_fits(c, *kw[i])) || !match_value(c, *kw[i])) return false;
+    }
     nodes_.push_back(n);
     set_slot(e, n, via);
     return true;
