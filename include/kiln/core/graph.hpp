@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "kiln/core/module_table.hpp"
 #include "kiln/core/name_table.hpp"
 #include "kiln/core/node.hpp"
 #include "kiln/core/two_way_memo.hpp"
@@ -49,6 +50,10 @@ class Graph {
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
+
+  // The classes (and recorded attributes) of the modules call_module nodes call.
+  ModuleTable& modules() { return modules_; }
+  const ModuleTable& modules() const { return modules_; }
 
   // ---- creating nodes (at the insertion point; the end of the graph by default) ----
 
@@ -322,6 +327,13 @@ class Graph {
     auto it = index_.find(bucket_key(op, target.hash));
     return it == index_.end() ? 0 : it->second.count;
   }
+  // Calls fn(target) once for each target that live nodes of kind `op` have,
+  // in no particular order, without visiting the nodes (one per target is read).
+  template <class Fn>
+  void for_each_target(OpKind op, Fn&& fn) const {
+    for (const Bucket* b : buckets_by_op_[static_cast<std::size_t>(op)])
+      if (b->count != 0 && b->head) fn(b->head->target());
+  }
   // Calls fn(Node*, bucket key, order key) for every live node in storage order
   // (creation order, except that nodes created after a purge_erased reuse freed
   // places), with the node's bucket_key and Node::order_key. Not graph order
@@ -370,6 +382,7 @@ class Graph {
       map[n] = c;
     }
     g.names_.assign_counts(names_);
+    g.modules_ = modules_;
     return g;
   }
 
@@ -660,6 +673,8 @@ class Graph {
   }
   void steal(Graph& o) {
     name_ = std::move(o.name_);
+    modules_ = std::move(o.modules_);
+    o.modules_.clear();
     head_ = std::exchange(o.head_, nullptr);
     tail_ = std::exchange(o.tail_, nullptr);
     size_ = std::exchange(o.size_, 0);
@@ -687,6 +702,7 @@ class Graph {
   }
 
   std::string name_;
+  ModuleTable modules_;
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   std::size_t size_ = 0;
