@@ -702,7 +702,6 @@ class Graph {
   }
 
   std::string name_;
-  ModuleTable modules_;
   Node* head_ = nullptr;
   Node* tail_ = nullptr;
   std::size_t size_ = 0;
@@ -721,6 +720,7 @@ class Graph {
   std::size_t chunk_used_ = 0;
   Node* free_head_ = nullptr;  // vacant nodes, most recently freed (warmest) first, linked likewise
   std::uint64_t reorder_epoch_ = 0;
+  ModuleTable modules_;  // last: read by no hot path, so it moves no hot member's offset
 };
 
 // ---- Node operations that need the Graph ----

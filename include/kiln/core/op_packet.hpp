@@ -32,10 +32,13 @@ constexpr OpPacket packet(std::string_view name) {
 }
 constexpr OpPacket packet(OpRef overload) { return packet(overload.name); }
 
-// The packet hash of the op with hash `target` (0: no overload), as
-// OpRegistry::packet_of answers, remembered per thread: a pattern with a packet
-// asks it for every node it is tried at, and the registry takes a lock.
-inline std::uint64_t packet_of(std::uint64_t target) {
+// The packet hash of the op with hash `target` (0: no overload, or a hash the
+// registry has not interned), from the op's name in the OpRegistry (a graph
+// interns every target it holds), remembered per thread: a pattern with a
+// packet asks it for every node it is tried at, and the registry takes a lock.
+// (Worked out here rather than stored by OpRegistry::intern, which every node
+// creation inlines: a bigger intern made GCC stop inlining pattern code.)
+[[gnu::noinline]] inline std::uint64_t packet_of(std::uint64_t target) {
   struct Memo {
     std::uint64_t target = 0;
     std::uint64_t packet = 0;
@@ -45,10 +48,11 @@ inline std::uint64_t packet_of(std::uint64_t target) {
   if (m.target == target && target != 0) return m.packet;
   // A target the registry has not seen yet is not remembered, so that
   // interning it later is seen (a name's packet never changes once known).
-  const std::optional<std::uint64_t> p = OpRegistry::instance().packet_of(target);
-  if (!p) return 0;
-  m = Memo{target, *p};
-  return *p;
+  const std::optional<std::string_view> name = OpRegistry::instance().name_of(target);
+  if (!name) return 0;
+  const std::string_view p = op_packet_name(*name);
+  m = Memo{target, p.empty() ? 0 : hash_op_name(p)};
+  return m.packet;
 }
 
 }  // namespace kiln

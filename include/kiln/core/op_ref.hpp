@@ -126,7 +126,6 @@ class OpRegistry {
       storage_.emplace_back(name);
       it->second.name = storage_.back();
       it->second.traits = infer_op_traits(name);
-      it->second.packet = packet_hash_of(name);
     } else {
       check_same(it->second.name, name);
     }
@@ -140,18 +139,7 @@ class OpRegistry {
     if (!inserted) check_same(it->second.name, op.name);
     it->second.name = op.name;  // string literal: lives forever
     it->second.traits = traits;
-    it->second.packet = packet_hash_of(op.name);
     return true;
-  }
-
-  // The hash of the packet of the op whose hash is `hash` (see op_packet_name),
-  // 0 when that op is no overload, nullopt when it was never interned. A graph
-  // interns every target it holds, so this answers for any node's target.
-  std::optional<std::uint64_t> packet_of(std::uint64_t hash) const {
-    std::shared_lock lock(mutex_);
-    auto it = entries_.find(hash);
-    if (it == entries_.end()) return std::nullopt;
-    return it->second.packet;
   }
 
   std::optional<std::string_view> name_of(std::uint64_t hash) const {
@@ -177,12 +165,7 @@ class OpRegistry {
   struct Entry {
     std::string_view name;
     OpTraits traits;
-    std::uint64_t packet = 0;  // hash of op_packet_name(name), 0 for none
   };
-  static std::uint64_t packet_hash_of(std::string_view name) {
-    const std::string_view p = op_packet_name(name);
-    return p.empty() ? 0 : hash_op_name(p);
-  }
   static void check_same(std::string_view existing, std::string_view name) {
     if (existing != name)
       throw OpHashCollision("op name hash collision: '" + std::string(name) + "' and '" + std::string(existing) +

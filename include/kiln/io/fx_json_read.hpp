@@ -1071,7 +1071,7 @@ class FxJsonParser {
 
   // {PATH: {"class": QUALIFIED_NAME, OTHER: any JSON, ...}, ...}: the other
   // members are kept as compact JSON text, in order, for the writer.
-  void parse_modules(ModuleTable& table) {
+  [[gnu::cold]] void parse_modules(ModuleTable& table) {
     PathScope ps(*this, "modules");
     skip_ws();
     if (p_ >= end_ || *p_ != '{')

@@ -332,7 +332,10 @@ class PatternMatcherPass {
 
  private:
   // The non-template part of register_pattern, kept out of each pattern's instantiation.
-  void add_entry(std::unique_ptr<detail::EntryBase> entry, OpKind kind, const pattern::OpSet& fns, bool prepend) {
+  // (Cold, as is resolve_families: what the compiler inlines into them counts
+  // against the inlining it would otherwise do in the patterns' matching code.)
+  [[gnu::cold]] void add_entry(std::unique_ptr<detail::EntryBase> entry, OpKind kind, const pattern::OpSet& fns,
+                               bool prepend) {
     detail::EntryBase* e = entry.get();
     e->order = prepend ? --first_order_ : ++last_order_;
     fns.for_each([&](const pattern::OpTarget& t) {
@@ -439,7 +442,7 @@ class PatternMatcherPass {
   // class's) in registration order. Visits each distinct target of the graph
   // once, not its nodes. A module's class is the graph's, so this is redone
   // for every apply; the merged lists are kept until the next registration.
-  const RootIndex& resolve_families(const Graph& g, RootIndex& out) {
+  [[gnu::cold]] const RootIndex& resolve_families(const Graph& g, RootIndex& out) {
     out = roots_;
     bool added = false;
     for (unsigned k = 0; k < 8; ++k) {
