@@ -36,6 +36,19 @@ if(KILN_HAVE_TORCH)
     set_tests_properties(read_exported_${level} PROPERTIES FIXTURES_REQUIRED exported_${level} LABELS torch
       ENVIRONMENT "KILN_EXPORT_DIR=${dir};KILN_EXPORT_LEVEL=${level}")
   endforeach()
+  # --leaf-modules keeps the conv and the linear as call_module nodes: the
+  # exporter must then write the "modules" table.
+  add_executable(test_exported_modules torch/test_exported_modules.cpp)
+  target_link_libraries(test_exported_modules PRIVATE kiln::kiln kiln_doctest_main kiln_warnings)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/export_torch_leaf)
+  add_test(NAME export_fx_torch_leaf_modules
+    COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.small_model:SmallNet
+            --input-shape 2,3,8,8 --level torch --leaf-modules torch.nn.Linear,torch.nn.Conv2d --seed 0 --out ${dir}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(export_fx_torch_leaf_modules PROPERTIES FIXTURES_SETUP exported_torch_leaf LABELS torch TIMEOUT 300)
+  add_test(NAME read_exported_modules COMMAND test_exported_modules)
+  set_tests_properties(read_exported_modules PROPERTIES FIXTURES_REQUIRED exported_torch_leaf LABELS torch
+    ENVIRONMENT "KILN_EXPORT_DIR=${dir}")
 else()
   message(STATUS "kiln: PyTorch not importable; the export tests are not registered (scripts/install-deps.sh --with-torch)")
 endif()

@@ -5,7 +5,7 @@ Usage (run from the repository root)::
 
     tools/export_fx.py MODULE:FACTORY --input-shape 1,3,224,224 \\
         [--input-shape ...] [--level torch|aten] [--seed N] \\
-        [--dtype float32] --out DIR
+        [--dtype float32] [--leaf-modules torch.nn.Linear,...] --out DIR
 
 MODULE:FACTORY names a callable that takes no arguments and returns an
 ``nn.Module``: ``torchvision.models:resnet50``,
@@ -24,10 +24,22 @@ traces with ``make_fx`` in real mode: targets are ATen overloads
 ``_param_constant0``, in-place ops are kept.  Both levels then run
 ``ShapeProp`` so that every node carries its shape, dtype and stride.
 
+``--leaf-modules torch.nn.Linear,torch.nn.Conv2d`` (``--level torch`` only)
+keeps each call of a module of those classes as one ``call_module`` node, as
+torch.fx's default tracer keeps ``torch.nn`` modules, so patterns can match a
+module by class as Inductor's ``CallModule(nn.Linear, ...)`` does.  Whenever
+the graph has ``call_module`` nodes, ``graph.json`` gets a ``modules`` table:
+for each module path its class (``torch.nn.modules.linear.Linear``) and, as
+``attrs``, the class's ``__constants__`` that are plain data (``in_features``,
+``stride``, ...).  A leaf module's parameters stay inside it: they have no
+``get_attr`` node and no weight file.  Without the option neither level has
+``call_module`` nodes (both trace into every module), and no table is written.
+
 Writes, under DIR:
 
 * ``graph.json``          the graph (see ``docs/FX_GRAPH_JSON.md``), with a
-                          ``weights`` table for every ``get_attr`` target;
+                          ``weights`` table for every ``get_attr`` target
+                          and a ``modules`` table for every ``call_module`` one;
 * ``weights/<attr>.npy``  the value of each ``get_attr`` target;
 * ``inputs/<name>.npy``   the random inputs, one per placeholder, in order;
 * ``outputs/output_<i>.npy``  PyTorch's eager outputs, flattened in the order
@@ -104,6 +116,11 @@ def build_parser():
                    help="torch: torch.fx trace through all modules; "
                         "aten: make_fx (ATen overloads). Default torch.")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--leaf-modules", default="", metavar="CLASS,...",
+                   help="at --level torch, keep calls of modules of these classes "
+                        "(dotted names such as torch.nn.Linear) as call_module nodes "
+                        "instead of tracing through them; the graph's \"modules\" "
+                        "table gives each one's class and constants")
     p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="dtype of the inputs and the model (default float32)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
@@ -435,7 +452,27 @@ def _raw_attr(root, target):
     return obj
 
 
-def trace_torch(model, inputs, name):
+def _eager_module_call(mod, args, kwargs):
+    """Runs a (leaf) module on concrete values while torch.fx traces: with
+    nn.Module.__call__ and __getattr__ as they were before the tracer patched
+    them, which would otherwise record the call again (and its parameters as
+    get_attr nodes)."""
+    import torch
+    import torch.fx._symbolic_trace as st
+    orig_call = getattr(st, "_orig_module_call", None)
+    orig_getattr = getattr(st, "_orig_module_getattr", None)
+    if orig_call is None or orig_getattr is None:
+        raise RuntimeError("this PyTorch's torch.fx has no _orig_module_call; "
+                           "--leaf-modules cannot compute the leaf modules' values")
+    patched_call, patched_getattr = torch.nn.Module.__call__, torch.nn.Module.__getattr__
+    torch.nn.Module.__call__, torch.nn.Module.__getattr__ = orig_call, orig_getattr
+    try:
+        return mod(*args, **kwargs)
+    finally:
+        torch.nn.Module.__call__, torch.nn.Module.__getattr__ = patched_call, patched_getattr
+
+
+def trace_torch(model, inputs, name, leaf_classes=()):
     """torch.fx trace through every module, with concrete values on the side.
 
     Each proxy carries the real value it stands for (computed on the example
@@ -455,7 +492,8 @@ def trace_torch(model, inputs, name):
             self.n_resolved = 0     # bool() of a proxy answered concretely
 
         def is_leaf_module(self, m, module_qualified_name):
-            return False            # trace through every module
+            # trace through every module but those of the --leaf-modules classes
+            return type(m) in leaf_classes
 
         def value_of(self, proxy):
             return self.values[proxy.node]
@@ -498,7 +536,7 @@ def trace_torch(model, inputs, name):
                     elif kind == "call_method":
                         value = getattr(cargs[0], target)(*cargs[1:], **ckwargs)
                     elif kind == "call_module":
-                        value = self.root.get_submodule(target)(*cargs, **ckwargs)
+                        value = _eager_module_call(self.root.get_submodule(target), cargs, ckwargs)
                     else:
                         raise RuntimeError("unexpected proxy kind %r" % kind)
             self.values[proxy.node] = value
@@ -543,6 +581,60 @@ def trace_torch(model, inputs, name):
                          "decided on the example inputs; the graph is specialised "
                          "to them\n" % (PROG, tracer.n_resolved))
     return torch.fx.GraphModule(tracer.root, graph, name)
+
+
+def class_name(cls):
+    """The fully qualified name of a class: torch.nn.modules.linear.Linear."""
+    return "%s.%s" % (cls.__module__, cls.__qualname__)
+
+
+_NOT_JSON = object()
+
+
+def _json_constant(v):
+    """A module constant as JSON data, or _NOT_JSON (dtypes, tensors, ...)."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else _NOT_JSON
+    if isinstance(v, (tuple, list)):
+        items = [_json_constant(x) for x in v]
+        return _NOT_JSON if any(x is _NOT_JSON for x in items) else items
+    return _NOT_JSON
+
+
+def module_table(gm):
+    """fx-graph-json's "modules": for each call_module target, the module's
+    class and its __constants__ (in_features, stride, ...) as "attrs"."""
+    table = {}
+    for n in gm.graph.nodes:
+        if n.op != "call_module" or n.target in table:
+            continue
+        mod = gm.get_submodule(n.target)
+        attrs = {}
+        for c in getattr(type(mod), "__constants__", []):
+            v = _json_constant(getattr(mod, c, _NOT_JSON))
+            if v is not _NOT_JSON:
+                attrs[c] = v
+        entry = {"class": class_name(type(mod))}
+        if attrs:
+            entry["attrs"] = attrs
+        table[str(n.target)] = entry
+    return table
+
+
+def resolve_leaf_classes(text):
+    """--leaf-modules: dotted class names to classes."""
+    import torch
+    classes = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        cls = _resolve(item)
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            raise UsageError("--leaf-modules: %r is not an nn.Module class" % item)
+        classes.append(cls)
+    return tuple(classes)
 
 
 def trace_aten(model, inputs):
@@ -700,8 +792,11 @@ def export(args):
         eager = model(*fresh())
 
     # trace
+    leaf_classes = resolve_leaf_classes(args.leaf_modules)
+    if leaf_classes and args.level != "torch":
+        raise UsageError("--leaf-modules needs --level torch (make_fx traces into every module)")
     if args.level == "torch":
-        gm = trace_torch(model, fresh(), graph_name)
+        gm = trace_torch(model, fresh(), graph_name, leaf_classes)
     else:
         gm = trace_aten(model, fresh())  # parameters do not require grad
     graph = gm.graph
@@ -774,6 +869,11 @@ def export(args):
 
     doc = {"format": FORMAT, "version": VERSION, "name": graph_name,
            "nodes": nodes, "weights": weights}
+    # Written whenever the graph calls modules (only --leaf-modules makes it
+    # do so: both levels otherwise trace into every module).
+    modules = module_table(gm)
+    if modules:
+        doc["modules"] = modules
     write_json(os.path.join(out_dir, "graph.json"), doc)
 
     # inputs and outputs

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "kiln/core/module_table.hpp"
 #include "kiln/core/name_table.hpp"
 #include "kiln/core/node.hpp"
 #include "kiln/core/two_way_memo.hpp"
@@ -52,6 +53,10 @@ class Graph {
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
+
+  // The classes (and recorded attributes) of the modules call_module nodes call.
+  ModuleTable& modules() { return modules_; }
+  const ModuleTable& modules() const { return modules_; }
 
   // ---- creating nodes (at the insertion point; the end of the graph by default) ----
 
@@ -320,8 +325,9 @@ class Graph {
     return target_hash * 8 + static_cast<std::uint64_t>(op) + 1;
   }
 
-  // Calls fn(OpKind, std::string_view target, std::size_t live_count) for each
-  // (kind, target) pair the graph has held a node of, live or not (count 0).
+  // Calls fn(OpKind, OpRef target, std::size_t live_count) for each (kind,
+  // target) pair the graph has held a node of, live or not (count 0), without
+  // visiting the nodes.
   template <class Fn>
   void for_each_target(Fn&& fn) const {
     for (std::size_t k = 0; k < buckets_by_op_.size(); ++k)
@@ -335,6 +341,13 @@ class Graph {
   std::size_t count_nodes(OpKind op, OpRef target) const {
     auto it = index_.find(bucket_key(op, target.hash));
     return it == index_.end() ? 0 : it->second.count;
+  }
+  // Calls fn(OpRef target) once for each target that live nodes of kind `op`
+  // have, in no particular order, without visiting the nodes.
+  template <class Fn>
+  void for_each_target(OpKind op, Fn&& fn) const {
+    for (const Bucket* b : buckets_by_op_[static_cast<std::size_t>(op)])
+      if (b->count != 0) fn(b->target);
   }
   // Calls fn(Node*, bucket key, order key) for every live node in storage order
   // (creation order, except that nodes created after a purge_erased reuse freed
@@ -384,6 +397,7 @@ class Graph {
       map[n] = c;
     }
     g.names_.assign_counts(names_);
+    g.modules_ = modules_;
     return g;
   }
 
@@ -393,7 +407,7 @@ class Graph {
     Node* head = nullptr;
     Node* tail = nullptr;
     std::size_t count = 0;
-    std::string_view target;  // the interned name, for for_each_target
+    OpRef target;  // the interned target, for for_each_target
   };
   static constexpr std::uint64_t kKeySpacing = std::uint64_t(1) << 32;
 
@@ -475,7 +489,7 @@ class Graph {
     const std::uint64_t key = bucket_key(n->op_, n->target_hash_);
     n->storage_->key = key;
     Bucket& b = bucket_for(key);
-    b.target = n->target_name_;
+    b.target = OpRef(n->target_name_, n->target_hash_);
     n->index_prev_ = b.tail;
     n->index_next_ = nullptr;
     (b.tail ? b.tail->index_next_ : b.head) = n;
@@ -676,6 +690,8 @@ class Graph {
   }
   void steal(Graph& o) {
     name_ = std::move(o.name_);
+    modules_ = std::move(o.modules_);
+    o.modules_.clear();
     head_ = std::exchange(o.head_, nullptr);
     tail_ = std::exchange(o.tail_, nullptr);
     size_ = std::exchange(o.size_, 0);
@@ -721,6 +737,7 @@ class Graph {
   std::size_t chunk_used_ = 0;
   Node* free_head_ = nullptr;  // vacant nodes, most recently freed (warmest) first, linked likewise
   std::uint64_t reorder_epoch_ = 0;
+  ModuleTable modules_;  // last: read by no hot path, so it moves no hot member's offset
 };
 
 // ---- Node operations that need the Graph ----

@@ -64,6 +64,14 @@ constexpr bool is_overload_name(std::string_view name) {
 }
 }  // namespace detail
 
+// The packet ("aten.addmm") an overload name ("aten.addmm.default") belongs to,
+// as torch.ops.aten.addmm.default.overloadpacket names it; empty for a name that
+// is no overload (a Python callable, a method, a module path).
+constexpr std::string_view op_packet_name(std::string_view name) {
+  if (!detail::is_overload_name(name)) return {};
+  return name.substr(0, name.rfind('.'));
+}
+
 // Heuristic traits from the canonical name, used when an op was not declared:
 // ATen's naming makes in-place ops end in '_' and out-variants use the "out"
 // overload; collective namespaces and torch.fx's side-effectful functions

@@ -126,7 +126,8 @@ class FxJsonParser {
     if (p_ == end_) fail("empty document (expected an fx-graph-json object)");
     if (*p_ != '{') fail("not an fx-graph-json document: it does not start with '{' (found " + describe_char() + ")");
     ++p_;
-    bool seen_format = false, seen_version = false, seen_name = false, seen_nodes = false, seen_weights = false;
+    bool seen_format = false, seen_version = false, seen_name = false, seen_nodes = false, seen_weights = false,
+         seen_modules = false;
     for_each_member("a field name", [&](std::string_view key) {
       if (is(key, "format")) {
         once(seen_format, key);
@@ -152,8 +153,12 @@ class FxJsonParser {
       } else if (is(key, "weights")) {
         once(seen_weights, key);
         parse_weights(out.weights);
+      } else if (is(key, "modules")) {
+        once(seen_modules, key);
+        parse_modules(out.graph.modules());
       } else {
-        fail("unknown top-level field '" + std::string(key) + "' (expected format, version, name, nodes, weights)");
+        fail("unknown top-level field '" + std::string(key) +
+             "' (expected format, version, name, nodes, weights, modules)");
       }
     });
     skip_ws();
@@ -1072,6 +1077,51 @@ class FxJsonParser {
       });
       if (!file) fail("missing \"file\" (an entry is {\"file\": PATH})");
       table.emplace_back(std::move(attr), std::move(*file));
+    });
+  }
+
+  // ---------------------------------------------------------------- modules
+
+  // {PATH: {"class": QUALIFIED_NAME, OTHER: any JSON, ...}, ...}: the other
+  // members are kept as compact JSON text, in order, for the writer.
+  [[gnu::cold]] void parse_modules(ModuleTable& table) {
+    PathScope ps(*this, "modules");
+    skip_ws();
+    if (p_ >= end_ || *p_ != '{')
+      fail("expected an object {MODULE_PATH: {\"class\": NAME, ...}, ...}, got " + describe_value());
+    ++p_;
+    for_each_member("a module path", [&](std::string_view k) {
+      const std::string path(k);  // outlives the scope, which views it
+      PathScope es(*this, PathElem{PathElem::key, path, 0});
+      if (path.empty()) fail("a module path must not be empty");
+      if (table.find(path)) fail("duplicate entry '" + path + "'");
+      ModuleInfo info;
+      info.path = path;
+      if (p_ >= end_ || *p_ != '{') fail("expected an object {\"class\": NAME, ...}, got " + describe_value());
+      ++p_;
+      bool seen_class = false;
+      for_each_member("a field name", [&](std::string_view field) {
+        if (field == "class") {
+          once(seen_class, field);
+          PathScope fs(*this, "class");
+          info.class_name = std::string(expect_string_value("a string (the module's fully qualified class name)"));
+          if (info.class_name.empty()) fail("expected a fully qualified class name, got \"\"");
+          return;
+        }
+        std::string name(field);
+        for (const auto& [other, text] : info.fields)
+          if (other == name) fail("duplicate field '" + name + "'");
+        PathScope fs(*this, name);
+        const char* b = p_;
+        skip_value(1);
+        info.fields.emplace_back(std::move(name), compact_json(b, p_));
+      });
+      if (!seen_class) fail("missing field 'class'");
+      try {
+        table.set(std::move(info));
+      } catch (const kiln::Error& e) {
+        fail(e.what());
+      }
     });
   }
 

@@ -68,6 +68,26 @@ class FxJsonWriter {
       }
       out_ += '}';
     }
+    if (!g_.modules().empty()) {
+      // The "class" first, then the other members as they were read.
+      out_ += ",\"modules\":{";
+      bool first_module = true;
+      for (const ModuleInfo& m : g_.modules().entries()) {
+        if (!first_module) out_ += ',';
+        first_module = false;
+        str(m.path);
+        out_ += ":{\"class\":";
+        str(m.class_name);
+        for (const auto& [name, text] : m.fields) {
+          out_ += ',';
+          str(name);
+          out_ += ':';
+          out_ += text;
+        }
+        out_ += '}';
+      }
+      out_ += '}';
+    }
     out_ += '}';
     return std::move(out_);
   }

@@ -115,12 +115,12 @@ class MutationRegions {
  private:
   static bool has_mutation_op(const Graph& g) {
     bool found = false;
-    g.for_each_target([&](OpKind op, std::string_view target, std::size_t count) {
+    g.for_each_target([&](OpKind op, OpRef target, std::size_t count) {
       if (found || count == 0) return;
-      if (detail::mutating_target(op, target)) {
+      if (detail::mutating_target(op, target.name)) {
         found = true;
-      } else if (detail::out_kwarg_counts(op, target)) {
-        for (const Node* n : g.find_nodes(op, OpRef(target), /*sorted=*/false))
+      } else if (detail::out_kwarg_counts(op, target.name)) {
+        for (const Node* n : g.find_nodes(op, target, /*sorted=*/false))
           if (detail::has_out_kwarg(n)) {
             found = true;
             break;

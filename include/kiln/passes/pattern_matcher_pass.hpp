@@ -26,9 +26,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -124,6 +126,10 @@ class EntryBase {
   // Asked before try_apply, without a call: most patterns tried at a node fail
   // on its first argument's kind or target.
   pattern::FirstArgFilter first_arg;
+  // Where it goes in a root list: lists are kept in this order (prepended
+  // patterns count down from 0, appended ones up), so lists merged for a node
+  // that several roots reach keep the order of registration.
+  std::int64_t order = 0;
 };
 
 template <class P, class Handler, class Check>
@@ -276,7 +282,12 @@ class PatternMatcherPass {
     std::vector<Candidate> own;
     std::vector<Candidate>& candidates = applying_ ? own : buffer_;
     detail::ScopedFlag applying(applying_);
-    snapshot(g, candidates);
+    // Packet and module-class roots reach the targets this graph has: their
+    // keys join a copy of the index for this apply. Without them the index is
+    // used as it is, and a node costs what it did before they existed.
+    RootIndex resolved;
+    const RootIndex& index = family_kinds_ == 0 ? roots_ : resolve_families(g, resolved);
+    snapshot(g, index, candidates);
     // Nodes a handler erases are freed as soon as it returns, when nothing can
     // read them any more, so the nodes the next handler creates take their
     // places (in the cache) instead of fresh memory. Not inside another apply()
@@ -292,7 +303,7 @@ class PatternMatcherPass {
       if (node->erased()) continue;
       const std::size_t root = candidates[i].root();
       const RootList* list =
-          root != kRootUnknown ? lists_[root] : roots_for(Graph::bucket_key(node->op(), node->target().hash));
+          root != kRootUnknown ? index.lists[root] : index.find(Graph::bucket_key(node->op(), node->target().hash));
       const std::size_t erased_mark = g.erased_pending();
       std::string* node_why = ctx.debug_node && node->name() == *ctx.debug_node ? &why : nullptr;
       for (detail::EntryBase* e : list->entries) {
@@ -302,7 +313,8 @@ class PatternMatcherPass {
         ++count;
         // Only a handler erases nodes; read before recycling may free this one.
         const bool node_erased = node->erased();
-        if (outermost && !regions.active()) g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(n, candidates[i].key, g, epoch); });
+        if (outermost && !regions.active())
+          g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(index, n, candidates[i].key, g, epoch); });
         if (node_erased) break;
       }
     }
@@ -318,19 +330,42 @@ class PatternMatcherPass {
 
  private:
   // The non-template part of register_pattern, kept out of each pattern's instantiation.
-  void add_entry(std::unique_ptr<detail::EntryBase> entry, OpKind kind, const pattern::OpSet& fns, bool prepend) {
-    for (std::size_t i = 0; i < fns.count; ++i) {
-      auto& list = index_[Graph::bucket_key(kind, fns.ops[i].hash)];
-      if (list.entries.empty()) {
-        list.kind = kind;
-        list.target = OpRegistry::instance().intern(fns.ops[i].name);
-        keys_.push_back(Graph::bucket_key(kind, fns.ops[i].hash));
-        lists_.push_back(&list);  // unordered_map nodes never move
-        build_root_table();
+  // (Cold, as is resolve_families: what the compiler inlines into them counts
+  // against the inlining it would otherwise do in the patterns' matching code.)
+  [[gnu::cold]] void add_entry(std::unique_ptr<detail::EntryBase> entry, OpKind kind, const pattern::OpSet& fns,
+                               bool prepend) {
+    detail::EntryBase* e = entry.get();
+    e->order = prepend ? --first_order_ : ++last_order_;
+    fns.for_each([&](const pattern::OpTarget& t) {
+      switch (t.kind) {
+        case pattern::OpTarget::Kind::packet:
+          // Inductor's fns hold the packet and its overloads; the overloads are
+          // found per graph (resolve_families), the packet itself here.
+          family_lists_[{kind, t.ref.hash, false}].entries.push_back(e);
+          family_kinds_ |= 1u << static_cast<unsigned>(kind);
+          [[fallthrough]];
+        case pattern::OpTarget::Kind::op: {
+          const std::uint64_t key = Graph::bucket_key(kind, t.ref.hash);
+          auto& list = index_[key];
+          if (list.entries.empty()) {
+            list.kind = kind;
+            list.target = OpRegistry::instance().intern(t.ref.name);
+            roots_.add(key, &list);  // unordered_map nodes never move
+            roots_.build();
+          }
+          insert_in_order(list.entries, e);
+          break;
+        }
+        case pattern::OpTarget::Kind::module_class:
+          // Only call_module nodes have a module class.
+          if (kind != OpKind::call_module) break;
+          family_lists_[{kind, t.ref.hash, true}].entries.push_back(e);
+          family_kinds_ |= 1u << static_cast<unsigned>(kind);
+          break;
       }
-      if (prepend) list.entries.insert(list.entries.begin(), entry.get());
-      else list.entries.push_back(entry.get());
-    }
+    });
+    for (auto& [k, list] : family_lists_) std::stable_sort(list.entries.begin(), list.entries.end(), by_order);
+    merged_.clear();  // merged lists are remade with the new entry when next needed
     entries_.push_back(std::move(entry));
   }
 
@@ -339,9 +374,13 @@ class PatternMatcherPass {
     OpRef target;
     std::vector<detail::EntryBase*> entries;
   };
+  static bool by_order(const detail::EntryBase* a, const detail::EntryBase* b) { return a->order < b->order; }
+  static void insert_in_order(std::vector<detail::EntryBase*>& list, detail::EntryBase* e) {
+    list.insert(std::upper_bound(list.begin(), list.end(), e, by_order), e);
+  }
 
-  // The index in lists_ of the root list for a node's (kind, target) key.
-  // This runs for every node of the graph, so it is a hash table at most a
+  // The root lists by a node's (kind, target) key: lists[i] belongs to keys[i].
+  // find() runs for every node of the graph, so it is a hash table at most a
   // quarter full, probed linearly: a node that is no pattern's root mostly
   // meets an empty entry at once, where a scan of the keys would compare them all.
   struct RootEntry {
@@ -349,44 +388,111 @@ class PatternMatcherPass {
     std::uint32_t index = 0;
     std::uint32_t tag = 0;    // what a Candidate carries: index, or kRootUnknown from there on
   };
-  const RootEntry* root_entry(std::uint64_t key) const {
-    for (std::size_t i = root_home(key);; i = (i + 1) & root_mask_) {
-      const RootEntry& e = root_table_[i];
-      if (e.key == key) return &e;
-      if (e.key == 0) return nullptr;
+  struct RootIndex {
+    std::vector<std::uint64_t> keys;     // in registration order
+    std::vector<const RootList*> lists;
+    // A power of two in size, with at least one empty entry.
+    std::vector<RootEntry> table = std::vector<RootEntry>(16);
+    std::size_t mask = 15;  // table.size() - 1
+    unsigned shift = 60;    // 64 - log2(table.size())
+
+    const RootEntry* entry(std::uint64_t key) const {
+      for (std::size_t i = home(key);; i = (i + 1) & mask) {
+        const RootEntry& e = table[i];
+        if (e.key == key) return &e;
+        if (e.key == 0) return nullptr;
+      }
     }
-  }
-  const RootList* roots_for(std::uint64_t key) const {
-    const RootEntry* e = root_entry(key);
-    return e ? lists_[e->index] : nullptr;
-  }
-  std::size_t root_home(std::uint64_t key) const {
-    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> root_shift_);  // Fibonacci hashing
-  }
-  void build_root_table() {
-    unsigned bits = 4;
-    while ((std::size_t{1} << bits) < 4 * keys_.size()) ++bits;
-    root_table_.assign(std::size_t{1} << bits, RootEntry{});
-    root_mask_ = root_table_.size() - 1;
-    root_shift_ = 64 - bits;
-    for (std::size_t k = 0; k < keys_.size(); ++k) {
-      std::size_t i = root_home(keys_[k]);
-      while (root_table_[i].key != 0) i = (i + 1) & root_mask_;
-      root_table_[i] = {keys_[k], static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(std::min(k, kRootUnknown))};
+    const RootList* find(std::uint64_t key) const {
+      const RootEntry* e = entry(key);
+      return e ? lists[e->index] : nullptr;
     }
+    std::size_t home(std::uint64_t key) const {
+      return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift);  // Fibonacci hashing
+    }
+    // Sets the list of `key` (the table is stale until build()).
+    void add(std::uint64_t key, const RootList* list) {
+      if (const RootEntry* e = entry(key); e && keys[e->index] == key) {
+        lists[e->index] = list;
+        return;
+      }
+      keys.push_back(key);
+      lists.push_back(list);
+    }
+    void build() {
+      unsigned bits = 4;
+      while ((std::size_t{1} << bits) < 4 * keys.size()) ++bits;
+      table.assign(std::size_t{1} << bits, RootEntry{});
+      mask = table.size() - 1;
+      shift = 64 - bits;
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        std::size_t i = home(keys[k]);
+        while (table[i].key != 0) i = (i + 1) & mask;
+        table[i] = {keys[k], static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(std::min(k, kRootUnknown))};
+      }
+    }
+  };
+
+  // The index for one apply() to a graph where packet or module-class roots
+  // exist: `roots_` plus, for each target of `g` that belongs to a registered
+  // packet or (call_module) whose module has a registered class, that target's
+  // key with the list of every pattern reaching it (its own, the packet's, the
+  // class's) in registration order. Visits each distinct target of the graph
+  // once, not its nodes. A module's class is the graph's, so this is redone
+  // for every apply; the merged lists are kept until the next registration.
+  [[gnu::cold]] const RootIndex& resolve_families(const Graph& g, RootIndex& out) {
+    out = roots_;
+    bool added = false;
+    for (unsigned k = 0; k < 8; ++k) {
+      if (!(family_kinds_ >> k & 1u)) continue;
+      const auto kind = static_cast<OpKind>(k);
+      g.for_each_target(kind, [&](OpRef target) {
+        const RootList* by_packet = nullptr;
+        const RootList* by_class = nullptr;
+        const std::uint64_t p = packet_of(target.hash);
+        if (p) {
+          auto it = family_lists_.find({kind, p, false});
+          if (it != family_lists_.end()) by_packet = &it->second;
+        }
+        const std::uint64_t c = kind == OpKind::call_module ? g.modules().class_hash_of(target.hash) : 0;
+        if (c) {
+          auto it = family_lists_.find({kind, c, true});
+          if (it != family_lists_.end()) by_class = &it->second;
+        }
+        if (!by_packet && !by_class) return;
+        const std::uint64_t key = Graph::bucket_key(kind, target.hash);
+        auto [it, fresh] = merged_.try_emplace({key, c});
+        RootList& list = it->second;
+        if (fresh) {
+          list.kind = kind;
+          list.target = target;
+          if (auto own = index_.find(key); own != index_.end()) list.entries = own->second.entries;
+          for (const RootList* more : {by_packet, by_class})
+            if (more) list.entries.insert(list.entries.end(), more->entries.begin(), more->entries.end());
+          std::stable_sort(list.entries.begin(), list.entries.end(), by_order);
+          // A pattern that reaches the target twice (by name and by packet) is tried once.
+          list.entries.erase(std::unique(list.entries.begin(), list.entries.end()), list.entries.end());
+        }
+        out.add(key, &list);
+        added = true;
+      });
+    }
+    if (added) out.build();
+    return out;
   }
 
   // Whether the rest of the snapshot (from the candidate with order key `at`
   // on) cannot hold `n`: its kind and target are no pattern's root, or it lies
   // at or after that candidate (visited already; keys read as the snapshot's
   // only while nothing was renumbered or moved since).
-  bool visited(const Node* n, std::uint64_t at, const Graph& g, std::uint64_t snapshot_epoch) const {
-    if (!roots_for(Graph::bucket_key(n->op(), n->target().hash))) return true;
+  static bool visited(const RootIndex& index, const Node* n, std::uint64_t at, const Graph& g,
+                      std::uint64_t snapshot_epoch) {
+    if (!index.find(Graph::bucket_key(n->op(), n->target().hash))) return true;
     return g.reorder_epoch() == snapshot_epoch && n->order_key() >= at;
   }
 
   // A node of the snapshot, and which root list it belongs to: its index in
-  // lists_ rides in the low bits of the node's address (nodes are aligned),
+  // the index's lists rides in the low bits of the node's address (nodes are aligned),
   // so that apply() need not look it up again and an entry stays 16 bytes for
   // the sort. A pass with more root lists than those bits can number looks
   // the rest up (kRootUnknown).
@@ -402,9 +508,9 @@ class PatternMatcherPass {
   static_assert(alignof(Node) >= 8, "a Candidate numbers a few root lists in the alignment bits");
 
   // The nodes that some pattern's root could match, in graph order.
-  void snapshot(const Graph& g, std::vector<Candidate>& out) {
+  void snapshot(const Graph& g, const RootIndex& index, std::vector<Candidate>& out) {
     std::size_t total = 0;
-    for (const RootList* r : lists_) total += g.count_nodes(r->kind, r->target);
+    for (const RootList* r : index.lists) total += g.count_nodes(r->kind, r->target);
     out.clear();
     out.reserve(total);
     // Room for natural_sort's merges up front: an allocation this size later,
@@ -421,16 +527,16 @@ class PatternMatcherPass {
       last = order;
       out.emplace_back(order, n, root);
     };
-    if (total * 16 > g.size() || keys_.size() > 16) {
+    if (total * 16 > g.size() || index.keys.size() > 16) {
       // Many candidates: one pass over the node storage, which the hardware
       // streams, beats following the graph's links (a cache miss per node once
       // passes have scattered the list) or the index's.
       g.for_each_node_in_storage([&](Node* n, std::uint64_t key, std::uint64_t order) {
-        if (const RootEntry* e = root_entry(key)) add(order, n, e->tag);
+        if (const RootEntry* e = index.entry(key)) add(order, n, e->tag);
       });
     } else {
-      for (std::size_t k = 0; k < lists_.size(); ++k)
-        for (Node* n : g.find_nodes(lists_[k]->kind, lists_[k]->target, /*sorted=*/false))
+      for (std::size_t k = 0; k < index.lists.size(); ++k)
+        for (Node* n : g.find_nodes(index.lists[k]->kind, index.lists[k]->target, /*sorted=*/false))
           add(n->order_key(), n, std::min<std::size_t>(k, kRootUnknown));
     }
     // Storage order is nearly graph order (a few runs, or nodes a few places
@@ -461,13 +567,15 @@ class PatternMatcherPass {
   std::string name_;
   bool prevent_across_mutations_;
   std::vector<std::unique_ptr<detail::EntryBase>> entries_;
-  std::unordered_map<std::uint64_t, RootList> index_;
-  std::vector<std::uint64_t> keys_;        // root keys, in registration order
-  std::vector<const RootList*> lists_;     // lists_[i] belongs to keys_[i]
-  // root_entry's table: a power of two in size, with at least one empty entry.
-  std::vector<RootEntry> root_table_ = std::vector<RootEntry>(16);
-  std::size_t root_mask_ = 15;  // root_table_.size() - 1
-  unsigned root_shift_ = 60;    // 64 - log2(root_table_.size())
+  std::unordered_map<std::uint64_t, RootList> index_;  // by exact (kind, target) key
+  RootIndex roots_;                                    // over index_
+  // Packet and module-class roots, by (kind, packet or class hash, is a class).
+  std::map<std::tuple<OpKind, std::uint64_t, bool>, RootList> family_lists_;
+  unsigned family_kinds_ = 0;  // bit k: some family root has OpKind k
+  // Lists merged by resolve_families, by (key, module class hash or 0); map
+  // nodes never move, so an apply's index can point at them.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, RootList> merged_;
+  std::int64_t first_order_ = 0, last_order_ = 0;  // see EntryBase::order
   std::vector<Candidate> buffer_;          // apply()'s snapshot, kept for the next apply
   std::vector<Candidate> merge_buffer_;    // natural_sort's, likewise
   std::vector<std::size_t> run_bounds_;    // likewise

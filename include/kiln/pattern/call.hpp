@@ -16,10 +16,15 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <array>
+#include <vector>
 #include <tuple>
 #include <string>
 #include <utility>
 
+#include "kiln/core/graph.hpp"
+#include "kiln/core/module_table.hpp"
+#include "kiln/core/op_packet.hpp"
 #include "kiln/core/op_schema.hpp"
 #include "kiln/pattern/keyword_rule.hpp"
 #include "kiln/pattern/leaf.hpp"
@@ -71,33 +76,104 @@ struct unwrap_kw_child<KwChild<N, T>> {
 template <class T>
 using unwrap_kw_child_t = typename unwrap_kw_child<T>::type;
 
-// The targets a call pattern accepts (Inductor's fns): one or a few ops.
+// One target of a call pattern: an op (or a method name, or a module path),
+// a packet of op overloads (kiln::packet), or a module class (kiln::module_class).
+struct OpTarget {
+  enum class Kind : std::uint8_t { op, packet, module_class };
+  OpRef ref;
+  Kind kind = Kind::op;
+  OpTarget(OpRef op) : ref(op) {}
+  OpTarget(OpPacket p) : ref(p.name, p.hash), kind(Kind::packet) {}
+  OpTarget(ModuleClass c) : ref(c.name, c.hash), kind(Kind::module_class) {}
+  OpTarget(const char* name) : ref(name) {}  // a method or module name
+};
+
+// The targets a call pattern accepts (Inductor's fns), any number of them.
+// The first kInline ops are compared in place, which is all that most
+// patterns have; further ops, packets and module classes wait in `wide_`,
+// read only when none of those matched.
 struct OpSet {
-  static constexpr std::size_t kMax = 8;
-  std::array<OpRef, kMax> ops{};
-  std::size_t count = 0;
+  static constexpr std::size_t kInline = 8;
   OpSet() = default;
-  OpSet(OpRef op) : count(1) { ops[0] = op; }
-  OpSet(std::initializer_list<OpRef> list) {
-    for (OpRef op : list) add(op);
+  OpSet(OpTarget t) { add(t); }
+  OpSet(OpRef op) : OpSet(OpTarget(op)) {}
+  OpSet(OpPacket p) : OpSet(OpTarget(p)) {}
+  OpSet(ModuleClass c) : OpSet(OpTarget(c)) {}
+  OpSet(std::initializer_list<OpTarget> list) {
+    for (const OpTarget& t : list) add(t);
   }
   // A method or module name (CallMethod("view"), CallModule("encoder.fc")).
-  OpSet(const char* name) : OpSet(OpRef(name)) {}
-  void add(OpRef op) {
-    if (count == kMax) throw Error("a call pattern takes at most 8 targets");
-    ops[count++] = op;
+  OpSet(const char* name) : OpSet(OpTarget(OpRef(name))) {}
+  void add(OpTarget t) {
+    if (t.kind == OpTarget::Kind::op && count_ < kInline) {
+      ops_[count_++] = t.ref;
+    } else {
+      wide_.push_back(t);
+      wide_flag_ = true;
+    }
   }
-  bool contains(std::uint64_t hash) const {
-    for (std::size_t i = 0; i < count; ++i)
-      if (ops[i].hash == hash) return true;
+  // Whether a node with target hash `target` is accepted; `n` is that node
+  // (only a module class needs it, for its graph's module table; the hash of a
+  // call_module node is its module path's).
+  bool contains(std::uint64_t target, const Node* n = nullptr) const {
+    return contains_exact(target) || (wide_flag_ && contains_wide(target, n));
+  }
+  // Whether `target` is one of the first kInline ops: a node reference's
+  // early check, which must stay as small as it was before packets (it is
+  // inlined into every pattern, at every node); the rest is asked of the node.
+  bool contains_exact(std::uint64_t target) const {
+    for (std::size_t i = 0; i < count_; ++i)
+      if (ops_[i].hash == target) return true;
     return false;
   }
-  std::string describe() const {
-    if (count == 1) return std::string(ops[0].name);
+  // Whether some target is not among the inline ops (a packet, a module
+  // class, or an op beyond kInline): then contains_exact may miss a member.
+  bool wide() const { return wide_flag_; }
+  std::size_t size() const { return count_ + wide_.size(); }
+  // Every target, the inline ops first.
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    for (std::size_t i = 0; i < count_; ++i) fn(OpTarget(ops_[i]));
+    for (const OpTarget& t : wide_) fn(t);
+  }
+  [[gnu::cold, gnu::noinline]] std::string describe() const {
+    std::vector<std::string> parts;
+    for_each([&](const OpTarget& t) {
+      parts.push_back(std::string(t.ref.name) + (t.kind == OpTarget::Kind::packet ? ".*" : ""));
+    });
+    if (parts.size() == 1) return parts[0];
     std::string s = "[";
-    for (std::size_t i = 0; i < count; ++i) s += (i ? ", " : "") + std::string(ops[i].name);
+    for (std::size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
     return s + "]";
   }
+
+ private:
+  // Out of line and cold: the inline ops are what a pattern compares at every
+  // node. Declared pure (its only writes are packet_of's per-thread memo, which
+  // no caller can see) so that match_fns stays pure too: a call that might
+  // write memory made GCC stop inlining each match_node into its pattern
+  // (+1.4 % instructions on the matcher benchmark).
+  [[gnu::cold, gnu::noinline, gnu::pure]] bool contains_wide(std::uint64_t target, const Node* n) const {
+    for (const OpTarget& t : wide_) {
+      switch (t.kind) {
+        case OpTarget::Kind::op:
+          if (t.ref.hash == target) return true;
+          break;
+        case OpTarget::Kind::packet:  // the packet itself (a node may call it) or one of its overloads
+          if (t.ref.hash == target || packet_of(target) == t.ref.hash) return true;
+          break;
+        case OpTarget::Kind::module_class:
+          if (n && n->op() == OpKind::call_module && n->graph().modules().class_hash_of(target) == t.ref.hash)
+            return true;
+          break;
+      }
+    }
+    return false;
+  }
+  std::array<OpRef, kInline> ops_{};
+  std::size_t count_ = 0;
+  bool wide_flag_ = false;  // !wide_.empty(), one byte to test
+  std::vector<OpTarget> wide_;
 };
 
 // Inductor's users rule: an interior call pattern's node must have exactly the
@@ -125,8 +201,8 @@ inline void record_matched_node(S& st, Slot& s, Node* n, const kiln::Arg* via) {
 // fits a call pattern of kind Kind with targets `fns`: asked of a node, or of
 // the copy of its kind and target that a reference to it carries.
 template <OpKind Kind>
-bool kind_and_target_fit(std::uint8_t op, std::uint64_t target, const OpSet& fns) {
-  return op == static_cast<std::uint8_t>(Kind) && fns.contains(target);
+bool kind_and_target_fit(std::uint8_t op, std::uint64_t target, const OpSet& fns, const Node* n) {
+  return op == static_cast<std::uint8_t>(Kind) && fns.contains(target, n);
 }
 
 // "node add_3: function_mismatch: it is call_function aten.mul.Tensor, the pattern
@@ -165,7 +241,7 @@ struct CallHead : PatternTag, PatternIdentity {
   static constexpr OpKind kind = Kind;
 
   bool match_fns(const Node* n) const {
-    return kind_and_target_fit<Kind>(static_cast<std::uint8_t>(n->op()), n->target().hash, fns);
+    return kind_and_target_fit<Kind>(static_cast<std::uint8_t>(n->op()), n->target().hash, fns, n);
   }
   bool has_multiple_users() const { return user_count.count < 0 || user_count.count > 1; }
 
@@ -176,11 +252,16 @@ struct CallHead : PatternTag, PatternIdentity {
   // which match_node does in words), and a right one need not be checked on
   // the node again: match_node's `fits` says the kind and target are known to
   // fit (so too where PatternMatcherPass found the root node by them).
+  // With packets or module classes among the targets (fns.wide()) the
+  // reference's target hash alone cannot reject: the node is asked instead
+  // (match_fns), and only an exact op's hash in the reference is a fit.
   template <std::size_t Pos, class S>
   bool reference_rejected(bool fits, S& st) const {
-    return !fits && !st.explain && !st.slot(Pos).set;
+    return !fits && !st.explain && !st.slot(Pos).set && !fns.wide();
   }
-  bool reference_fits(const NodeRef& r) const { return kind_and_target_fit<Kind>(r.op, r.target_hash, fns); }
+  bool reference_fits(const NodeRef& r) const {
+    return r.op == static_cast<std::uint8_t>(Kind) && fns.contains_exact(r.target_hash);
+  }
 
   // ", _users=MULTIPLE" or ", _users=n" unless the default of one user.
   void describe_users(std::string& out) const {
@@ -202,7 +283,7 @@ struct FirstArgFilter {
     const auto& args = n->args();
     if (args.size() == 0) return false;
     const NodeRef* r = args.data()[0].node_ref();
-    return r && r->op == op && fns->contains(r->target_hash);
+    return r && r->op == op && fns->contains_exact(r->target_hash);  // fns is never wide()
   }
 };
 
@@ -277,8 +358,11 @@ struct CallPattern : CallHead<Kind> {
     if constexpr (sizeof...(Cs) > 0) {
       using C = std::remove_cvref_t<decltype(children.template get<0>())>;
       if constexpr (requires { C::kind; }) {
+        // (A child with packets or module classes is not asked: its targets
+        // are not all in the reference.)
         if constexpr (std::is_base_of_v<CallHead<C::kind>, C>)
-          return {static_cast<std::uint8_t>(C::kind), &children.template get<0>().fns};
+          if (!children.template get<0>().fns.wide())
+            return {static_cast<std::uint8_t>(C::kind), &children.template get<0>().fns};
       }
     }
     return {};

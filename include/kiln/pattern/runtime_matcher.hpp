@@ -148,7 +148,8 @@ class RuntimeMatcher {
     const Info& r = info_[root_];
     if (r.num_args == 0) return {};
     const Info& c = info_[children_[r.child_begin]];
-    if (c.kind != ElementKind::call) return {};
+    // A wide target set (packets, classes) is not decided by a reference.
+    if (c.kind != ElementKind::call || c.fns->wide()) return {};
     return {c.op, c.fns};
   }
 
@@ -213,7 +214,7 @@ class RuntimeMatcher {
   static Node* slot_node(const Slot& s) { return s.node ? s.node : (s.value ? s.value->node() : nullptr); }
   bool is_set(std::uint32_t e) const { return slots_[e].epoch == epoch_; }
   static bool fits(const Info& in, const Node* n) {
-    return static_cast<std::uint8_t>(n->op()) == in.op && in.fns->contains(n->target().hash);
+    return static_cast<std::uint8_t>(n->op()) == in.op && in.fns->contains(n->target().hash, n);
   }
 
   void reset() {
@@ -254,8 +255,10 @@ class RuntimeMatcher {
         // The reference carries the node's kind and target: a wrong op fails
         // without reading the node, unless the element matched before (then
         // the repeat must be reported) or a failure is being explained.
-        const bool ok = r && r->op == in.op && in.fns->contains(r->target_hash);
-        if (!ok && !why_ && !is_set(e)) return false;
+        // Only the inline ops are known from the reference: a packet or module
+        // class target (OpSet::wide) is asked of the node itself.
+        const bool ok = r && r->op == in.op && in.fns->contains_exact(r->target_hash);
+        if (!ok && !why_ && !is_set(e) && !in.fns->wide()) return false;
         if (!r || !r->node) return fail([&] { return describe_value(v) + ": expected a node for " + short_describe(e); });
         return match_node(e, r->node, &v, ok);
       }

@@ -79,7 +79,7 @@ class RuntimePattern {
     if (op != OpKind::call_function && op != OpKind::call_method && op != OpKind::call_module)
       throw Error("RuntimePattern::call: a call element is call_function, call_method or call_module, not " +
                   std::string(op_kind_name(op)));
-    if (fns.count == 0) throw Error("RuntimePattern::call: a call element needs at least one target");
+    if (fns.size() == 0) throw Error("RuntimePattern::call: a call element needs at least one target");
     check_refs(args, "call");
     for (std::size_t i = 0; i < kwargs.size(); ++i) {
       check_refs({kwargs[i].second}, "call");
