@@ -14,6 +14,7 @@
 #include "kiln/ops/torch.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/pattern.hpp"
+#include "kiln/pattern/runtime_matcher.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;
@@ -142,4 +143,44 @@ TEST_CASE("path and class roots at one node are tried in registration order, on 
   pass.register_pattern(p::CallModule(kConv, p::Arg(), p::MULTIPLE), none, note("conv4"));
   pass.apply(f.graph);
   CHECK(tried == std::vector<std::string>{"class1@fc_1", "path2@fc_1", "class3@fc_1", "class1@fc", "class3@fc"});
+}
+
+TEST_CASE("runtime patterns take module classes and packets as the compiled DSL does, at the root and inside") {
+  // The same targets in a RuntimePattern: the node reference cannot decide a
+  // class or packet, so the node is asked, and the pass indexes such roots too.
+  Net n;
+  p::RuntimePattern inner;
+  inner.set_output(inner.call_function(aten::relu, {inner.call_module(kLinear, {inner.keyword_arg("x")})}));
+  auto m = p::match(inner, n.relu);
+  REQUIRE(m.has_value());
+  CHECK(m->node("x") == n.x);
+  p::RuntimePattern wrong;
+  wrong.set_output(wrong.call_function(aten::relu, {wrong.call_module(kConv, {wrong.keyword_arg("x")})}));
+  CHECK_FALSE(p::match(wrong, n.relu).has_value());
+
+  p::RuntimePattern root;
+  root.set_output(root.call_module(kLinear, {root.keyword_arg("x")}, {}, p::MULTIPLE));
+  PatternMatcherPass pass("runtime_by_class");
+  std::vector<std::string> seen;
+  pass.register_runtime_pattern(root, Record{&seen});
+  CHECK(pass.apply(n.g) == 2);
+  CHECK(seen == std::vector<std::string>{"decoder_proj", "encoder_fc"});
+
+  // A packet root and child: aten.add.* reaches add.Tensor and add.Scalar alike.
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* t = g.call_function(aten::add_Tensor, {x, x});
+  Node* sc = g.call_function(OpRef("aten.add.Scalar"), {t, 2});
+  Node* r = g.call_function(aten::relu, {sc});
+  g.output(ArgList{r});
+  p::RuntimePattern pk;
+  pk.set_output(pk.call_function(aten::relu, {pk.call_function(packet(aten::add_Tensor), {pk.ignored(), pk.ignored()})}));
+  CHECK(p::match(pk, r).has_value());
+  p::RuntimePattern pk_root;
+  pk_root.set_output(pk_root.call_function(packet("aten.add"), {pk_root.ignored(), pk_root.ignored()}));
+  PatternMatcherPass by_packet("runtime_by_packet");
+  seen.clear();
+  by_packet.register_runtime_pattern(pk_root, Record{&seen});
+  CHECK(by_packet.apply(g) == 2);
+  CHECK(seen == std::vector<std::string>{"add_1", "add"});
 }
