@@ -247,20 +247,14 @@ TEST_CASE("an anchor match whose capture disagrees with out0's fails the whole p
 TEST_CASE("a later output is anchored through an item of a literal list child (Inductor walks the flattened arguments)") {
   // cat([b, sigmoid(a)], 0) found from the sigmoid that relu's output matched:
   // Inductor's find_anchor_nodes visits each flattened argument, list items too.
-  Graph g;
-  Node* a = g.placeholder("a");
-  Node* b = g.placeholder("b");
-  Node* s = g.call_function(aten::sigmoid, {a});
-  Node* r = g.call_function(aten::relu, {s});
-  Node* c = g.call_function(aten::cat, {ArgList{b, s}, 0});
-  g.output(ArgList{r, c});
+  kiln::testing::ListAnchorGraph f;
   auto x = p::CallFunction(aten::sigmoid, p::kw<"a">, p::users(2));
   auto pat = p::MultiOutputPattern(p::CallFunction(aten::relu, x),
                                    p::CallFunction(aten::cat, p::list(p::kw<"b">, x), p::Ignored()));
-  auto m = p::match(pat, r);
+  auto m = p::match(pat, f.r);
   REQUIRE(m.has_value());
-  CHECK(m->output_nodes() == std::vector<Node*>{r, c});
-  CHECK(m->node<"b">() == b);
+  CHECK(m->output_nodes() == std::vector<Node*>{f.r, f.c});
+  CHECK(m->node<"b">() == f.b);
 }
 
 TEST_CASE("MultiOutputPattern describes itself in Inductor's style") {

@@ -402,21 +402,15 @@ TEST_CASE("MultiOutputPattern: first output at the node, the others from anchors
 TEST_CASE("MultiOutputPattern: an anchor is found through a literal list's items, as in the compiled DSL") {
   // Inductor's find_anchor_nodes walks the flattened arguments, so an element
   // inside a list child leads to its node's users.
-  Graph g;
-  Node* a = g.placeholder("a");
-  Node* b = g.placeholder("b");
-  Node* s = g.call_function(aten::sigmoid, {a});
-  Node* r = g.call_function(aten::relu, {s});
-  Node* c = g.call_function(aten::cat, {ArgList{b, s}, 0});
-  g.output(ArgList{r, c});
+  kiln::testing::ListAnchorGraph f;
   RuntimePattern pat;
   auto x = pat.call_function(aten::sigmoid, {pat.keyword_arg("a")}, {}, p::users(2));
   pat.set_outputs({pat.call_function(aten::relu, {x}),
                    pat.call_function(aten::cat, {pat.list({pat.keyword_arg("b"), x}), pat.ignored()})});
-  auto m = p::match(pat, r);
+  auto m = p::match(pat, f.r);
   REQUIRE(m.has_value());
-  CHECK(m->output_nodes() == std::vector<Node*>{r, c});
-  CHECK(m->node("b") == b);
+  CHECK(m->output_nodes() == std::vector<Node*>{f.r, f.c});
+  CHECK(m->node("b") == f.b);
 }
 
 TEST_CASE("MultiOutputPattern: a failed anchor candidate is reverted before the next one") {

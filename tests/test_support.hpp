@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/core/graph.hpp"
+#include "kiln/ops/aten.hpp"
 
 namespace kiln::testing {
 
@@ -38,5 +39,17 @@ inline void check_links(const Graph& g) {
   }
   REQUIRE(g.back() == prev);
 }
+
+// a, b -> s = sigmoid(a) -> r = relu(s), c = cat([b, s], 0): a second output
+// (c) reachable from the first (r) only through an item of a list argument.
+struct ListAnchorGraph {
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* s = g.call_function(aten::sigmoid, {a});
+  Node* r = g.call_function(aten::relu, {s});
+  Node* c = g.call_function(aten::cat, {ArgList{b, s}, 0});
+  ListAnchorGraph() { g.output(ArgList{r, c}); }
+};
 
 }  // namespace kiln::testing

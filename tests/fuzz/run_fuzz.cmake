@@ -2,12 +2,7 @@
 # seed corpus (a fresh copy, so the run adds nothing to the source tree).
 # Inputs: CLANGXX, KILN_SOURCE_DIR, WORK_DIR, FUZZ_TARGET (fx_json, gzip or npy),
 # SEEDS (files, ';'-separated), SECONDS.
-function(step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "fuzz step failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake_step.cmake)
 set(build "${WORK_DIR}/build")
 step(${CMAKE_COMMAND} -S "${KILN_SOURCE_DIR}/tests/fuzz" -B "${build}" -G Ninja
      "-DCMAKE_CXX_COMPILER=${CLANGXX}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DKILN_SOURCE_DIR=${KILN_SOURCE_DIR}")

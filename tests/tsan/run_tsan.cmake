@@ -1,13 +1,7 @@
 # Configures tests/tsan with clang++ and -fsanitize=thread, builds it and runs
 # it: any data race among the const readers fails the test.
 # Inputs: CLANGXX, KILN_SOURCE_DIR, KILN_FIXTURES_DIR, WORK_DIR.
-function(step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "tsan step failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  message(STATUS "${out}${err}")
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake_step.cmake)
 step(${CMAKE_COMMAND} -S "${KILN_SOURCE_DIR}/tests/tsan" -B "${WORK_DIR}" -G Ninja
      "-DCMAKE_CXX_COMPILER=${CLANGXX}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
      "-DKILN_SOURCE_DIR=${KILN_SOURCE_DIR}" "-DKILN_FIXTURES_DIR=${KILN_FIXTURES_DIR}")
