@@ -49,6 +49,31 @@ if(KILN_HAVE_TORCH)
   add_test(NAME read_exported_modules COMMAND test_exported_modules)
   set_tests_properties(read_exported_modules PROPERTIES FIXTURES_REQUIRED exported_torch_leaf LABELS torch
     ENVIRONMENT "KILN_EXPORT_DIR=${dir}")
+  # A search/replace pair written in Python (tests/python/replacement_pair.py),
+  # exported at the aten level like the model it rewrites, and run by kiln-opt
+  # --replacements: both mm + bias of the model become addmm.
+  set(_pair_dir ${CMAKE_CURRENT_BINARY_DIR}/replacement_pair)
+  foreach(_part Search Replace TwoLayers)
+    set(_shapes --input-shape 4,8 --input-shape 8,8 --input-shape 8)
+    if(_part STREQUAL "TwoLayers")
+      set(_shapes --input-shape 4,8)
+    endif()
+    add_test(NAME export_replacement_pair_${_part}
+      COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.replacement_pair:${_part}
+              ${_shapes} --level aten --seed 0 --out ${_pair_dir}/${_part}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(export_replacement_pair_${_part} PROPERTIES FIXTURES_SETUP replacement_pair LABELS torch TIMEOUT 300)
+  endforeach()
+  file(WRITE ${_pair_dir}/manifest.json
+    "{\"format\": \"kiln-replacements\", \"version\": 1, \"replacements\": [\n"
+    "  {\"name\": \"mm_add_to_addmm\", \"search\": \"Search/graph.json\", \"replace\": \"Replace/graph.json\"}]}\n")
+  if(TARGET kiln-opt)
+    add_test(NAME replacement_pair_from_python
+      COMMAND kiln-opt ${_pair_dir}/TwoLayers/graph.json --replacements ${_pair_dir}/manifest.json --counters --print)
+    set_tests_properties(replacement_pair_from_python PROPERTIES FIXTURES_REQUIRED replacement_pair LABELS torch
+      PASS_REGULAR_EXPRESSION "\"pattern_matcher_count\":2"
+      FAIL_REGULAR_EXPRESSION "aten\\.mm\\.default")
+  endif()
 else()
   message(STATUS "kiln: PyTorch not importable; the export tests are not registered (scripts/install-deps.sh --with-torch)")
 endif()
