@@ -22,6 +22,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 // An op with no declared schema.
 constexpr OpRef kFrob{"mylib.frob.default"};
+constexpr OpRef kSoftmaxInt{"aten.softmax.int"};
 
 // The P1 shape: add(mm(a, b), c), optionally with extra users of mm.
 struct AddMM {
@@ -428,6 +429,35 @@ TEST_CASE("CallFunctionVarArgs checks only the target and passes every arg and k
   CHECK(m0->var_kwargs().empty());
   CHECK_FALSE(p::match(p::CallFunctionVarArgs(aten::mul_Tensor), add).has_value());
   CHECK(p::match(p::CallMethodVarArgs("view"), g.call_method("view", {x, 1, 2})).has_value());
+}
+
+TEST_CASE("a VarArgs node's kwargs share the match's keyword namespace: a capture or another VarArgs kwarg must agree") {
+  // Inductor: _TargetExprVarArgs puts node.kwargs into Match.kwargs, and
+  // Match.extend fails on a key two sub-matches bind to different values.
+  Graph g;
+  Node* x = g.placeholder("x");
+  Node* s1 = g.call_function(kSoftmaxInt, {x}, {{"dim", 1}});
+  Node* s2 = g.call_function(kSoftmaxInt, {x}, {{"dim", 1}});
+  Node* s3 = g.call_function(kSoftmaxInt, {x}, {{"dim", 0}});
+  Node* same = g.call_function(aten::add_Tensor, {s1, s2});
+  Node* differ = g.call_function(aten::add_Tensor, {s1, s3});
+  Node* with_dim_capture = g.call_function(aten::mul_Tensor, {s1, 1});
+  Node* with_other_dim = g.call_function(aten::mul_Tensor, {s3, 1});
+  g.output(ArgList{same, differ, with_dim_capture, with_other_dim});
+  auto two = p::CallFunction(aten::add_Tensor, p::CallFunctionVarArgs(kSoftmaxInt, p::MULTIPLE),
+                             p::CallFunctionVarArgs(kSoftmaxInt, p::MULTIPLE));
+  auto m = p::match(two, same);
+  REQUIRE(m.has_value());
+  CHECK(*m->var_kwargs().find("dim") == Arg(1));
+  std::string why;
+  CHECK_FALSE(p::match(two, differ, &why).has_value());
+  CHECK(contains(why, "kwarg mismatch: 'dim'"));
+  // A KeywordArg named like the VarArgs node's kwarg, bound after it.
+  auto captured = p::CallFunction(aten::mul_Tensor, p::CallFunctionVarArgs(kSoftmaxInt, p::MULTIPLE), p::kw<"dim">);
+  CHECK(p::match(captured, with_dim_capture).has_value());
+  why.clear();
+  CHECK_FALSE(p::match(captured, with_other_dim, &why).has_value());
+  CHECK(contains(why, "kwarg mismatch: 'dim'"));
 }
 
 // ---- Match ----

@@ -584,7 +584,8 @@ struct CallVarArgsPattern : CallHead<Kind> {
       return st.fail([&] { return "node " + n->name() + ": function_mismatch: the pattern wants " + fns.describe(); });
     if (!users_rule_holds<Pos>(st, n, user_count)) return false;
     for (const auto& a : n->args()) st.add_arg(a);
-    for (const auto& [k, a] : n->kwargs()) st.add_var_kwarg(k, a);
+    for (const auto& [k, a] : n->kwargs())
+      if (!st.add_var_kwarg(k, a)) return false;
     record_matched_node(st, s, n, via);
     return true;
   }

@@ -116,9 +116,20 @@ struct MatchState {
     exclusive.push_back(a);
     recorded = true;
   }
-  void add_var_kwarg(const std::string& key, const kiln::Arg& a) {
+  // A VarArgs node's kwarg joins the match's keyword arguments, as in Inductor
+  // (Match.kwargs.update): a capture or another VarArgs kwarg of the same name
+  // must hold an equal value.
+  bool add_var_kwarg(const std::string& key, const kiln::Arg& a) {
+    const kiln::Arg* prev = var_kwargs.find(key);
+    if (!prev) {
+      const std::size_t i = Captures::of(key);
+      if (i != kNoName) prev = captures[i];
+    }
+    if (prev && !python_equal(*prev, a))
+      return fail([&] { return "kwarg mismatch: '" + key + "' is bound to two different values"; });
     var_kwargs.set(key, a);
     recorded = true;
+    return true;
   }
 
   // Binds capture `name` to `value`; a name bound before must bind an equal value.
@@ -126,9 +137,14 @@ struct MatchState {
   bool bind(const kiln::Arg& value) {
     constexpr std::size_t i = Captures::of(Name.view());
     static_assert(i != kNoName);
-    if (const kiln::Arg* prev = captures[i]) {
-      if (python_equal(*prev, value)) return true;
+    auto mismatch = [&] {
       return fail([&] { return "kwarg mismatch: '" + std::string(Name.view()) + "' is bound to two different values"; });
+    };
+    if (const kiln::Arg* prev = captures[i]) return python_equal(*prev, value) || mismatch();
+    if constexpr (Root::has_positional) {  // only patterns with VarArgs (or Arg()) hold var kwargs
+      // A VarArgs node's kwarg of this name (Inductor has one kwargs namespace) must agree.
+      if (!var_kwargs.empty())
+        if (const kiln::Arg* v = var_kwargs.find(Name.view()); v && !python_equal(*v, value)) return mismatch();
     }
     captures[i] = &value;
     recorded = true;
