@@ -5,7 +5,7 @@
 //   pass.register_pattern(
 //       CallFunction(aten::add_Tensor, CallFunction(aten::mm, kw<"a">, kw<"b">), kw<"c">),
 //       [](auto& m, kiln::Graph& g, kiln::Node* root) {      // inserting before root
-//         auto* fused = g.call_function(aten::addmm, {m.get<"c">(), m.get<"a">(), m.get<"b">()});
+//         auto* fused = g.call_function(aten::addmm, {get<"c">(m), get<"a">(m), get<"b">(m)});
 //         root->replace_all_uses_with(fused);
 //         m.erase_nodes();
 //       });
@@ -39,7 +39,7 @@
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/mutation_regions.hpp"
 #include "kiln/passes/pass.hpp"
-#include "kiln/pattern/match.hpp"
+#include "kiln/pattern.hpp"  // the whole DSL a pass author writes: ListOf, MultiOutputPattern, RepeatedExpr
 #include "kiln/pattern/plan_for.hpp"
 
 namespace kiln {
