@@ -4,6 +4,7 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,8 @@ struct Pass {
   std::string description;
   // Returns whether the graph changed.
   std::function<bool(Graph&, PassContext&)> run;
+  // The keys its options object may have; PassManager refuses any other.
+  std::vector<std::string> option_keys{};
 };
 
 }  // namespace kiln

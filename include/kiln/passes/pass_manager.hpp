@@ -2,6 +2,7 @@
 // PassManager: runs a pipeline of named passes over a graph, with per-pass
 // options, counters, wall times, an optional lint after each pass, and passes
 // that can be switched off by name.
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@ struct PassRecord {
   double seconds = 0;
   bool changed = false;
   bool skipped = false;  // switched off with disable()
+  Counters counters;     // what this pass counted (PassManager::counters() adds every pass's)
 };
 
 class PassManager {
@@ -27,8 +29,15 @@ class PassManager {
   void set_options(nlohmann::json options) {
     if (!options.is_object()) throw Error("pass options must be a JSON object mapping pass names to objects");
     for (auto& [name, value] : options.items()) {
-      registry_->get(name);  // an option for an unknown pass is a typo: say so
+      const Pass& pass = registry_->get(name);  // an option for an unknown pass is a typo: say so
       if (!value.is_object()) throw Error("pass options for '" + name + "' must be a JSON object");
+      for (auto& [key, v] : value.items()) {
+        if (std::find(pass.option_keys.begin(), pass.option_keys.end(), key) != pass.option_keys.end()) continue;
+        std::string takes;
+        for (const auto& k : pass.option_keys) takes += (takes.empty() ? "" : ", ") + k;
+        throw Error("pass options for '" + name + "': unknown key '" + key + "' (" +
+                    (takes.empty() ? name + " takes no options" : "it takes " + takes) + ")");
+      }
     }
     options_ = std::move(options);
   }
@@ -48,17 +57,19 @@ class PassManager {
     std::vector<PassRecord> records;
     static const nlohmann::json kNoOptions = nlohmann::json::object();
     for (const Pass* p : passes) {
-      PassRecord rec{p->name};
+      PassRecord rec;
+      rec.name = p->name;
       if (disabled_.count(p->name)) {
         rec.skipped = true;
         records.push_back(rec);
         continue;
       }
       const nlohmann::json& opts = options_.contains(p->name) ? options_.at(p->name) : kNoOptions;
-      PassContext ctx{counters_, opts, log_};
+      PassContext ctx{rec.counters, opts, log_};
       const auto t0 = std::chrono::steady_clock::now();
       rec.changed = p->run(g, ctx);
       rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      counters_.merge(rec.counters);
       g.purge_erased();  // no pass keeps node pointers across pass boundaries
       if (lint_after_each_) {
         try {

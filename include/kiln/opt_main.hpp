@@ -1,0 +1,278 @@
+#pragma once
+// kiln::opt_main: the whole of kiln-opt as a function, so that a user builds
+// their own optimizer driver with their passes added (as MLIR's MlirOptMain):
+//
+//   int main(int argc, char** argv) {
+//     kiln::PassRegistry registry = kiln::default_pass_registry();
+//     registry.add(my_pass());
+//     return kiln::opt_main(argc, argv, registry, "my-opt");
+//   }
+//
+// It reads an fx-graph-json graph (a file, or `-` for stdin), runs the named
+// passes and writes the result (fx-graph-json to stdout unless -o, --dot,
+// --print or --quiet say otherwise). Errors are one line on stderr and exit
+// status 2; `--help` lists every option.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/core.hpp"
+#include "kiln/io.hpp"
+#include "kiln/passes.hpp"
+#include "kiln/passes/replacement_manifest.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln {
+
+namespace opt_detail {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline std::string help_text(const std::string& tool) {
+  return "usage: " + tool +
+         " IN.json[.gz]|- [options]\n"
+         "\n"
+         "Reads an fx-graph-json graph (- reads stdin), runs passes over it and writes the result.\n"
+         "Without -o, --dot, --print or --quiet the resulting graph is written to stdout as fx-graph-json.\n"
+         "\n"
+         "  --passes a,b,c          passes to run, in order (see --list-passes)\n"
+         "  --pass-options JSON     options per pass, {\"pass\": {...}}; @FILE reads them from FILE;\n"
+         "                          an unknown pass or option key is an error\n"
+         "  --replacements FILE     search/replace graph pairs (a manifest) run as the pass\n"
+         "                          'replacements', before the --passes unless they name it\n"
+         "  -o, --output FILE       write the result as fx-graph-json (.gz: compressed; - : stdout)\n"
+         "  --dot FILE              write the result as Graphviz DOT (- : stdout)\n"
+         "  --print                 print the result as torch.fx-style text on stdout\n"
+         "  --quiet                 write nothing unless asked to by -o, --dot or --print\n"
+         "  --counters              print the counters on stdout as JSON: the total and each pass's\n"
+         "  --timings               print each pass's wall time, and the total, on stderr (microseconds)\n"
+         "  --no-lint               do not lint the input and the graph after every pass\n"
+         "  --max-gzip-bytes N      a gzip input may decompress to at most N bytes (default 1 GiB)\n"
+         "  --list-passes           list the passes and what they do\n"
+         "  --version               print the version\n"
+         "  -h, --help              print this help\n"
+         "Every option that takes a value accepts --option=value as well as --option value.\n";
+}
+
+struct Options {
+  std::string input;
+  std::vector<std::string> passes;
+  std::string pass_options;
+  std::string replacements;
+  std::string output;
+  std::string dot;
+  bool print = false, quiet = false, counters = false, timings = false, lint = true, list = false;
+  std::size_t max_gzip_bytes = io::kDefaultMaxDecompressedBytes;
+};
+
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+inline std::size_t parse_byte_count(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || text[0] == '-')
+    throw UsageError(flag + " needs a whole number of bytes, got '" + text + "'");
+  return static_cast<std::size_t>(v);
+}
+
+// Returns false when the run is over (--help or --version printed).
+inline bool parse_args(int argc, char** argv, const std::string& tool, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (a.rfind("--", 0) == 0) {
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        inline_value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        has_inline = true;
+      }
+    }
+    auto value = [&]() -> std::string {
+      if (has_inline) return inline_value;
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    auto flag = [&] {
+      if (has_inline) throw UsageError(a + " takes no value");
+    };
+    if (a == "--passes") o.passes = split_commas(value());
+    else if (a == "--pass-options") o.pass_options = value();
+    else if (a == "--replacements") o.replacements = value();
+    else if (a == "-o" || a == "--output") o.output = value();
+    else if (a == "--dot") o.dot = value();
+    else if (a == "--max-gzip-bytes") o.max_gzip_bytes = parse_byte_count(a, value());
+    else if (a == "--print") flag(), o.print = true;
+    else if (a == "--quiet") flag(), o.quiet = true;
+    else if (a == "--counters") flag(), o.counters = true;
+    else if (a == "--timings") flag(), o.timings = true;
+    else if (a == "--no-lint") flag(), o.lint = false;
+    else if (a == "--list-passes") flag(), o.list = true;
+    else if (a == "--version") {
+      std::cout << tool << " (kiln) " << kVersion << "\n";
+      return false;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << help_text(tool);
+      return false;
+    } else if (a == "-") {
+      if (!o.input.empty()) throw UsageError("more than one input: " + o.input + " and -");
+      o.input = a;
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("unknown option " + a);
+    } else if (o.input.empty()) {
+      o.input = a;
+    } else {
+      throw UsageError("more than one input file: " + o.input + " and " + a);
+    }
+  }
+  if (o.input.empty() && !o.list) throw UsageError("no input graph given");
+  return true;
+}
+
+inline nlohmann::json load_pass_options(const std::string& text) {
+  if (text.empty()) return nlohmann::json::object();
+  std::string body = text;
+  if (text[0] == '@') {
+    const std::string path = text.substr(1);
+    if (std::filesystem::is_directory(path))
+      throw UsageError("cannot read pass options file " + path + ": it is a directory");
+    std::ifstream f(path);
+    if (!f) throw UsageError("cannot read pass options file " + path + ": " + std::strerror(errno));
+    body.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  try {
+    return nlohmann::json::parse(body);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw UsageError(std::string("--pass-options is not valid JSON: ") + e.what());
+  }
+}
+
+// `path`, or stdout for "-".
+inline void write_text(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot write " + path + ": " + std::strerror(errno));
+  if (!(f << text) || !f.flush()) throw Error("cannot write " + path + ": " + std::strerror(errno));
+}
+
+inline io::GraphFile read_input(const Options& o) {
+  if (o.input != "-") return io::read_fx_json(o.input, o.max_gzip_bytes);
+  std::string bytes{std::istreambuf_iterator<char>(std::cin), {}};
+  if (io::is_gzip(bytes)) bytes = io::gzip_decompress(bytes, "<stdin>", o.max_gzip_bytes);
+  io::GraphFile f = io::parse_fx_json(bytes, "<stdin>");
+  f.base_dir = std::filesystem::current_path();  // weight paths are taken as relative to here
+  return f;
+}
+
+inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool) {
+  Options o;
+  if (!parse_args(argc, argv, tool, o)) return 0;
+  if (!o.replacements.empty()) {
+    // Loaded (and every pair checked) before the graph is read.
+    const std::string manifest = o.replacements;
+    registry.add(make_pattern_pass("replacements", "the search/replace pairs of " + manifest,
+                                   [&] { return load_replacements(manifest); }));
+    if (std::find(o.passes.begin(), o.passes.end(), "replacements") == o.passes.end())
+      o.passes.insert(o.passes.begin(), "replacements");
+  }
+  if (o.list) {
+    for (const auto& p : registry.passes()) std::cout << p.name << "\t" << p.description << "\n";
+    if (o.input.empty()) return 0;
+  }
+  PassManager pm(registry);
+  pm.set_options(load_pass_options(o.pass_options));
+  pm.set_lint_after_each(o.lint);
+  for (const auto& name : o.passes) registry.get(name);  // reject typos before reading a large file
+
+  io::GraphFile file = read_input(o);
+  if (o.lint) {
+    // Named like the reader's errors: the file, then what is wrong in it.
+    try {
+      lint(file.graph);
+    } catch (const LintError& e) {
+      throw LintError((o.input == "-" ? std::string("<stdin>") : o.input) + ": " + e.what());
+    }
+  }
+  auto records = pm.run(file.graph, o.passes);
+
+  if (!o.output.empty()) {
+    if (o.output == "-") {
+      std::cout << io::to_fx_json(file.graph, file.weights);
+    } else {
+      // Weight paths are relative to the JSON file: re-anchor them at the new location.
+      const auto out_dir = std::filesystem::absolute(o.output).parent_path();
+      io::WeightsTable weights = file.weights;
+      for (auto& [attr, rel] : weights) {
+        auto abs = std::filesystem::absolute(file.base_dir / rel).lexically_normal();
+        rel = abs.lexically_relative(out_dir).generic_string();
+      }
+      io::write_fx_json(file.graph, o.output, weights);
+    }
+  }
+  if (!o.dot.empty()) write_text(o.dot, to_dot(file.graph));
+  if (o.print) std::cout << to_string(file.graph, {.show_meta = true});
+  // As mlir-opt does: with nowhere else to put it, the result goes to stdout.
+  if (o.output.empty() && o.dot.empty() && !o.print && !o.quiet) std::cout << io::to_fx_json(file.graph, file.weights);
+  if (o.counters) {
+    nlohmann::json per_pass = nlohmann::json::array();
+    for (const auto& r : records)
+      per_pass.push_back({{"pass", r.name}, {"counters", r.counters.to_json()}});
+    std::cout << nlohmann::json{{"total", pm.counters().to_json()}, {"passes", per_pass}}.dump() << "\n";
+  }
+  if (o.timings) {
+    double total = 0;
+    for (const auto& r : records) {
+      total += r.seconds;
+      std::fprintf(stderr, "pass %-28s %12.1f us%s\n", r.name.c_str(), r.seconds * 1e6,
+                   r.skipped ? " (disabled)" : r.changed ? " (changed the graph)" : "");
+    }
+    std::fprintf(stderr, "total %-27s %12.1f us\n", "", total * 1e6);
+  }
+  return 0;
+}
+
+}  // namespace opt_detail
+
+// Runs kiln-opt over argv with the passes of `registry`; returns the exit status
+// (0, or 2 after a one-line error on stderr). `tool` names the program in
+// messages and --version.
+inline int opt_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-opt") {
+  try {
+    return opt_detail::run(argc, argv, registry, tool);
+  } catch (const opt_detail::UsageError& e) {
+    std::cerr << tool << ": " << e.what() << " (see " << tool << " --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n') c = ' ';
+    std::cerr << tool << ": error: " << msg << "\n";
+    return 2;
+  }
+}
+
+}  // namespace kiln
