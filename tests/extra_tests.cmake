@@ -82,7 +82,7 @@ endif()
 # pattern does not bind must not compile (Match::get's static_assert). Each
 # target is left out of `all` and built by its test through the build tree;
 # the positive twin proves the harness builds what it should.
-foreach(_cf unbound_capture bound_capture_ok)
+foreach(_cf unbound_capture bound_capture_ok node_pointer_child vector_child bad_handler bad_extra_check)
   add_executable(compile_fail_${_cf} EXCLUDE_FROM_ALL compile_fail/${_cf}.cpp)
   target_link_libraries(compile_fail_${_cf} PRIVATE kiln::kiln)
 endforeach()
@@ -94,9 +94,25 @@ add_test(NAME pattern_bound_capture_compiles
   COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_bound_capture_ok
           -DEXPECT=success
           -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/expect_build.cmake)
-# Both drive the same build tree: never at the same time.
-set_tests_properties(pattern_unbound_capture_does_not_compile pattern_bound_capture_compiles PROPERTIES
-  RESOURCE_LOCK kiln_build_tree LABELS compile_fail TIMEOUT 300)
+# Misuse reported at the user's line, in one readable message.
+set(_cf_texts
+  "node_pointer_child|a Node* is not a pattern child"
+  "vector_child|not a pattern child: give a pattern"
+  "bad_handler|register_pattern: the handler must be callable"
+  "bad_extra_check|register_pattern: extra_check must be callable")
+set(_cf_tests pattern_unbound_capture_does_not_compile pattern_bound_capture_compiles)
+foreach(_entry ${_cf_texts})
+  string(REPLACE "|" ";" _parts "${_entry}")
+  list(GET _parts 0 _cf)
+  list(GET _parts 1 _text)
+  add_test(NAME pattern_${_cf}_does_not_compile
+    COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_${_cf}
+            -DEXPECT=fail "-DEXPECT_TEXT=${_text}"
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/expect_build.cmake)
+  list(APPEND _cf_tests pattern_${_cf}_does_not_compile)
+endforeach()
+# All drive the same build tree: never at the same time.
+set_tests_properties(${_cf_tests} PROPERTIES RESOURCE_LOCK kiln_build_tree LABELS compile_fail TIMEOUT 300)
 
 # The threading contract under ThreadSanitizer: readers of one graph on several
 # threads (tests/tsan), built with clang, which scripts/install-deps.sh installs.

@@ -302,6 +302,13 @@ void for_each_node(const Arg& arg, Fn&& fn) {
   }
 }
 
+// Whether `arg` is, or holds somewhere inside, a node reference.
+inline bool holds_node(const Arg& arg) {
+  bool found = false;
+  for_each_node(arg, [&](Node*) { found = true; });
+  return found;
+}
+
 // Returns `arg` with every node reference passed through fn(Node*) -> Node*.
 template <class Fn>
 Arg map_nodes(const Arg& arg, Fn&& fn) {

@@ -229,6 +229,14 @@ class PatternMatcherPass {
   // extra_check(match) may still reject a structural match.
   template <class P, class Handler, class Check = detail::AcceptAll>
   PatternMatcherPass& register_pattern(P pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
+    // Said here, at the user's call, instead of deep in Entry::try_apply.
+    using M = typename pattern::PlanFor<P>::Match;
+    static_assert(std::is_invocable_v<Handler&, M&, Graph&, Node*> || std::is_invocable_v<Handler&, M&>,
+                  "register_pattern: the handler must be callable as handler(match, graph, root_node), e.g. "
+                  "[](auto& m, kiln::Graph& g, kiln::Node* root) {...}, or as handler(match)");
+    static_assert(std::is_invocable_r_v<bool, Check&, M&>,
+                  "register_pattern: extra_check must be callable as extra_check(match) and return bool, e.g. "
+                  "[](const auto& m) { return ...; }");
     auto [kind, fns] = detail::pattern_root(pattern);
     auto entry = std::make_unique<detail::Entry<P, Handler, Check>>(std::move(pattern), std::move(handler),
                                                                    std::move(extra_check));

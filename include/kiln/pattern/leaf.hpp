@@ -122,13 +122,28 @@ struct Constant {
 };
 
 // Wraps a child given to a pattern factory: patterns stay as they are, anything
-// else becomes a Constant.
+// else becomes a Constant. A child that is neither is refused here, at the
+// factory call, with a message rather than deep in the matcher: a node (a
+// constant never equals a node, so such a child could never match) or a value
+// no Arg holds.
 template <class T>
 auto as_child(T&& t) {
-  if constexpr (passes_as_child_v<T> || std::is_same_v<std::remove_cvref_t<T>, Constant>)
+  using U = std::remove_cvref_t<T>;
+  if constexpr (passes_as_child_v<T> || std::is_same_v<U, Constant>) {
     return std::forward<T>(t);
-  else
-    return Constant{kiln::Arg(std::forward<T>(t))};
+  } else {
+    static_assert(!std::is_convertible_v<U, const Node*>,
+                  "a Node* is not a pattern child: a pattern matches any node of its shape; capture it with "
+                  "kw<\"name\"> and compare in extra_check");
+    static_assert(std::is_constructible_v<kiln::Arg, T>,
+                  "not a pattern child: give a pattern (CallFunction, kw<\"x\">, Ignored(), list(...), ...) or a "
+                  "constant an Arg holds (bool, int, double, string, DType, ArgList, ...)");
+    Constant c{kiln::Arg(std::forward<T>(t))};
+    if (holds_node(c.value))
+      throw Error("a pattern constant cannot hold a node reference (" + format_arg(c.value) +
+                  "): capture the value with kw<\"name\"> instead");
+    return c;
+  }
 }
 template <class T>
 using child_t = decltype(as_child(std::declval<T>()));

@@ -63,7 +63,7 @@ class RuntimePattern {
   Ref arg() { return add(blank(ElementKind::arg)); }
   // A constant child: equal (Python ==) to the argument, which must not be a node.
   Ref constant(kiln::Arg value) {
-    if (value.is_node() || has_node(value)) throw Error("RuntimePattern::constant: a constant cannot hold a node reference");
+    if (holds_node(value)) throw Error("RuntimePattern::constant: a constant cannot hold a node reference");
     Element e = blank(ElementKind::constant);
     e.value = std::move(value);
     return add(std::move(e));
@@ -177,12 +177,6 @@ class RuntimePattern {
         throw Error(std::string("RuntimePattern::") + what + ": element " + std::to_string(r.id) +
                     " does not exist (this pattern has " + std::to_string(elements_.size()) + ")");
   }
-  static bool has_node(const kiln::Arg& a) {
-    bool found = false;
-    for_each_node(a, [&](Node*) { found = true; });
-    return found;
-  }
-
   void describe_into(std::string& s, Ref r) const {
     const Element& e = elements_[r.id];
     switch (e.kind) {
