@@ -134,12 +134,13 @@ class MutationRegions {
   // graph's first node, region 0), then forward, counting mutation ops and
   // remembering each id on the way (Inductor's get_mutation_region_id).
   std::uint32_t region_of(const Node* n) {
-    if (auto it = ids_.find(n); it != ids_.end()) return it->second;
     const Node* p = n;
-    while (!ids_.count(p) && p->prev()) p = p->prev();
     auto it = ids_.find(p);
-    std::uint32_t id = it == ids_.end() ? 0 : it->second;
-    if (it == ids_.end()) ids_.emplace(p, id);
+    if (it != ids_.end()) return it->second;
+    while (it == ids_.end() && p->prev()) it = ids_.find(p = p->prev());
+    const std::uint32_t start = it == ids_.end() ? 0 : it->second;
+    if (it == ids_.end()) ids_.emplace(p, start);
+    std::uint32_t id = start;
     while (p != n) {
       p = p->next();
       if (is_mutation_op(p)) ++id;

@@ -16,11 +16,10 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
-#include <array>
-#include <vector>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "kiln/core/graph.hpp"
 #include "kiln/core/module_table.hpp"
@@ -476,7 +475,7 @@ struct CallPattern : CallHead<Kind> {
   bool structure_fits(const kiln::Arg& v, S& st) const {
     if constexpr (may_be_pytree && is_structure_leaf_v<C>) {
       if (pytree && is_container(v))
-        return st.fail([&] { return "args_structure: " + describe_value(v) + " where the pattern has a leaf"; });
+        return st.fail([&] { return container_meets_leaf(v); });
     }
     return true;
   }

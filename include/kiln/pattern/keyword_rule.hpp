@@ -86,8 +86,8 @@ inline bool keyword_values(const Node* n, std::span<const std::string_view> name
     const OpSchema* schema = n->op() == OpKind::call_function ? OpSchemaRegistry::instance().find(n->target()) : nullptr;
     if (!schema) {
       detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: " + std::to_string(kwargs.size()) +
-                      " keyword arguments, fewer than the pattern's " + std::to_string(names.size()) +
-                      ", and no schema of " + std::string(n->target_name()) + " to normalize them");
+                               " keyword arguments, fewer than the pattern's " + std::to_string(names.size()) +
+                               ", and no schema of " + std::string(n->target_name()) + " to normalize them");
       return false;
     }
     const std::size_t nargs = n->args().size();
@@ -96,14 +96,14 @@ inline bool keyword_values(const Node* n, std::span<const std::string_view> name
       const int idx = schema->index_of(k);
       if (idx < 0 || static_cast<std::size_t>(idx) < nargs) {
         detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: '" + k + "' does not bind to the schema of " +
-                        std::string(n->target_name()));
+                                 std::string(n->target_name()));
         return false;
       }
     }
     if (nargs > schema->params.size() ||
         (nargs > 0 && schema->params[nargs - 1].keyword_only)) {
       detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: too many positional arguments for the schema of " +
-                      std::string(n->target_name()));
+                               std::string(n->target_name()));
       return false;
     }
     for (std::size_t i = nargs; i < schema->params.size() && fits; ++i) {
@@ -112,7 +112,7 @@ inline bool keyword_values(const Node* n, std::span<const std::string_view> name
       if (!v) v = p.default_value ? &*p.default_value : nullptr;
       if (!v) {
         detail::keyword_rule_why(why, "node " + n->name() + ": function_mismatch: no value for '" + p.name + "' of " +
-                        std::string(n->target_name()));
+                                 std::string(n->target_name()));
         return false;
       }
       fits = keep(p.name, v);

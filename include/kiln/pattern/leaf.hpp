@@ -189,6 +189,10 @@ inline constexpr bool is_list_pattern_v = false;
 template <class... Ts>
 inline constexpr bool is_list_pattern_v<ListPattern<Ts...>> = true;
 inline bool is_container(const kiln::Arg& v) { return v.is_list() || v.get_if<ArgDict>() != nullptr; }
+// The failure of that rule, worded once for compiled and runtime patterns.
+[[gnu::cold]] inline std::string container_meets_leaf(const kiln::Arg& v) {
+  return "args_structure: " + describe_value(v) + " where the pattern has a leaf";
+}
 // Whether child type C is a pattern leaf (nothing it compares as a structure)
 // that must not meet a container in pytree mode: not a literal list, not a constant.
 template <class C>
@@ -240,7 +244,7 @@ struct ListPattern : PatternTag {
   bool match_item(const kiln::Arg& v, S& st) const {
     const auto& item = items.template get<I>();
     if constexpr (is_structure_leaf_v<std::remove_cvref_t<decltype(item)>>) {
-      if (is_container(v)) return st.fail([&] { return "args_structure: " + describe_value(v) + " where the pattern has a leaf"; });
+      if (is_container(v)) return st.fail([&] { return container_meets_leaf(v); });
     }
     return item.template match<P>(v, st);
   }

@@ -288,7 +288,7 @@ class RuntimeMatcher {
   bool structure_fits(std::uint32_t child, const kiln::Arg& v) {
     const ElementKind k = info_[child].kind;
     if (k == ElementKind::list || k == ElementKind::constant || !is_container(v)) return true;
-    return fail([&] { return "args_structure: " + describe_value(v) + " where the pattern has a leaf"; });
+    return fail([&] { return container_meets_leaf(v); });
   }
 
   bool match_leaf(std::uint32_t e, const Info& in, const kiln::Arg& v) {
