@@ -836,3 +836,87 @@ TEST_CASE("apply: a pattern whose first argument's kind or target cannot fit is 
   CHECK_FALSE(p::match(addmm_pattern(), on_const, &why).has_value());
   CHECK(contains(why, "expected a node"));
 }
+
+TEST_CASE("KILN_PATTERN_DEBUG shows the whole failing path, each step with its node, then the reason") {
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* c = g.placeholder("c");
+  Node* sig = g.call_function(aten::sigmoid, {b}, {}, "sig_2");
+  Node* mm = g.call_function(aten::mm, {a, sig}, {}, "mm_5");
+  Node* add = g.call_function(aten::add_Tensor, {mm, c}, {{"alpha", 3}}, "add_9");
+  g.output(ArgList{add});
+  PatternMatcherPass pass;
+  // The failure sits two calls down: mm's second argument is no relu.
+  pass.register_pattern(p::CallFunction(aten::add_Tensor, p::CallFunction(aten::mm, p::kw<"x">, p::CallFunction(aten::relu, p::kw<"w">)),
+                                        p::kw<"y">, p::kwarg<"alpha">(p::kw<"alpha">)),
+                        [](auto&) {}, PatternOptions{.name = "deep"});
+  // A keyword child's failure names the keyword.
+  pass.register_pattern(p::CallFunction(aten::add_Tensor, p::kw<"x">, p::kw<"y">, p::kwarg<"alpha">(1)), [](auto&) {},
+                        PatternOptions{.name = "alpha_one"});
+  std::string text;
+  {
+    DebugCapture capture("add_9");
+    CHECK(pass.apply(g) == 0);
+    text = capture.text();
+  }
+  INFO(text);
+  CHECK(contains(text, "deep: add_9 = CallFunction(aten.add.Tensor) args[0] -> mm_5 = CallFunction(aten.mm.default) args[1] -> "
+                       "node sig_2: function_mismatch: it is call_function aten.sigmoid.default, the pattern wants "
+                       "CallFunction aten.relu.default"));
+  CHECK(contains(text, "alpha_one: add_9 = CallFunction(aten.add.Tensor) kwargs['alpha'] -> constant_args: constant 3 != 1"));
+  // The same path comes back from a plain match() asked why.
+  std::string why;
+  CHECK_FALSE(p::match(p::CallFunction(aten::add_Tensor, p::CallFunction(aten::mm, p::kw<"x">, p::CallFunction(aten::relu, p::kw<"w">)),
+                                       p::kw<"y">, p::kwarg<"alpha">(p::kw<"alpha">)),
+                       add, &why)
+                   .has_value());
+  CHECK(why.rfind("add_9 = CallFunction(aten.add.Tensor) args[0] -> mm_5 = CallFunction(aten.mm.default) args[1] -> node sig_2", 0) == 0);
+}
+
+TEST_CASE("extra_check may return kiln::CheckResult: a rejection's reason is what KILN_PATTERN_DEBUG prints") {
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* add = g.call_function(aten::add_Tensor, {a, b}, {{"alpha", 2}}, "add_1");
+  g.output(ArgList{add});
+  int handled = 0;
+  PatternMatcherPass pass;
+  auto pattern = p::CallFunction(aten::add_Tensor, p::kw<"x">, p::kw<"y">, p::kwarg<"alpha">(p::kw<"alpha">));
+  pass.register_pattern(
+      pattern, [&](auto&) { ++handled; },
+      [](const auto& m) -> CheckResult {
+        if (p::get<"alpha">(m) != Arg(1)) return reject("alpha is not 1");
+        return true;
+      },
+      PatternOptions{.name = "literal_reason"});
+  pass.register_pattern(
+      pattern, [&](auto&) { ++handled; },
+      [](const auto& m) -> CheckResult {
+        return reject("alpha is " + format_arg(p::get<"alpha">(m)) + ", not 1");  // a reason built at run time
+      },
+      PatternOptions{.name = "built_reason"});
+  pass.register_pattern(pattern, [&](auto&) { ++handled; }, [](const auto&) { return false; },
+                        PatternOptions{.name = "plain_bool"});
+  std::string text;
+  {
+    DebugCapture capture("add_1");
+    CHECK(pass.apply(g) == 0);
+    text = capture.text();
+  }
+  CHECK(handled == 0);
+  INFO(text);
+  CHECK(contains(text, "literal_reason: extra_check rejected the match: alpha is not 1"));
+  CHECK(contains(text, "built_reason: extra_check rejected the match: alpha is 2, not 1"));
+  CHECK(contains(text, "plain_bool: extra_check rejected the match\n"));
+  // An accepting CheckResult lets the handler run.
+  PatternMatcherPass accepting;
+  accepting.register_pattern(pattern, [&](auto&) { ++handled; }, [](const auto&) -> CheckResult { return true; });
+  CHECK(accepting.apply(g) == 1);
+  CHECK(handled == 1);
+  // The result itself.
+  CHECK(CheckResult(true).accepted());
+  CHECK(CheckResult(true).reason().empty());
+  CHECK_FALSE(reject("no").accepted());
+  CHECK(reject(std::string("built")).reason() == "built");
+}

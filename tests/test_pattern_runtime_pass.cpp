@@ -264,7 +264,9 @@ TEST_CASE("KILN_PATTERN_DEBUG reports why a runtime pattern failed at the named 
   std::cerr.rdbuf(old);
   ::unsetenv("KILN_PATTERN_DEBUG");
   CHECK(n == 0);
-  CHECK(captured.str().find("KILN_PATTERN_DEBUG: node add: P1: node mm: expected 1 user, has 2") != std::string::npos);
+  // The path from the root to the failing position, then the reason.
+  CHECK(captured.str().find("KILN_PATTERN_DEBUG: node add: P1: add = CallFunction(aten.add.Tensor) args[0] -> node mm: "
+                            "expected 1 user, has 2") != std::string::npos);
 }
 
 TEST_CASE("PatternMatcherPasses take runtime patterns by pass_number") {
@@ -277,4 +279,24 @@ TEST_CASE("PatternMatcherPasses take runtime patterns by pass_number") {
   CHECK(passes[1].num_patterns() == 1);
   CHECK(passes.apply(g) == 2);
   CHECK(h.p[0] == 2);
+}
+
+TEST_CASE("A runtime pattern's extra_check may give a reason, which KILN_PATTERN_DEBUG prints") {
+  Graph g = chain(1);
+  PatternMatcherPass pass("rt");
+  int handled = 0;
+  pass.register_runtime_pattern(
+      rt_p1(), [&](p::RuntimeMatch&) { ++handled; },
+      [](const p::RuntimeMatch& m) -> CheckResult { return reject("rejected at " + m.output_node()->name()); },
+      PatternOptions{.name = "P1"});
+  ::setenv("KILN_PATTERN_DEBUG", "add", 1);
+  std::stringstream captured;
+  auto* old = std::cerr.rdbuf(captured.rdbuf());
+  const std::size_t n = pass.apply(g);
+  std::cerr.rdbuf(old);
+  ::unsetenv("KILN_PATTERN_DEBUG");
+  CHECK(n == 0);
+  CHECK(handled == 0);
+  CHECK(captured.str().find("KILN_PATTERN_DEBUG: node add: P1: extra_check rejected the match: rejected at add") !=
+        std::string::npos);
 }

@@ -26,15 +26,18 @@ int main() {
         root->replace_all_uses_with(fused);
         m.erase_nodes();
       },
-      [](const auto& m) {  // extra_check: what the structure cannot say
+      [](const auto& m) -> kiln::CheckResult {  // extra_check: what the structure cannot say
         const kiln::Node* add = m.output_node();
         // addmm computes c + a @ b: an add(..., alpha=2) is another computation.
-        if (const kiln::Arg* alpha = add->kwargs().find("alpha"); alpha && !python_equal(*alpha, kiln::Arg(1))) return false;
+        if (const kiln::Arg* alpha = add->kwargs().find("alpha"); alpha && !python_equal(*alpha, kiln::Arg(1)))
+          return kiln::reject("alpha is not 1");  // the reason KILN_PATTERN_DEBUG prints
         // c must broadcast to the product's [n, p] from rank 1 or 2.
         const kiln::Node* c = get<"c">(m).node();
         const kiln::TensorMeta* bias = c ? c->meta.val.tensor() : nullptr;
         const kiln::TensorMeta* out = add->meta.val.tensor();
-        return bias && out && bias->rank() <= 2 && out->rank() == 2 && bias->shape.back() == out->shape.back();
+        if (!(bias && out && bias->rank() <= 2 && out->rank() == 2 && bias->shape.back() == out->shape.back()))
+          return kiln::reject("c does not broadcast to the product's shape");
+        return true;
       });
   kiln::Counters counters;
   pass.apply(graph, &counters);  // counters: pattern_matcher_count, pattern_matcher_nodes

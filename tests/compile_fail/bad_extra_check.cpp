@@ -1,4 +1,5 @@
-// Must NOT compile: an extra_check that returns a string, not a bool.
+// Must NOT compile: an extra_check that returns a string, not a bool or a
+// kiln::CheckResult (a reason is given as kiln::reject("...")).
 // register_pattern's static_assert says what it must be (tests/extra_tests.cmake).
 #include <string>
 

@@ -18,11 +18,13 @@
 // match that spans a mutation region (as Inductor 2.11 does; a pass built with
 // prevent_match_across_mutations = false keeps them), runs extra_check, then
 // the handler, and counts `pattern_matcher_count` and `pattern_matcher_nodes`.
+// extra_check returns bool, or a kiln::CheckResult that can say why it rejected.
 // The nodes a handler erases are freed once it returns (those the pass has yet
 // to visit excepted), and the next nodes created reuse their memory: a handler
 // must not keep a pointer to a node it erased past its own call.
 // KILN_PATTERN_DEBUG=<node name> prints every pattern tried at that node and why
-// it did not match (Inductor's TORCHINDUCTOR_PATTERN_MATCH_DEBUG).
+// it did not match (Inductor's TORCHINDUCTOR_PATTERN_MATCH_DEBUG): the path from
+// the root to the failing position, each step with its node, then the reason.
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
@@ -33,12 +35,14 @@
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/natural_sort.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/mutation_regions.hpp"
 #include "kiln/passes/pass.hpp"
+#include "kiln/pattern/check_result.hpp"
 #include "kiln/pattern.hpp"  // the whole DSL a pass author writes: ListOf, MultiOutputPattern, RepeatedExpr
 #include "kiln/pattern/plan_for.hpp"
 
@@ -115,6 +119,25 @@ inline void prefetch_for_handler(std::span<Node* const> matched, const Node* roo
   for (const Node* u : root->users()) u->prefetch_for_edit();  // uses replaced by the handler
 }
 
+// Runs an extra_check that returns bool or CheckResult; on a rejection
+// `why` (if given) receives what KILN_PATTERN_DEBUG prints, with the reason.
+template <class Check, class M>
+bool passes_check(Check& check, M& m, std::string* why) {
+  using R = std::invoke_result_t<Check&, M&>;
+  if constexpr (std::is_same_v<std::remove_cvref_t<R>, CheckResult>) {
+    const CheckResult r = check(m);
+    if (!r.accepted() && why) {
+      *why = "extra_check rejected the match";
+      if (!r.reason().empty()) (*why += ": ") += r.reason();
+    }
+    return r.accepted();
+  } else {
+    if (static_cast<bool>(check(m))) return true;
+    if (why) *why = "extra_check rejected the match";
+    return false;
+  }
+}
+
 class EntryBase {
  public:
   virtual ~EntryBase() = default;
@@ -161,8 +184,8 @@ class Entry final : public EntryBase {
     plan_.take_result(*slot, g);
     Match& m = *slot;
     ScopedFlag in_use(match_in_use_);
-    if (!check_(m)) {
-      if (debug) report_pattern_debug(node, name, "extra_check rejected the match");
+    if (!passes_check(check_, m, debug ? why : nullptr)) {
+      if (debug) report_pattern_debug(node, name, *why);
       return false;
     }
     if (debug) report_pattern_debug(node, name, "matched");
@@ -212,6 +235,16 @@ struct AcceptAll {
   bool operator()(const M&) const { return true; }
 };
 
+// register_pattern's optional tail, (), (check), (options) or (check, options),
+// as one (check, options) pair: one overload serves all four spellings.
+inline std::pair<AcceptAll, PatternOptions> check_and_options() { return {}; }
+inline std::pair<AcceptAll, PatternOptions> check_and_options(PatternOptions opts) { return {{}, std::move(opts)}; }
+template <class Check>
+  requires(!std::is_same_v<std::remove_cvref_t<Check>, PatternOptions>)
+std::pair<std::decay_t<Check>, PatternOptions> check_and_options(Check&& check, PatternOptions opts = {}) {
+  return {std::forward<Check>(check), std::move(opts)};
+}
+
 }  // namespace detail
 
 class PatternMatcherPass {
@@ -226,17 +259,23 @@ class PatternMatcherPass {
 
   // Registers `pattern` with its handler: handler(match, graph, root_node) or
   // handler(match), called with the graph inserting before the root node.
-  // extra_check(match) may still reject a structural match.
-  template <class P, class Handler, class Check = detail::AcceptAll>
-  PatternMatcherPass& register_pattern(P pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
+  // Then, optionally, extra_check(match), which may still reject a structural
+  // match (returning bool, or a kiln::CheckResult with the reason), and
+  // PatternOptions: register_pattern(p, h), (p, h, check), (p, h, options) or
+  // (p, h, check, options).
+  template <class P, class Handler, class... CheckAndOptions>
+  PatternMatcherPass& register_pattern(P pattern, Handler handler, CheckAndOptions&&... rest) {
+    auto [extra_check, opts] = detail::check_and_options(std::forward<CheckAndOptions>(rest)...);
+    using Check = decltype(extra_check);
     // Said here, at the user's call, instead of deep in Entry::try_apply.
     using M = typename pattern::PlanFor<P>::Match;
     static_assert(std::is_invocable_v<Handler&, M&, Graph&, Node*> || std::is_invocable_v<Handler&, M&>,
                   "register_pattern: the handler must be callable as handler(match, graph, root_node), e.g. "
                   "[](auto& m, kiln::Graph& g, kiln::Node* root) {...}, or as handler(match)");
-    static_assert(std::is_invocable_r_v<bool, Check&, M&>,
-                  "register_pattern: extra_check must be callable as extra_check(match) and return bool, e.g. "
-                  "[](const auto& m) { return ...; }");
+    static_assert(std::is_invocable_r_v<CheckResult, Check&, M&>,
+                  "register_pattern: extra_check must be callable as extra_check(match) and return bool or "
+                  "kiln::CheckResult, e.g. [](const auto& m) { return ...; } or "
+                  "[](const auto& m) -> kiln::CheckResult { return kiln::reject(\"why\"); }");
     auto [kind, fns] = detail::pattern_root(pattern);
     auto entry = std::make_unique<detail::Entry<P, Handler, Check>>(std::move(pattern), std::move(handler),
                                                                    std::move(extra_check));
@@ -244,25 +283,16 @@ class PatternMatcherPass {
     add_entry(std::move(entry), kind, fns, opts.prepend);
     return *this;
   }
-  template <class P, class Handler>
-  PatternMatcherPass& register_pattern(P pattern, Handler handler, PatternOptions opts) {
-    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
-  }
 
   // A pattern built at run time (kiln/pattern/runtime_matcher.hpp), indexed by
   // its first output's kind and targets and applied exactly as a compiled one;
   // handler(RuntimeMatch&, Graph&, Node*) or handler(RuntimeMatch&), and
   // extra_check(const RuntimeMatch&). (register_pattern accepts it too.) A
   // template only so that this header need not include the runtime matcher.
-  template <class RP, class Handler, class Check = detail::AcceptAll>
+  template <class RP, class Handler, class... CheckAndOptions>
     requires std::is_same_v<RP, pattern::RuntimePattern>
-  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
-    return register_pattern(std::move(pattern), std::move(handler), std::move(extra_check), std::move(opts));
-  }
-  template <class RP, class Handler>
-    requires std::is_same_v<RP, pattern::RuntimePattern>
-  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, PatternOptions opts) {
-    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
+  PatternMatcherPass& register_runtime_pattern(RP pattern, Handler handler, CheckAndOptions&&... rest) {
+    return register_pattern(std::move(pattern), std::move(handler), std::forward<CheckAndOptions>(rest)...);
   }
 
   // Applies the patterns once over a snapshot of `g`; returns the number of matches applied.
@@ -599,17 +629,15 @@ class PatternMatcherPasses {
     for (std::size_t i = 0; i < count; ++i)
       passes_.emplace_back(name + "_" + std::to_string(i), prevent_match_across_mutations);
   }
-  template <class P, class Handler, class Check = detail::AcceptAll>
-  PatternMatcherPasses& register_pattern(P pattern, Handler handler, Check extra_check = {}, PatternOptions opts = {}) {
+  // As PatternMatcherPass::register_pattern, into the pass options.pass_number names.
+  template <class P, class Handler, class... CheckAndOptions>
+  PatternMatcherPasses& register_pattern(P pattern, Handler handler, CheckAndOptions&&... rest) {
+    auto [extra_check, opts] = detail::check_and_options(std::forward<CheckAndOptions>(rest)...);
     if (opts.pass_number >= passes_.size())
       throw Error("register_pattern: pass_number " + std::to_string(opts.pass_number) + " but there are only " +
                   std::to_string(passes_.size()) + " passes");
     passes_[opts.pass_number].register_pattern(std::move(pattern), std::move(handler), std::move(extra_check), opts);
     return *this;
-  }
-  template <class P, class Handler>
-  PatternMatcherPasses& register_pattern(P pattern, Handler handler, PatternOptions opts) {
-    return register_pattern(std::move(pattern), std::move(handler), detail::AcceptAll{}, std::move(opts));
   }
   std::size_t apply(Graph& g, Counters* counters = nullptr) {
     std::size_t n = 0;

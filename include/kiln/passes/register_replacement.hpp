@@ -31,7 +31,7 @@ namespace kiln {
 struct ReplacementOptions {
   // How the search graph becomes a pattern; ignore_types starts as gen_pattern's.
   pattern::FxToPatternOptions pattern{.ignore_types = pattern::IgnoreTypes::all()};
-  std::function<bool(const pattern::RuntimeMatch&)> extra_check{};
+  std::function<CheckResult(const pattern::RuntimeMatch&)> extra_check{};  // bool or a reason (check_result.hpp)
   PatternOptions pass{};  // prepend, name (default: the pattern's text)
 };
 

@@ -211,6 +211,19 @@ bool kind_and_target_fit(std::uint8_t op, std::uint64_t target, const OpSet& fns
          std::string(n->target_name()) + ", the pattern wants " + pattern_kind + " " + fns.describe();
 }
 
+// KILN_PATTERN_DEBUG's whole failing path: a call pattern whose child failed
+// puts its own step in front of the child's reason, so that the message reads
+// from the root down, e.g. "add_3 = CallFunction(aten.add.Tensor) args[0] ->
+// mm_2 = CallFunction(aten.mm.default) args[1] -> node b: expected 1 user, has 2".
+// `keyword` names a keyword child; otherwise `index` is the positional one.
+[[gnu::cold, gnu::noinline]] inline void prepend_path_step(std::string& why, const Node* n, const char* pattern_kind,
+                                                            const OpSet& fns, std::size_t index,
+                                                            std::string_view keyword = {}) {
+  std::string step = n->name() + " = " + pattern_kind + "(" + fns.describe() + ") ";
+  step += keyword.empty() ? "args[" + std::to_string(index) + "]" : "kwargs['" + std::string(keyword) + "']";
+  why.insert(0, step + " -> ");
+}
+
 template <OpKind Kind>
 constexpr const char* call_pattern_name() {
   if constexpr (Kind == OpKind::call_function) return "CallFunction";
@@ -261,6 +274,17 @@ struct CallHead : PatternTag, PatternIdentity {
   bool reference_fits(const NodeRef& r) const {
     return r.op == static_cast<std::uint8_t>(Kind) && fns.contains_exact(r.target_hash);
   }
+  // A call pattern's match(): an argument value must refer to a node, which
+  // `self` (the CallPattern or CallVarArgsPattern) then matches.
+  template <std::size_t Pos, class Self, class S>
+  static bool match_reference(const Self& self, const kiln::Arg& v, S& st) {
+    const NodeRef* r = v.node_ref();
+    // A null reference never fits (its kind is none), so it is rejected with the rest.
+    const bool fits = r && self.reference_fits(*r);
+    if (self.template reference_rejected<Pos>(fits, st)) return false;
+    if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + self.short_describe(); });
+    return self.template match_node<Pos>(r->node, st, &v, fits);
+  }
 
   // ", _users=MULTIPLE" or ", _users=n" unless the default of one user.
   void describe_users(std::string& out) const {
@@ -308,12 +332,7 @@ struct CallPattern : CallHead<Kind> {
 
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
-    const NodeRef* r = v.node_ref();
-    // A null reference never fits (its kind is none), so it is rejected with the rest.
-    const bool fits = r && this->reference_fits(*r);
-    if (this->template reference_rejected<Pos>(fits, st)) return false;
-    if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + short_describe(); });
-    return match_node<Pos>(r->node, st, &v, fits);
+    return this->template match_reference<Pos>(*this, v, st);
   }
 
   template <std::size_t Pos, class S>
@@ -339,7 +358,7 @@ struct CallPattern : CallHead<Kind> {
     if constexpr (num_keyword > 0) {
       if (!find_keyword_values(n, kw_values, st)) return false;
     }
-    if (!match_children<Pos>(args.data(), kw_values, st, std::index_sequence_for<Cs...>{})) return false;
+    if (!match_children<Pos>(n, args.data(), kw_values, st, std::index_sequence_for<Cs...>{})) return false;
     record_matched_node(st, s, n, via);
     return true;
   }
@@ -451,22 +470,29 @@ struct CallPattern : CallHead<Kind> {
 
   // `args`: the node's positional arguments (where they are stored is decided
   // once, not for each child); `kw`: its values for the keyword children.
+  // `n`: the node this pattern is matching, named in a failure's path.
   template <std::size_t Pos, class S, std::size_t... Is>
-  bool match_children(const kiln::Arg* args, const kiln::Arg* const* kw, S& st, std::index_sequence<Is...>) const {
-    return (match_child<Pos, Is>(args, kw, st) && ...);
+  bool match_children(const Node* n, const kiln::Arg* args, const kiln::Arg* const* kw, S& st,
+                      std::index_sequence<Is...>) const {
+    return (match_child<Pos, Is>(n, args, kw, st) && ...);
   }
   template <std::size_t Pos, std::size_t I, class S>
-  bool match_child(const kiln::Arg* args, const kiln::Arg* const* kw, S& st) const {
+  bool match_child(const Node* n, const kiln::Arg* args, const kiln::Arg* const* kw, S& st) const {
     using C = std::remove_cvref_t<decltype(children.template get<I>())>;
     constexpr std::size_t child_pos = Pos + 1 + offset_of<I, Cs...>();
     const auto& c = children.template get<I>();
+    bool ok;
     if constexpr (is_kw_child<C>::value) {
-      return structure_fits<unwrap_kw_child_t<C>>(*kw[keyword_index<I>()], st) &&
-             c.child.template match<child_pos>(*kw[keyword_index<I>()], st);
+      ok = structure_fits<unwrap_kw_child_t<C>>(*kw[keyword_index<I>()], st) &&
+           c.child.template match<child_pos>(*kw[keyword_index<I>()], st);
     } else {
-      return structure_fits<C>(args[positional_index<I>()], st) &&
-             c.template match<child_pos>(args[positional_index<I>()], st);
+      ok = structure_fits<C>(args[positional_index<I>()], st) &&
+           c.template match<child_pos>(args[positional_index<I>()], st);
     }
+    if (!ok && st.explain) [[unlikely]]
+      prepend_path_step(*st.explain, n, call_pattern_name<Kind>(), fns,
+                        is_kw_child<C>::value ? keyword_index<I>() : positional_index<I>(), kw_child_name<C>);
+    return ok;
   }
   // Whether any child can put the pattern in pytree mode (a compile-time
   // bound: only then is `pytree` read).
@@ -569,11 +595,7 @@ struct CallVarArgsPattern : CallHead<Kind> {
 
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
-    const NodeRef* r = v.node_ref();
-    const bool fits = r && this->reference_fits(*r);  // a null reference never fits
-    if (this->template reference_rejected<Pos>(fits, st)) return false;
-    if (!r || !r->node) return st.fail([&] { return describe_value(v) + ": expected a node for " + fns.describe(); });
-    return match_node<Pos>(r->node, st, &v, fits);
+    return this->template match_reference<Pos>(*this, v, st);
   }
   template <std::size_t Pos, class S>
   bool match_node(Node* n, S& st, const kiln::Arg* via = nullptr, bool fits = false) const {
@@ -599,6 +621,7 @@ struct CallVarArgsPattern : CallHead<Kind> {
     const Slot& s = st.slot(Pos);
     if (s.set && s.node) yield(s.node);
   }
+  std::string short_describe() const { return std::string(call_pattern_name<Kind>()) + "VarArgs(" + fns.describe() + ")"; }
   void describe(std::string& out) const {
     out += std::string(call_pattern_name<Kind>()) + "VarArgs(" + fns.describe();
     this->describe_users(out);

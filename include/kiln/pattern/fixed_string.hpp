@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <string_view>
+#include <utility>
 
 namespace kiln::pattern {
 
@@ -16,7 +17,20 @@ struct FixedString {
     for (std::size_t i = 0; i < N; ++i) data[i] = s[i];
   }
   constexpr std::string_view view() const { return {data, N - 1}; }
+  static constexpr std::size_t length() { return N - 1; }
 };
+
+// A name as a pack of characters, for diagnostics: clang prints a FixedString
+// template argument as character codes ({{110, 111, 0}}) but this type as
+// capture_name<'n', 'o'>, so an error that names a capture reads as the name.
+template <char... Cs>
+struct capture_name {};
+namespace detail {
+template <FixedString Name, std::size_t... I>
+capture_name<Name.data[I]...> spell(std::index_sequence<I...>);
+}  // namespace detail
+template <FixedString Name>
+using spelled_name_t = decltype(detail::spell<Name>(std::make_index_sequence<Name.length()>{}));
 
 template <FixedString... Names>
 struct NameList {
@@ -43,9 +57,20 @@ using concat_names_t = typename ConcatNames<Lists...>::type;
 
 inline constexpr std::size_t kNoName = static_cast<std::size_t>(-1);
 
+// A NameList's names spelled out for diagnostics: captures<capture_name<'a'>, ...>.
+template <class... Spelled>
+struct captures {};
+template <class List>
+struct spelled_names;
+template <FixedString... Names>
+struct spelled_names<NameList<Names...>> {
+  using type = captures<spelled_name_t<Names>...>;
+};
+
 // Slots for the distinct names of a NameList, in order of first appearance.
 template <class List>
 struct NameIndex {
+  using list = List;
   static constexpr std::size_t distinct() {
     std::size_t n = 0;
     for (std::size_t i = 0; i < List::size; ++i) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "kiln/pattern/element.hpp"
 #include "kiln/pattern/identity.hpp"
 #include "kiln/pattern/match_state.hpp"
 
@@ -41,10 +42,18 @@ inline bool match_leaf_at(S& st, const kiln::Arg& v, Check&& check) {
   return true;
 }
 
-struct ArgPattern : PatternTag, PatternIdentity {
+// What the four leaves share: one position, the captures they bind, and a
+// plan that records only their identity.
+template <class Captures, bool Positional>
+struct LeafPattern : PatternTag, PatternIdentity {
   static constexpr std::size_t size = 1;
-  using captures = NameList<>;
-  static constexpr bool has_positional = true;
+  using captures = Captures;
+  static constexpr bool has_positional = Positional;
+  template <std::size_t Pos>
+  void plan(PositionInfo* info) const { info[Pos].id = id; }
+};
+
+struct ArgPattern : LeafPattern<NameList<>, /*Positional=*/true> {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     return match_leaf_at<Pos>(st, v, [&] {
@@ -52,43 +61,28 @@ struct ArgPattern : PatternTag, PatternIdentity {
       return true;
     });
   }
-  template <std::size_t Pos>
-  void plan(PositionInfo* info) const { info[Pos].id = id; }
   void describe(std::string& out) const { out += "Arg()"; }
 };
 
-struct IgnoredPattern : PatternTag, PatternIdentity {
-  static constexpr std::size_t size = 1;
-  using captures = NameList<>;
-  static constexpr bool has_positional = false;
+struct IgnoredPattern : LeafPattern<NameList<>, false> {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     return match_leaf_at<Pos>(st, v, [] { return true; });
   }
-  template <std::size_t Pos>
-  void plan(PositionInfo* info) const { info[Pos].id = id; }
   void describe(std::string& out) const { out += "Ignored()"; }
 };
 
 template <FixedString Name>
-struct KeywordArg : PatternTag, PatternIdentity {
-  static constexpr std::size_t size = 1;
-  using captures = NameList<Name>;
-  static constexpr bool has_positional = false;
+struct KeywordArg : LeafPattern<NameList<Name>, false> {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     return match_leaf_at<Pos>(st, v, [&] { return st.template bind<Name>(v); });
   }
-  template <std::size_t Pos>
-  void plan(PositionInfo* info) const { info[Pos].id = id; }
   void describe(std::string& out) const { out += "KeywordArg('" + std::string(Name.view()) + "')"; }
 };
 
 template <FixedString Name>
-struct ExclusiveKeywordArg : PatternTag, PatternIdentity {
-  static constexpr std::size_t size = 1;
-  using captures = NameList<Name>;
-  static constexpr bool has_positional = false;
+struct ExclusiveKeywordArg : LeafPattern<NameList<Name>, false> {
   template <std::size_t Pos, class S>
   bool match(const kiln::Arg& v, S& st) const {
     return match_leaf_at<Pos>(st, v, [&] {
@@ -99,8 +93,6 @@ struct ExclusiveKeywordArg : PatternTag, PatternIdentity {
       return st.template bind<Name>(v);
     });
   }
-  template <std::size_t Pos>
-  void plan(PositionInfo* info) const { info[Pos].id = id; }
   void describe(std::string& out) const { out += "ExclusiveKeywordArg('" + std::string(Name.view()) + "')"; }
 };
 
@@ -130,6 +122,8 @@ template <class T>
 auto as_child(T&& t) {
   using U = std::remove_cvref_t<T>;
   if constexpr (passes_as_child_v<T> || std::is_same_v<U, Constant>) {
+    static_assert(!is_pattern_v<T> || PatternElement<U>,
+                  "a pattern child must provide the members of a pattern element (kiln/pattern/element.hpp)");
     return std::forward<T>(t);
   } else {
     static_assert(!std::is_convertible_v<U, const Node*>,

@@ -15,6 +15,21 @@
 
 namespace kiln::pattern {
 
+// Instantiated for a name the pattern does not bind: the diagnostic shows the
+// name and those the pattern binds (see capture_name), with clang as with g++.
+template <class Name, class PatternBinds>
+struct binds_no_capture_named {
+  static_assert(sizeof(Name) == 0,
+                "Match::get<\"name\">: this pattern binds no KeywordArg or ExclusiveKeywordArg with that name");
+  static constexpr std::size_t index = 0;
+};
+template <class Captures, FixedString Name>
+constexpr std::size_t capture_index() {
+  constexpr std::size_t i = Captures::of(Name.view());
+  if constexpr (i == kNoName) return binds_no_capture_named<spelled_name_t<Name>, typename spelled_names<typename Captures::list>::type>::index;
+  else return i;
+}
+
 template <class P>
 class Match : public MatchedNodes {
  public:
@@ -24,9 +39,7 @@ class Match : public MatchedNodes {
   // The value captured as `Name` (a node reference or a constant).
   template <FixedString Name>
   const kiln::Arg& get() const {
-    constexpr std::size_t i = Captures::of(Name.view());
-    static_assert(i != kNoName, "Match::get<\"name\">: this pattern binds no KeywordArg or ExclusiveKeywordArg with that name");
-    return captures_[i];
+    return captures_[capture_index<Captures, Name>()];
   }
   // The node captured as `Name`; an error if that capture is a constant.
   template <FixedString Name>
@@ -70,6 +83,9 @@ class Match : public MatchedNodes {
 
 template <class P>
 class PatternPlan {
+  static_assert(RootPattern<P>, "a pattern to match must start at a node: a call pattern or MultiOutputPattern, "
+                                "with the members kiln/pattern/element.hpp lists");
+
  public:
   using Result = Match<P>;
 

@@ -359,11 +359,17 @@ class RuntimeMatcher {
     const kiln::Arg* a = args.data();
     for (std::uint32_t i = 0; i < in.num_args; ++i) {
       const std::uint32_t c = children_[in.child_begin + i];
-      if ((in.pytree && !structure_fits(c, a[i])) || !match_value(c, a[i])) return false;
+      if ((in.pytree && !structure_fits(c, a[i])) || !match_value(c, a[i])) {
+        if (why_) prepend_path_step(*why_, n, call_name(in), *in.fns, i);
+        return false;
+      }
     }
     for (std::uint32_t i = 0; i < in.num_kwargs; ++i) {
       const std::uint32_t c = children_[in.child_begin + in.num_args + i];
-      if ((in.pytree && !structure_fits(c, *kw[i])) || !match_value(c, *kw[i])) return false;
+      if ((in.pytree && !structure_fits(c, *kw[i])) || !match_value(c, *kw[i])) {
+        if (why_) prepend_path_step(*why_, n, call_name(in), *in.fns, i, kw_names_[in.kw_begin + i]);
+        return false;
+      }
     }
     nodes_.push_back(n);
     set_slot(e, n, via);
