@@ -36,6 +36,17 @@ if(KILN_HAVE_TORCH)
     set_tests_properties(read_exported_${level} PROPERTIES FIXTURES_REQUIRED exported_${level} LABELS torch
       ENVIRONMENT "KILN_EXPORT_DIR=${dir};KILN_EXPORT_LEVEL=${level}")
   endforeach()
+  # A transformer (tests/python/bert_encoder.py, BERT's encoder in plain
+  # torch.nn; two small layers here): its graph at both levels replays
+  # PyTorch's eager result exactly, shape arithmetic and attention included.
+  foreach(level torch aten)
+    add_test(NAME export_fx_bert_tiny_${level}
+      COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.bert_encoder:BertTiny
+              --input-shape 2,16,64 --level ${level} --seed 0 --out ${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(export_fx_bert_tiny_${level} PROPERTIES FIXTURES_SETUP exported_bert_tiny_${level}
+      LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "graph vs eager max abs diff 0[;)]")
+  endforeach()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the
   # exporter must then write the "modules" table.
   add_executable(test_exported_modules torch/test_exported_modules.cpp)
