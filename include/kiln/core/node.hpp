@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <span>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -197,6 +199,12 @@ class alignas(64) Node {
   NodeList replace_all_uses_with(Node* replacement, const std::function<bool(Node*)>& filter = {});
   // Replaces every reference to `old_input` in this node's args and kwargs.
   void replace_input_with(Node* old_input, Node* new_input);
+  // from[i]->replace_all_uses_with(to[i]) for each i in order, with the same
+  // result (arguments, inputs, the order of every user list), but each user
+  // is edited once: replacing the n inputs of a cat one by one costs n times
+  // its fan-in, this costs it once. (`to` must not hold nodes of `from`, nor
+  // nodes that use them; otherwise it makes the calls one by one.)
+  static void replace_all_uses_of(std::span<Node* const> from, std::span<Node* const> to);
 
   // Moves `n` to directly before / after this node.
   void prepend(Node* n);
@@ -248,6 +256,10 @@ class alignas(64) Node {
   void clear_inputs();
   void add_user_to(Node* input);
   void remove_from_users_of(std::size_t input_index);
+  // Joins inputs_[i]'s user list at its end, recording the slot.
+  void join_users_of(std::size_t input_index);
+  // Whether this node is the last user in inputs_[i]'s list.
+  bool is_last_user_of(std::size_t input_index) const;
   void compact_users();
 
 
@@ -308,6 +320,20 @@ inline void Node::add_user_to(Node* input) {
   input_slots_.push_back(static_cast<std::uint32_t>(input->users_.size()));
   input->users_.push_back(this);
   ++input->live_users_;
+}
+
+inline void Node::join_users_of(std::size_t i) {
+  Node* input = inputs_[i];
+  input_slots_[i] = static_cast<std::uint32_t>(input->users_.size());
+  input->users_.push_back(this);
+  ++input->live_users_;
+}
+
+inline bool Node::is_last_user_of(std::size_t i) const {
+  const Node* input = inputs_[i];
+  for (std::size_t k = input->users_.size(); k-- > 0;)
+    if (input->users_[k]) return input->users_[k] == this;
+  return false;
 }
 
 inline void Node::remove_from_users_of(std::size_t i) {
@@ -455,6 +481,148 @@ inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
 }
 }  // namespace detail
 
+namespace detail {
+// A set of node addresses, open addressing: replace_all_uses_of asks it of
+// every argument of a user with thousands, where a hash map's lookups were
+// most of the time.
+class NodeSet {
+ public:
+  explicit NodeSet(std::size_t n) {
+    std::size_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    slots_.assign(cap, nullptr);
+    mask_ = cap - 1;
+  }
+  bool insert(const Node* n) {
+    for (std::size_t i = home(n);; i = (i + 1) & mask_) {
+      if (slots_[i] == n) return false;
+      if (!slots_[i]) {
+        slots_[i] = n;
+        return true;
+      }
+    }
+  }
+  bool contains(const Node* n) const {
+    for (std::size_t i = home(n);; i = (i + 1) & mask_) {
+      if (slots_[i] == n) return true;
+      if (!slots_[i]) return false;
+    }
+  }
+
+ private:
+  std::size_t home(const Node* n) const {
+    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(n) >> 6) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+  }
+  std::vector<const Node*> slots_;
+  std::size_t mask_ = 0;
+};
+}  // namespace detail
+
+inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Node* const> to) {
+  if (from.size() != to.size()) throw GraphError("replace_all_uses_of: as many replacements as nodes are needed");
+  std::unordered_map<const Node*, Node*> map;
+  detail::NodeSet replaced(from.size()), targets(from.size());
+  bool distinct_targets = true;
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    if (from[i] == to[i]) continue;
+    from[i]->check_input(to[i]);
+    map.emplace(from[i], to[i]);
+    replaced.insert(from[i]);
+    distinct_targets &= targets.insert(to[i]);
+  }
+  // Chains (a -> b, b -> c) and replacements that use what they replace would
+  // need the calls' order: make them one by one.
+  bool tangled = false;
+  for (Node* t : to) {
+    tangled |= replaced.contains(t);
+    for (const Node* in : t->inputs_) tangled |= replaced.contains(in);
+  }
+  if (tangled) {
+    for (std::size_t i = 0; i < from.size(); ++i) from[i]->replace_all_uses_with(to[i]);
+    return;
+  }
+  // The calls one by one would edit users in this order: call i walks
+  // from[i]'s users as its list stands then, where the users edited by
+  // earlier calls have moved to the end (an edited node becomes its inputs'
+  // last user), in the order of their last edit. Each edit key is (call, place).
+  std::unordered_map<Node*, std::pair<std::size_t, std::size_t>> key;
+  std::vector<Node*> edited;  // in order of first edit
+  std::vector<Node*> fresh, again;
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    if (from[i] == to[i]) continue;
+    fresh.clear();
+    again.clear();
+    for (Node* u : from[i]->users()) (key.count(u) ? again : fresh).push_back(u);
+    std::sort(again.begin(), again.end(), [&](Node* a, Node* b) { return key[a] < key[b]; });
+    std::size_t place = 0;
+    for (Node* u : fresh) {
+      key[u] = {i, place++};
+      edited.push_back(u);
+    }
+    for (Node* u : again) key[u] = {i, place++};
+  }
+  // Rewrite each user's arguments once. Where no replacement was an input of
+  // the user already (so no two inputs merge), each replaced input is swapped
+  // in place, which keeps first-use order; otherwise its inputs are collected
+  // again. `rejoin[u]` lists the inputs whose user lists u must join again.
+  std::unordered_map<Node*, std::vector<std::size_t>> rejoin;
+  for (Node* u : edited) {
+    auto rewrite = [&](Arg& a, auto& self) -> void {
+      if (a.is_node()) {
+        if (replaced.contains(a.node())) a = Arg(map.find(a.node())->second);
+      } else if (a.is_scalar()) {
+        return;
+      } else if (auto* l = a.get_if<ArgList>()) {
+        for (auto& x : *l) self(x, self);
+      } else if (auto* d = a.get_if<ArgDict>()) {
+        for (auto&& [k, x] : *d) self(x, self);
+      } else if (auto* sl = a.get_if<Slice>()) {
+        for (auto& x : sl->parts) self(x, self);
+      }
+    };
+    for (Arg& a : u->args_.mut()) rewrite(a, rewrite);
+    if (u->kwargs_)
+      for (auto&& [k, a] : *u->kwargs_) rewrite(a, rewrite);
+    bool merges = !distinct_targets;
+    for (std::size_t k = 0; k < u->inputs_.size() && !merges; ++k)
+      if (replaced.contains(u->inputs_[k]))
+        for (const Node* v : map.find(u->inputs_[k])->second->users()) merges |= v == u;
+    std::vector<std::size_t>& again_at = rejoin[u];
+    if (merges) {
+      for (std::size_t k = 0; k < u->inputs_.size(); ++k) u->remove_from_users_of(k);
+      collect_inputs(u->args_, u->kwargs(), u->inputs_);
+      u->input_slots_.clear();
+      for (std::size_t k = 0; k < u->inputs_.size(); ++k) u->input_slots_.push_back(0);
+      for (std::size_t k = 0; k < u->inputs_.size(); ++k) again_at.push_back(k);
+      continue;
+    }
+    for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+      Node* in = u->inputs_[k];
+      if (replaced.contains(in)) {
+        u->remove_from_users_of(k);
+        u->inputs_[k] = map.find(in)->second;
+        again_at.push_back(k);
+      } else if (!u->is_last_user_of(k)) {
+        u->remove_from_users_of(k);  // it moves to the end of this list
+        again_at.push_back(k);
+      }
+    }
+  }
+  // Join in the order of each user's last edit: where the calls leave them.
+  std::sort(edited.begin(), edited.end(), [&](Node* a, Node* b) { return key[a] < key[b]; });
+  for (Node* u : edited) {
+    for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+      // An input this user was last of already stays last, unless a user
+      // edited before this one has just joined after it.
+      if (!u->is_last_user_of(k) && !std::binary_search(rejoin[u].begin(), rejoin[u].end(), k)) {
+        u->remove_from_users_of(k);
+        rejoin[u].insert(std::lower_bound(rejoin[u].begin(), rejoin[u].end(), k), k);
+      }
+    }
+    for (std::size_t k : rejoin[u]) u->join_users_of(k);
+  }
+}
+
 inline void Node::replace_input_with(Node* old_input, Node* new_input) {
   check_input(new_input);
   replace_checked_input(old_input, new_input);
@@ -464,22 +632,33 @@ inline void Node::replace_checked_input(Node* old_input, Node* new_input) {
   for (Arg& a : args_.mut()) detail::replace_node_refs(a, old_input, new_input);
   if (kwargs_)
     for (auto&& [k, a] : *kwargs_) detail::replace_node_refs(a, old_input, new_input);
-  // The new inputs are the old ones with old_input replaced and repeats dropped
-  // (first uses keep their order), so they need not be collected from the
-  // arguments again; the user lists are rejoined as relink_inputs does. (A large
-  // fan-in is collected again, with collect_inputs' set against repeats.)
+  // The new inputs are the old ones (distinct, in order of first use) with
+  // old_input replaced: new_input takes its place, or, if it was an input
+  // already, keeps the earlier of the two places. So they need not be
+  // collected from the arguments again, whatever the fan-in (a cat of
+  // thousands whose inputs are replaced one by one stays linear); the user
+  // lists are rejoined as relink_inputs does.
   const std::size_t count = inputs_.size();
-  if (count > 16) return relink_inputs();
   for (std::size_t i = 0; i < count; ++i) remove_from_users_of(i);
   input_slots_.clear();
   Node** in = inputs_.data();
-  std::size_t kept = 0;
+  const std::size_t none = count;
+  std::size_t old_at = none, new_at = none;
   for (std::size_t i = 0; i < count; ++i) {
-    Node* m = in[i] == old_input ? new_input : in[i];
-    if (std::find(in, in + kept, m) == in + kept) in[kept++] = m;
+    if (in[i] == old_input) old_at = i;
+    else if (in[i] == new_input) new_at = i;
   }
-  inputs_.truncate(kept);
-  for (std::size_t i = 0; i < kept; ++i) add_user_to(in[i]);
+  if (old_at != none) {
+    if (new_at == none) {
+      in[old_at] = new_input;
+    } else {
+      const std::size_t drop = std::max(old_at, new_at);
+      in[std::min(old_at, new_at)] = new_input;
+      std::copy(in + drop + 1, in + count, in + drop);
+      inputs_.truncate(count - 1);
+    }
+  }
+  for (std::size_t i = 0; i < inputs_.size(); ++i) add_user_to(in[i]);
 }
 
 }  // namespace kiln

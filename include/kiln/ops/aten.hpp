@@ -89,5 +89,16 @@ KILN_DECLARE_OP(ones, "aten.ones.default");
 KILN_DECLARE_OP(empty_memory_format, "aten.empty.memory_format");
 KILN_DECLARE_OP(detach, "aten.detach.default");
 KILN_DECLARE_OP(alias, "aten.alias.default");
+KILN_DECLARE_OP(broadcast_to, "aten.broadcast_to.default");
+
+// Packets as call targets: Inductor's passes call some ops by packet
+// (aten.cat rather than aten.cat.default), and their nodes keep that target.
+namespace packets {
+KILN_DECLARE_OP(unsqueeze, "aten.unsqueeze");
+KILN_DECLARE_OP(cat, "aten.cat");
+KILN_DECLARE_OP(select, "aten.select");
+KILN_DECLARE_OP(bmm, "aten.bmm");
+KILN_DECLARE_OP(add, "aten.add");
+}  // namespace packets
 
 }  // namespace kiln::aten

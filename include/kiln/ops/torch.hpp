@@ -40,5 +40,6 @@ KILN_DECLARE_OP(sum, "torch.sum");
 KILN_DECLARE_OP(mean, "torch.mean");
 KILN_DECLARE_OP(chunk, "torch.chunk");
 KILN_DECLARE_OP(narrow, "torch.narrow");
+KILN_DECLARE_OP(nan_to_num, "torch.nan_to_num");
 
 }  // namespace kiln::torch

@@ -3,6 +3,7 @@
 // Each pass family adds its register_* call here.
 #include "kiln/passes/builtin_passes.hpp"
 #include "kiln/passes/fuse_addmm.hpp"
+#include "kiln/passes/group_batch_fusion.hpp"
 #include "kiln/passes/pass_registry.hpp"
 
 namespace kiln {
@@ -11,6 +12,7 @@ inline PassRegistry default_pass_registry() {
   PassRegistry r;
   register_builtin_passes(r);
   register_fuse_addmm_pass(r);
+  register_group_batch_fusion_passes(r);
   return r;
 }
 

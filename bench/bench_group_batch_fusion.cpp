@@ -1,0 +1,70 @@
+// Pass time of the pre-grad group/batch fusions on towers graphs (the shape of
+// ../shared/fixtures/inductor/towers_n8_pregrad, any number of towers): the
+// five fusions Inductor's fixture ran (batch_linear, batch_layernorm,
+// batch_tanh, batch_relu, batch_sigmoid), in that order, each timed whole
+// (sort, search, rewrites). Prints one JSON line per size, then the exponent
+// of a power law fitted to the times.
+//   kiln-bench-group-batch-fusion [--towers 512,4096,32768] [--reps 5]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kiln/passes/group_batch_fusion.hpp"
+#include "towers_graph.hpp"
+
+int main(int argc, char** argv) {
+  std::vector<std::int64_t> sizes{512, 4096, 32768};
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--towers" && i + 1 < argc) {
+      sizes.clear();
+      std::stringstream ss(argv[++i]);
+      for (std::string part; std::getline(ss, part, ',');) sizes.push_back(std::stoll(part));
+    } else if (a == "--reps" && i + 1 < argc) {
+      reps = std::stoi(argv[++i]);
+    } else {
+      std::cerr << "usage: kiln-bench-group-batch-fusion [--towers N,N,...] [--reps R]\n";
+      return 2;
+    }
+  }
+  const std::vector<std::string> order{"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"};
+  std::vector<double> xs, ys;
+  for (std::int64_t towers : sizes) {
+    double best = 1e300;
+    std::size_t nodes = 0, nodes_after = 0;
+    std::int64_t sets = 0;
+    for (int r = 0; r < reps; ++r) {
+      kiln::Graph g = kiln::testing::towers_graph(towers);
+      nodes = g.size();
+      kiln::Counters counters;
+      std::vector<std::unique_ptr<kiln::gbf::Fusion>> fusions;
+      for (const auto& name : order) fusions.push_back(kiln::make_group_batch_fusion(name));
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto& f : fusions) kiln::gbf::apply_group_batch_fusion(g, *f, &counters);
+      const auto t1 = std::chrono::steady_clock::now();
+      best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
+      nodes_after = g.size();
+      sets = 0;
+      for (const auto& [k, v] : counters.values()) sets += v;
+    }
+    std::cout << "{\"towers\":" << towers << ",\"nodes\":" << nodes << ",\"nodes_after\":" << nodes_after
+              << ",\"fused_sets\":" << sets << ",\"best_ms\":" << best << "}\n";
+    xs.push_back(std::log(static_cast<double>(nodes)));
+    ys.push_back(std::log(best));
+  }
+  if (xs.size() >= 2) {
+    // Least squares slope of log(time) over log(nodes).
+    double mx = 0, my = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
+    mx /= static_cast<double>(xs.size());
+    my /= static_cast<double>(xs.size());
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < xs.size(); ++i) num += (xs[i] - mx) * (ys[i] - my), den += (xs[i] - mx) * (xs[i] - mx);
+    std::cout << "{\"fitted_exponent\":" << num / den << "}\n";
+  }
+}

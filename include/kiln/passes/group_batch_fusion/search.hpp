@@ -1,0 +1,230 @@
+#pragma once
+// The search of group and batch fusion, as Inductor's apply_group_batch_fusion
+// does it: sort the graph (stable_topological_sort), then for each node from
+// the last to the first, look up through its inputs (breadth first, at most
+// max_fuse_search_depth steps, not through nodes that match, not from a
+// getitem) for nodes the fusion matches, grouped by key in the order found;
+// each group of at least min_fuse_set_size is split into independent sets
+// (find_independent_subsets) and each set of at least that size is fused
+// before the next set is chosen, so that later sets see the graph as it is.
+//
+// Inductor recomputes each candidate's ancestors among the group (a walk of
+// the whole graph above it, for every candidate); here a round marks the
+// ancestors and descendants of the set as it grows, so each node is visited
+// about once per round, and the sets come out the same.
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/topological_sort.hpp"
+#include "kiln/ops/operator.hpp"
+#include "kiln/passes/counters.hpp"
+#include "kiln/passes/group_batch_fusion/fusion.hpp"
+
+namespace kiln::gbf {
+
+namespace detail {
+
+// Per-node marks for one apply, in vectors indexed through Node::scratch()
+// (1 + the node's index; 0: not seen yet, as new nodes start).
+class Marks {
+ public:
+  // Forgets what other algorithms left in the nodes' scratch.
+  void reset(Graph& g) {
+    for (Node* n : g.nodes()) n->scratch() = 0;
+    count_ = 0;
+    key_.clear();
+    visited_.clear();
+    up_.clear();
+    down_.clear();
+    fused_.clear();
+  }
+  std::size_t at(const Node* n) {
+    if (n->scratch() == 0) {
+      n->scratch() = static_cast<std::uint32_t>(++count_);
+      key_.push_back(kUnknown);
+      visited_.push_back(0);
+      up_.push_back(0);
+      down_.push_back(0);
+      fused_.push_back(0);
+    }
+    return n->scratch() - 1;
+  }
+  // The node's group key, as an index into the search's key table; kUnknown
+  // until match() was asked, kNoKey when it found none.
+  static constexpr std::uint32_t kUnknown = 0xFFFFFFFF, kNoKey = 0xFFFFFFFE;
+  std::uint32_t& key(const Node* n) { return key_[at(n)]; }
+  std::uint32_t& visited(const Node* n) { return visited_[at(n)]; }
+  std::uint32_t& up(const Node* n) { return up_[at(n)]; }
+  std::uint32_t& down(const Node* n) { return down_[at(n)]; }
+  char& fused(const Node* n) { return fused_[at(n)]; }
+
+ private:
+  std::size_t count_ = 0;
+  std::vector<std::uint32_t> key_, visited_, up_, down_;
+  std::vector<char> fused_;
+};
+
+}  // namespace detail
+
+// Candidates found from one node, by key (an index into the search's key
+// table) in the order the keys were first found.
+struct CandidateGroups {
+  std::vector<std::pair<std::uint32_t, std::vector<Node*>>> groups;
+  void clear() { groups.clear(); }
+  void add(std::uint32_t key, Node* n) {
+    for (auto& [k, nodes] : groups)  // a node reaches few distinct keys
+      if (k == key) return nodes.push_back(n);
+    groups.emplace_back(key, std::vector<Node*>{n});
+  }
+};
+
+class Search {
+ public:
+  Search(Graph& g, const Fusion& fusion) : g_(g), fusion_(fusion) { marks_.reset(g); }
+
+  // Inductor's get_fusion_candidates from `root`.
+  void candidates(Node* root, CandidateGroups& out) {
+    out.clear();
+    if (root->op() == OpKind::call_function && root->target().hash == pyop::getitem.hash) return;
+    const std::uint32_t stamp = ++bfs_stamp_;
+    queue_.clear();
+    for (Node* in : root->all_input_nodes()) {
+      queue_.emplace_back(1, in);
+      marks_.visited(in) = stamp;
+    }
+    for (std::size_t head = 0; head < queue_.size(); ++head) {
+      const auto [depth, n] = queue_[head];
+      if (marks_.fused(n)) continue;
+      if (const std::uint32_t key = key_of(n); key != detail::Marks::kNoKey) {
+        out.add(key, n);
+      } else if (depth < fusion_.options.max_fuse_search_depth) {
+        for (Node* in : n->all_input_nodes()) {
+          if (marks_.visited(in) == stamp) continue;
+          marks_.visited(in) = stamp;
+          queue_.emplace_back(depth + 1, in);
+        }
+      }
+    }
+  }
+
+  // Inductor's find_independent_subset_greedy over `nodes`: rounds that take,
+  // in order, each node that is neither an ancestor nor a descendant of the
+  // set so far (and while the set is under max_fuse_set_size); the rest wait
+  // for the next round. Each set of at least min_fuse_set_size goes to
+  // `use` before the next round starts.
+  template <class Use>
+  void independent_subsets(std::vector<Node*> nodes, Use&& use) {
+    std::vector<Node*> subset, next;
+    while (!nodes.empty()) {
+      const std::uint32_t round = ++round_stamp_;
+      subset.clear();
+      next.clear();
+      for (Node* n : nodes) {
+        const bool full = static_cast<std::int64_t>(subset.size()) >= fusion_.options.max_fuse_set_size;
+        // Marked up: an ancestor of the set; marked down: a descendant of it.
+        if (full || marks_.up(n) == round || marks_.down(n) == round) {
+          next.push_back(n);
+          continue;
+        }
+        subset.push_back(n);
+        mark(n, round, /*up=*/true);
+        mark(n, round, /*up=*/false);
+      }
+      if (static_cast<std::int64_t>(subset.size()) >= fusion_.options.min_fuse_set_size) use(subset);
+      nodes.swap(next);
+    }
+  }
+
+  // Runs the whole search; returns the number of sets fused.
+  std::size_t run(Counters* counters, std::ostream* log) {
+    stable_topological_sort(g_);
+    marks_.reset(g_);  // (the sort numbers nodes in their scratch)
+    std::size_t fused_sets = 0;
+    CandidateGroups found;
+    for (Node* root = g_.back(); root; root = root->prev()) {
+      candidates(root, found);
+      for (auto& [key, nodes] : found.groups) {
+        if (static_cast<std::int64_t>(nodes.size()) < fusion_.options.min_fuse_set_size) continue;
+        independent_subsets(std::move(nodes), [&](const std::vector<Node*>& subset) {
+          // Keys read a node's inputs and users: those of the fused nodes
+          // change (new arguments, new users), so their keys are asked again.
+          for (Node* n : subset) {
+            for (Node* in : n->all_input_nodes()) marks_.key(in) = detail::Marks::kUnknown;
+            for (Node* u : n->users()) marks_.key(u) = detail::Marks::kUnknown;
+          }
+          fusion_.fuse(g_, subset);
+          for (Node* n : subset) marks_.fused(n) = 1;
+          ++fused_sets;
+          if (counters) counters->increment(fusion_.name());
+          if (log) *log << fusion_.name() << ": fused " << subset.size() << " nodes, first " << subset.front()->name() << "\n";
+        });
+      }
+    }
+    // Some rewrites leave a node before its input (batch_linear_post_grad's
+    // bias adds, as in Inductor, whose next fusion sorts first): sort now, so
+    // the graph a pass returns is always valid.
+    if (fused_sets) stable_topological_sort(g_);
+    return fused_sets;
+  }
+
+ private:
+  // The node's key in the key table (kNoKey: no match), asked of the fusion
+  // once per node until the node's neighbourhood changes.
+  std::uint32_t key_of(Node* n) {
+    std::uint32_t& k = marks_.key(n);
+    if (k != detail::Marks::kUnknown) return k;
+    const std::uint32_t found = [&] {
+      std::optional<std::string> key = fusion_.match(*n);
+      if (!key) return detail::Marks::kNoKey;
+      auto [it, fresh] = key_ids_.try_emplace(std::move(*key), static_cast<std::uint32_t>(key_ids_.size()));
+      return it->second;
+    }();
+    marks_.key(n) = found;  // (match() made no new nodes, but `k` is not kept across it)
+    return found;
+  }
+
+  // Marks the ancestors (up) or descendants (down) of `from` with `round`,
+  // stopping at nodes marked already (what lies beyond them is marked too).
+  void mark(Node* from, std::uint32_t round, bool up) {
+    stack_.clear();
+    stack_.push_back(from);
+    while (!stack_.empty()) {
+      Node* n = stack_.back();
+      stack_.pop_back();
+      auto visit = [&](Node* next) {
+        std::uint32_t& m = up ? marks_.up(next) : marks_.down(next);
+        if (m == round) return;
+        m = round;
+        stack_.push_back(next);
+      };
+      if (up) {
+        for (Node* in : n->all_input_nodes()) visit(in);
+      } else {
+        for (Node* u : n->users()) visit(u);
+      }
+    }
+  }
+
+  Graph& g_;
+  const Fusion& fusion_;
+  detail::Marks marks_;
+  std::unordered_map<std::string, std::uint32_t> key_ids_;
+  std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0;
+  std::vector<std::pair<std::int64_t, Node*>> queue_;
+  std::vector<Node*> stack_;
+};
+
+// Applies `fusion` to `g` as Inductor's apply_group_batch_fusion does; counts
+// each fused set under the fusion's name and returns their number.
+inline std::size_t apply_group_batch_fusion(Graph& g, const Fusion& fusion, Counters* counters = nullptr,
+                                            std::ostream* log = nullptr) {
+  Search search(g, fusion);
+  return search.run(counters, log);
+}
+
+}  // namespace kiln::gbf

@@ -1,0 +1,354 @@
+// Group and batch fusion (kiln/passes/group_batch_fusion.hpp) against
+// Inductor 2.11's results on the fixtures, and each fusion's matching rules.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/core.hpp"
+#include "kiln/io/fx_json_read.hpp"
+#include "kiln/ops/aten.hpp"
+#include "kiln/ops/functional.hpp"
+#include "kiln/ops/torch.hpp"
+#include "kiln/passes/default_registry.hpp"
+#include "kiln/passes/group_batch_fusion.hpp"
+#include "kiln/passes/pass_manager.hpp"
+#include "test_support.hpp"
+#include "towers_graph.hpp"
+
+#include <nlohmann/json.hpp>
+
+using namespace kiln;
+using kiln::testing::f32;
+using kiln::testing::towers_graph;
+
+namespace {
+
+const std::string kInductor = std::string(KILN_FIXTURES_DIR) + "/inductor/";
+
+std::map<std::string, int> target_counts(const Graph& g) {
+  std::map<std::string, int> m;
+  for (const Node* n : g.nodes()) ++m[std::string(n->target_name())];
+  return m;
+}
+
+nlohmann::json expected(const std::string& file) {
+  std::ifstream in(kInductor + file);
+  return nlohmann::json::parse(in);
+}
+
+// Runs the named fusions in order, as Inductor runs its *_fusion_options.
+Counters run_fusions(Graph& g, const std::vector<std::string>& names, const nlohmann::json& options = {}) {
+  Counters c;
+  for (const auto& name : names) {
+    auto f = make_group_batch_fusion(name);
+    REQUIRE(f != nullptr);
+    f->options = gbf::SearchOptions::from_json(options, name);
+    gbf::apply_group_batch_fusion(g, *f, &c);
+    lint(g);
+  }
+  return c;
+}
+
+std::int64_t fusion_counters(const Counters& c) {
+  std::int64_t total = 0;
+  for (const auto& [k, v] : c.values()) total += v;
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("towers_n8: the five pre-grad fusions give Inductor's counters and its nodes, target for target") {
+  Graph g = io::read_fx_json(kInductor + "towers_n8_pregrad.json.gz").graph;
+  const auto want = expected("towers_n8.expected.json");
+  REQUIRE(g.size() == want["nodes_before"].get<std::size_t>());
+  const Counters c = run_fusions(g, {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"});
+  for (const auto& [name, value] : want["counters"].items()) {
+    INFO(name);
+    CHECK(c.get(name) == value.get<std::int64_t>());
+  }
+  CHECK(g.size() == want["nodes_after"].get<std::size_t>());
+  const Graph after = io::read_fx_json(kInductor + "towers_n8_after_gbf.json.gz").graph;
+  CHECK(target_counts(g) == target_counts(after));
+}
+
+TEST_CASE("postgrad_net: the post-grad fusions give Inductor's counters (batch_linear_post_grad finds no set)") {
+  Graph g = io::read_fx_json(kInductor + "postgrad_net_pre.json.gz").graph;
+  const auto want = expected("postgrad_net.expected.json");
+  const Counters c = run_fusions(g, {"batch_linear_post_grad", "batch_aten_add", "batch_aten_mul", "batch_aten_sub",
+                                     "batch_aten_div", "batch_aten_tanh", "batch_aten_sigmoid", "batch_aten_relu"});
+  for (const auto& [name, value] : want["counters"].items()) {
+    INFO(name);
+    CHECK(c.get(name) == value.get<std::int64_t>());
+  }
+  CHECK(c.get("batch_linear_post_grad") == 0);
+  CHECK(fusion_counters(c) == 7);
+}
+
+TEST_CASE("a generated towers graph matches the fixture's shape and fuses as it does") {
+  Graph g = towers_graph(8);
+  const Graph fixture = io::read_fx_json(kInductor + "towers_n8_pregrad.json.gz").graph;
+  CHECK(g.size() == fixture.size());
+  auto ops = [](const Graph& graph) {
+    std::map<std::string, int> m;
+    for (const Node* n : graph.nodes())
+      if (n->op() != OpKind::placeholder) ++m[std::string(n->target_name())];
+    return m;
+  };
+  CHECK(ops(g) == ops(fixture));
+  const Counters c = run_fusions(g, {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"});
+  for (const char* name : {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"}) CHECK(c.get(name) == 1);
+  CHECK(g.size() == 107);
+}
+
+TEST_CASE("max_fuse_set_size splits a large group into sets of at most that size, in order") {
+  // 700 towers: the 700 linears are one group; sets of 300, 300 and 100.
+  Graph g = towers_graph(700);
+  Counters c = run_fusions(g, {"batch_linear"});
+  CHECK(c.get("batch_linear") == 3);
+  std::vector<std::size_t> sizes;
+  for (const Node* n : g.find_nodes(OpKind::call_function, torch::stack)) {
+    // The inputs' stack of each set: its list holds one getitem of the split per linear.
+    const ArgList& items = *n->args()[0].list();
+    if (items[0].node()->is_call(pyop::getitem)) sizes.push_back(items.size());
+  }
+  std::sort(sizes.begin(), sizes.end());
+  CHECK(sizes == std::vector<std::size_t>{100, 300, 300});
+  // A smaller maximum makes more sets; a remainder under the minimum is left alone.
+  Graph h = towers_graph(23);
+  c = run_fusions(h, {"batch_linear"}, {{"max_fuse_set_size", 10}});
+  CHECK(c.get("batch_linear") == 2);  // 10 + 10, and 3 < 5 stay linears
+  CHECK(h.count_nodes(OpKind::call_function, F::linear) == 3);
+}
+
+TEST_CASE("fewer nodes than min_fuse_set_size are not fused, and the option lowers it") {
+  Graph g = towers_graph(4);
+  CHECK(fusion_counters(run_fusions(g, {"batch_linear", "batch_tanh"})) == 0);
+  CHECK(g.count_nodes(OpKind::call_function, F::linear) == 4);
+  Graph h = towers_graph(4);
+  Counters c = run_fusions(h, {"batch_linear", "batch_tanh"}, {{"min_fuse_set_size", 2}});
+  CHECK(c.get("batch_linear") == 1);
+  CHECK(c.get("batch_tanh") == 1);
+}
+
+TEST_CASE("nodes of different shapes, and nodes that depend on each other, are not fused together") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 8}));
+  Node* w = g.placeholder("w", f32({8, 8}));
+  Node* w2 = g.placeholder("w2", f32({16, 8}));
+  ArgList outs;
+  // Five independent linears of one shape, three of another: one set.
+  for (int i = 0; i < 5; ++i) {
+    Node* l = g.call_function(F::linear, {Arg(x), Arg(w)});
+    l->meta.val = f32({4, 8});
+    outs.push_back(Arg(l));
+  }
+  for (int i = 0; i < 3; ++i) {
+    Node* l = g.call_function(F::linear, {Arg(x), Arg(w2)});
+    l->meta.val = f32({4, 16});
+    outs.push_back(Arg(l));
+  }
+  // A chain of five linears: each depends on the one before.
+  Node* h = x;
+  for (int i = 0; i < 5; ++i) {
+    h = g.call_function(F::linear, {Arg(h), Arg(w)});
+    h->meta.val = f32({4, 8});
+  }
+  outs.push_back(Arg(h));
+  g.output(Arg(outs));
+  Counters c = run_fusions(g, {"batch_linear"});
+  CHECK(c.get("batch_linear") == 1);
+  // The chain's first linear reads x as the five do, and joins their set
+  // (six of them); the rest of the chain and the [16, 8] ones stay.
+  CHECK(g.count_nodes(OpKind::call_function, F::linear) == 4 + 3);
+}
+
+TEST_CASE("a linear whose result a user mutates is not fused (Inductor's guard)") {
+  Graph g = towers_graph(5);
+  // tower 0's linear gets an in-place user: four linears are left, under the minimum.
+  Node* first = g.find_nodes(OpKind::call_function, F::linear)[0];
+  {
+    auto guard = g.inserting_after(first);
+    Node* m = g.call_function(OpRef("torch.Tensor.mul_"), {Arg(first), Arg(2.0)});
+    m->meta.val = first->meta.val;
+  }
+  CHECK(run_fusions(g, {"batch_linear"}).get("batch_linear") == 0);
+}
+
+TEST_CASE("an in-place relu whose input is read elsewhere is not fused, where Inductor's rewrite would lose the write") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 8}));
+  ArgList outs;
+  for (int i = 0; i < 5; ++i) {
+    Node* t = g.call_function(torch::tanh, {Arg(x)});
+    t->meta.val = f32({4, 8});
+    Node* r = g.call_function(F::relu, {Arg(t)}, ArgDict{{"inplace", Arg(true)}});
+    r->meta.val = f32({4, 8});
+    outs.push_back(Arg(r));
+    if (i < 3) outs.push_back(Arg(t));  // three of them read the relu'd input afterwards
+  }
+  g.output(Arg(outs));
+  CHECK(run_fusions(g, {"batch_relu"}).get("batch_relu") == 0);  // 2 < 5 qualify
+  // Without the other readers, in-place relus fuse, keeping inplace in the batched op.
+  Graph h;
+  Node* y = h.placeholder("y", f32({4, 8}));
+  ArgList outs2;
+  for (int i = 0; i < 5; ++i) {
+    Node* t = h.call_function(torch::tanh, {Arg(y)});
+    t->meta.val = f32({4, 8});
+    Node* r = h.call_function(F::relu, {Arg(t)}, ArgDict{{"inplace", Arg(true)}});
+    r->meta.val = f32({4, 8});
+    outs2.push_back(Arg(r));
+  }
+  h.output(Arg(outs2));
+  CHECK(run_fusions(h, {"batch_relu"}).get("batch_relu") == 1);
+  Node* batched = h.find_nodes(OpKind::call_function, F::relu).at(0);
+  CHECK(batched->kwargs().find("inplace")->get_if<bool>() != nullptr);
+  CHECK(*batched->kwargs().find("inplace")->get_if<bool>());
+}
+
+TEST_CASE("batch_clamp keeps positional bounds in its key and its rewrite (Inductor drops them)") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 8}));
+  ArgList outs;
+  for (int i = 0; i < 6; ++i) {
+    Node* t = g.call_function(torch::tanh, {Arg(x)});
+    t->meta.val = f32({4, 8});
+    // Two kinds of bounds: 0..1 for five, -1..1 for one.
+    Node* c = g.call_function(torch::clamp, {Arg(t), Arg(i < 5 ? 0.0 : -1.0), Arg(1.0)});
+    c->meta.val = f32({4, 8});
+    Node* u = g.call_function(torch::neg, {Arg(c)});
+    u->meta.val = f32({4, 8});
+    outs.push_back(Arg(u));
+  }
+  g.output(Arg(outs));
+  CHECK(run_fusions(g, {"batch_clamp"}).get("batch_clamp") == 1);
+  const auto clamps = g.find_nodes(OpKind::call_function, torch::clamp);
+  REQUIRE(clamps.size() == 2);  // the batched one and the odd one out
+  int batched = 0;
+  for (Node* c : clamps) {
+    if (!c->args()[0].node()->is_call(torch::stack)) continue;
+    ++batched;
+    REQUIRE(c->args().size() == 3);
+    CHECK(*c->args()[1].get_if<double>() == 0.0);
+    CHECK(*c->args()[2].get_if<double>() == 1.0);
+  }
+  CHECK(batched == 1);
+}
+
+TEST_CASE("the rewritten graph of each pre-grad fusion has the shapes of the original in its metas") {
+  Graph g = towers_graph(6);
+  run_fusions(g, {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"});
+  for (const Node* n : g.nodes()) {
+    if (n->is_call(torch::stack)) {
+      // One more dimension than what it stacks.
+      const TensorMeta* t = n->meta.val.tensor();
+      REQUIRE(t);
+      CHECK(t->rank() == n->args()[0].list()->front().node()->meta.val.tensor()->rank() + 1);
+    }
+    if (n->is_call(torch::baddbmm)) {
+      const TensorMeta* t = n->meta.val.tensor();
+      REQUIRE(t);
+      CHECK(t->shape == std::vector<Dim>{std::int64_t{6}, std::int64_t{16}, std::int64_t{64}});
+    }
+    if (n->is_call(torch::unbind)) {
+      REQUIRE(n->meta.val.list());
+      CHECK(n->meta.val.list()->size() == 6);
+    }
+  }
+  // The output still takes a cat of [16, 64] values.
+  const Node* cat = g.find_nodes(OpKind::call_function, torch::cat).at(0);
+  for (const Arg& a : *cat->args()[0].list()) CHECK(a.node()->meta.val.tensor()->shape == std::vector<Dim>{std::int64_t{16}, std::int64_t{64}});
+}
+
+TEST_CASE("batch_linear_lhs fuses linears of one input into one mm and a split") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 8}));
+  ArgList outs;
+  for (int i = 0; i < 5; ++i) {
+    Node* w = g.placeholder("w" + std::to_string(i), f32({3 + i, 8}));
+    Node* l = g.call_function(F::linear, {Arg(x), Arg(w)});
+    l->meta.val = f32({4, 3 + i});
+    outs.push_back(Arg(l));
+  }
+  g.output(Arg(outs));
+  CHECK(run_fusions(g, {"batch_linear_lhs"}).get("batch_linear_lhs") == 1);
+  const Node* split = g.find_nodes(OpKind::call_function, torch::split).at(0);
+  CHECK(format_arg(split->args()[1]) == "[3, 4, 5, 6, 7]");
+  CHECK(split->args()[0].node()->is_call(torch::mm));
+  CHECK(g.count_nodes(OpKind::call_function, F::linear) == 0);
+}
+
+TEST_CASE("post-grad batch_linear fuses mm's of one shape into bmm + select, with bias adds") {
+  Graph g;
+  ArgList outs;
+  for (int i = 0; i < 5; ++i) {
+    Node* a = g.placeholder("a" + std::to_string(i), f32({4, 8}));
+    Node* b = g.placeholder("b" + std::to_string(i), f32({8, 6}));
+    Node* c = g.placeholder("c" + std::to_string(i), f32({6}));
+    Node* mm = g.call_function(aten::addmm, {Arg(c), Arg(a), Arg(b)});
+    mm->meta.val = f32({4, 6});
+    outs.push_back(Arg(mm));
+  }
+  g.output(Arg(outs));
+  CHECK(run_fusions(g, {"batch_linear_post_grad"}).get("batch_linear_post_grad") == 1);
+  CHECK(g.count_nodes(OpKind::call_function, aten::packets::bmm) == 1);
+  CHECK(g.count_nodes(OpKind::call_function, aten::packets::select) == 5);
+  CHECK(g.count_nodes(OpKind::call_function, aten::packets::add) == 5);
+  // With shape_broadcast_batch_linear, the bias is broadcast first.
+  Graph h;
+  ArgList outs2;
+  for (int i = 0; i < 5; ++i) {
+    Node* a = h.placeholder("a" + std::to_string(i), f32({4, 8}));
+    Node* b = h.placeholder("b" + std::to_string(i), f32({8, 6}));
+    Node* c = h.placeholder("c" + std::to_string(i), f32({6}));
+    Node* mm = h.call_function(aten::addmm, {Arg(c), Arg(a), Arg(b)});
+    mm->meta.val = f32({4, 6});
+    outs2.push_back(Arg(mm));
+  }
+  h.output(Arg(outs2));
+  run_fusions(h, {"batch_linear_post_grad"}, {{"shape_broadcast_batch_linear", true}});
+  CHECK(h.count_nodes(OpKind::call_function, aten::broadcast_to) == 5);
+}
+
+TEST_CASE("batch_aten_sub and batch_aten_div keep alpha and rounding_mode (Inductor drops them)") {
+  for (const char* which : {"batch_aten_sub", "batch_aten_div"}) {
+    const bool sub = std::string(which) == "batch_aten_sub";
+    Graph g;
+    ArgList outs;
+    for (int i = 0; i < 5; ++i) {
+      Node* a = g.placeholder("a" + std::to_string(i), f32({4, 8}));
+      Node* b = g.placeholder("b" + std::to_string(i), f32({4, 8}));
+      Node* n = sub ? g.call_function(aten::sub_Tensor, {Arg(a), Arg(b)}, ArgDict{{"alpha", Arg(2)}})
+                    : g.call_function(aten::div_Tensor, {Arg(a), Arg(b)}, ArgDict{{"rounding_mode", Arg("floor")}});
+      n->meta.val = f32({4, 8});
+      outs.push_back(Arg(n));
+    }
+    g.output(Arg(outs));
+    CHECK(run_fusions(g, {which}).get(which) == 1);
+    const Node* batched = g.find_nodes(OpKind::call_function, sub ? aten::sub_Tensor : aten::div_Tensor).at(0);
+    INFO(format_node(*batched));
+    CHECK(batched->kwargs().find(sub ? "alpha" : "rounding_mode") != nullptr);
+  }
+}
+
+TEST_CASE("group/batch fusions are passes of kiln-opt's registry, with their options checked") {
+  PassRegistry r = default_pass_registry();
+  for (const char* name : {"batch_linear", "batch_linear_lhs", "batch_layernorm", "batch_tanh", "batch_sigmoid", "batch_relu",
+                           "batch_detach", "batch_nan_to_num", "batch_clamp", "batch_dropout", "batch_linear_post_grad",
+                           "batch_aten_add", "batch_aten_sub", "batch_aten_mul", "batch_aten_div", "batch_aten_tanh",
+                           "batch_aten_sigmoid", "batch_aten_relu"})
+    CHECK_MESSAGE(r.find(name) != nullptr, name);
+  PassManager pm(r);
+  Graph g = towers_graph(8);
+  pm.set_options(nlohmann::json{{"batch_linear", {{"min_fuse_set_size", 9}}}});
+  pm.run(g, {"batch_linear", "batch_tanh"});
+  CHECK(pm.counters().get("batch_linear") == 0);  // 8 < 9
+  CHECK(pm.counters().get("batch_tanh") == 1);
+  CHECK(kiln::testing::message_of<Error>([] { gbf::SearchOptions::from_json({{"max_fuse_set_size", 0}}, "batch_linear"); })
+            .find("'max_fuse_set_size' must be an integer of at least 1") != std::string::npos);
+  CHECK(kiln::testing::message_of<Error>([] { gbf::SearchOptions::from_json({{"min_size", 2}}, "batch_linear"); })
+            .find("unknown option 'min_size'") != std::string::npos);
+}
