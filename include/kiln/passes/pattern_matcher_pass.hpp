@@ -311,8 +311,9 @@ class PatternMatcherPass {
       Node* node = candidates[i].node();
       if (node->erased()) continue;
       const std::size_t root = candidates[i].root();
-      const RootList* list = root != detail::kRootUnknown ? index.lists[root]
-                                                          : index.find(Graph::bucket_key(node->op(), node->target().hash));
+      const RootList* list = root != detail::kRootUnknown
+                                 ? index.lists[root]
+                                 : index.find(Graph::bucket_key(node->op(), node->target().hash));
       const std::size_t erased_mark = detail::GraphInternals::erased_pending(g);
       std::string* node_why = ctx.debug_node && node->name() == *ctx.debug_node ? &why : nullptr;
       for (detail::EntryBase* e : list->entries) {
