@@ -1,10 +1,10 @@
 // Node storage: nodes carved from doubling chunks (64 slots up to one 2 MiB
 // page), erased nodes kept until purge_erased() and then their slots reused;
-// Graph::for_each_node_in_storage; order keys; and PatternMatcherPass, whose
-// snapshot comes from the storage scan or the (op, target) index and is sorted
-// by order key, last node first. Also: erased_pending / recycle_erased_since
-// (erased nodes freed before purge_erased), reorder_epoch, and kwargs, which a
-// node holds boxed (none at all when empty).
+// GraphInternals::for_each_node_in_storage; order keys; and PatternMatcherPass,
+// whose snapshot comes from the storage scan or the (op, target) index and is
+// sorted by order key, last node first. Also: GraphInternals' erased_pending /
+// recycle_erased_since (erased nodes freed before purge_erased) and
+// reorder_epoch, and kwargs, which a node holds boxed (none at all when empty).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,12 +18,14 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "kiln/core/detail/graph_internals.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/pattern.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;
+using Internals = kiln::detail::GraphInternals;  // the storage hooks a pass driver uses
 namespace p = kiln::pattern;
 using kiln::testing::check_links;
 using kiln::testing::names;
@@ -44,7 +46,7 @@ struct Scanned {
 // The scan's order key must be the node's own, whatever edits came before.
 std::vector<Scanned> scan(const Graph& g) {
   std::vector<Scanned> out;
-  g.for_each_node_in_storage([&](Node* n, std::uint64_t key, std::uint64_t order) {
+  Internals::for_each_node_in_storage(g, [&](Node* n, std::uint64_t key, std::uint64_t order) {
     REQUIRE(order == n->order_key());
     out.push_back({n, key, order});
   });
@@ -698,37 +700,37 @@ TEST_CASE("PatternMatcherPass: nodes a handler erases before they are visited ar
 
 // ---------------------------------------------------------------- erased nodes awaiting purge, and recycling them
 
-TEST_CASE("erased_pending: counts the erased nodes awaiting purge_erased, and purge_erased resets it") {
+TEST_CASE("GraphInternals::erased_pending: counts the erased nodes awaiting purge_erased, and purge_erased resets it") {
   Graph g;
   const std::vector<Node*> made = build_fan(g, 50);
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   for (std::size_t i = 0; i < 20; ++i) {
     g.erase_node(made[i * 2]);
-    REQUIRE(g.erased_pending() == i + 1);
+    REQUIRE(Internals::erased_pending(g) == i + 1);
   }
   CHECK(g.size() == 52 - 20);
   // Erased but not freed: still readable, still erased.
   for (std::size_t i = 0; i < 20; ++i) CHECK(made[i * 2]->erased());
   g.purge_erased();
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   g.purge_erased();  // nothing left: a no-op
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   // Failing to erase (a node with users) counts nothing.
   CHECK_THROWS_AS(g.erase_node(g.front()), GraphError);
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   g.erase_node(made[1]);
-  CHECK(g.erased_pending() == 1);
+  CHECK(Internals::erased_pending(g) == 1);
   check_scan(g);
   kiln::lint(g);
 }
 
-TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark, and new nodes reuse them last freed first") {
+TEST_CASE("GraphInternals::recycle_erased_since: frees the accepted nodes erased since the mark, and new nodes reuse them last freed first") {
   Graph g;
   const std::vector<Node*> made = build_fan(g, 40);
   const std::unordered_set<const void*> all_made = addresses(made);
   // Three erased before the mark.
   for (std::size_t i = 0; i < 3; ++i) g.erase_node(made[i]);
-  const std::size_t mark = g.erased_pending();
+  const std::size_t mark = Internals::erased_pending(g);
   REQUIRE(mark == 3);
   // Ten since, made[10] .. made[19] in that order; the even ones are accepted.
   std::vector<Node*> since;
@@ -740,7 +742,7 @@ TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark,
   for (std::size_t i = 10; i < 20; i += 2) accept.insert(made[i]);
   accept.insert(made[0]);  // accepted too, but erased before the mark: stays
   std::vector<const Node*> asked;
-  g.recycle_erased_since(mark, [&](const Node* n) {
+  Internals::recycle_erased_since(g, mark, [&](const Node* n) {
     asked.push_back(n);
     return accept.count(n) == 1;
   });
@@ -748,7 +750,7 @@ TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark,
   CHECK(asked.size() == 10);
   CHECK(std::unordered_set<const Node*>(asked.begin(), asked.end()) ==
         std::unordered_set<const Node*>(since.begin(), since.end()));
-  CHECK(g.erased_pending() == 3 + 5);
+  CHECK(Internals::erased_pending(g) == 3 + 5);
   // The ones not accepted, and the ones erased before the mark, are still
   // erased nodes awaiting purge (their memory untouched).
   for (std::size_t i = 11; i < 20; i += 2) {
@@ -778,7 +780,7 @@ TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark,
     fresh = g.call_function(aten::tanh, {x});
   }
   CHECK(all_made.count(fresh) == 0);
-  CHECK(g.erased_pending() == 8);
+  CHECK(Internals::erased_pending(g) == 8);
   check_scan(g);
   kiln::lint(g);
 
@@ -787,7 +789,7 @@ TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark,
   for (std::size_t i = 0; i < 3; ++i) pending.insert(made[i]);
   for (std::size_t i = 11; i < 20; i += 2) pending.insert(made[i]);
   g.purge_erased();
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   std::unordered_set<const void*> taken;
   {
     auto guard = g.inserting_before(g.back());
@@ -798,27 +800,27 @@ TEST_CASE("recycle_erased_since: frees the accepted nodes erased since the mark,
   kiln::lint(g);
 }
 
-TEST_CASE("recycle_erased_since: a mark at or past erased_pending() frees nothing") {
+TEST_CASE("GraphInternals::recycle_erased_since: a mark at or past erased_pending() frees nothing") {
   Graph g;
   const std::vector<Node*> made = build_fan(g, 30);
   for (std::size_t i = 0; i < 5; ++i) g.erase_node(made[i]);
-  const std::size_t stale_mark = g.erased_pending();
+  const std::size_t stale_mark = Internals::erased_pending(g);
   REQUIRE(stale_mark == 5);
   g.purge_erased();  // the mark now refers to nodes that are gone
   for (std::size_t i = 10; i < 13; ++i) g.erase_node(made[i]);
-  REQUIRE(g.erased_pending() == 3);
+  REQUIRE(Internals::erased_pending(g) == 3);
   std::size_t asked = 0;
   auto accept_all = [&](const Node*) {
     ++asked;
     return true;
   };
-  g.recycle_erased_since(stale_mark, accept_all);
+  Internals::recycle_erased_since(g, stale_mark, accept_all);
   CHECK(asked == 0);
-  CHECK(g.erased_pending() == 3);
+  CHECK(Internals::erased_pending(g) == 3);
   // A mark equal to the count: nothing erased since.
-  g.recycle_erased_since(g.erased_pending(), accept_all);
+  Internals::recycle_erased_since(g, Internals::erased_pending(g), accept_all);
   CHECK(asked == 0);
-  CHECK(g.erased_pending() == 3);
+  CHECK(Internals::erased_pending(g) == 3);
   for (std::size_t i = 10; i < 13; ++i) CHECK(made[i]->erased());
   // The next nodes take the places purged before, never the pending ones.
   const std::unordered_set<const void*> purged = addresses({made.begin(), made.begin() + 5});
@@ -828,14 +830,14 @@ TEST_CASE("recycle_erased_since: a mark at or past erased_pending() frees nothin
   }
   for (std::size_t i = 10; i < 13; ++i) CHECK(made[i]->erased());
   // Mark 0 covers every pending node.
-  g.recycle_erased_since(0, accept_all);
+  Internals::recycle_erased_since(g, 0, accept_all);
   CHECK(asked == 3);
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   check_scan(g);
   kiln::lint(g);
 }
 
-TEST_CASE("recycle_erased_since: lint and the storage scan stay right through random erases, recycles, creates and purges") {
+TEST_CASE("GraphInternals::recycle_erased_since: lint and the storage scan stay right through random erases, recycles, creates and purges") {
   std::mt19937 rng(2024);
   Graph g;
   build_fan(g, 3000);
@@ -848,7 +850,7 @@ TEST_CASE("recycle_erased_since: lint and the storage scan stay right through ra
     std::vector<Node*> ops;
     for (Node* n : g.nodes())
       if (n->op() == OpKind::call_function) ops.push_back(n);
-    const std::size_t mark = g.erased_pending();
+    const std::size_t mark = Internals::erased_pending(g);
     REQUIRE(mark == model.size());
     // Erase a few op nodes (they have no users).
     const std::size_t erase = ops.empty() ? 0 : 1 + rng() % 6;
@@ -864,7 +866,7 @@ TEST_CASE("recycle_erased_since: lint and the storage scan stay right through ra
       const std::size_t from = rng() % 2 ? mark : (model.empty() ? 0 : rng() % model.size());
       std::unordered_set<const Node*> accepted;
       std::vector<const Node*> asked;
-      g.recycle_erased_since(from, [&](const Node* n) {
+      Internals::recycle_erased_since(g, from, [&](const Node* n) {
         asked.push_back(n);
         if (rng() % 2) return false;
         accepted.insert(n);
@@ -882,7 +884,7 @@ TEST_CASE("recycle_erased_since: lint and the storage scan stay right through ra
       g.purge_erased();
       model.clear();
     }
-    REQUIRE(g.erased_pending() == model.size());
+    REQUIRE(Internals::erased_pending(g) == model.size());
     // Create a few nodes at random places; none may take a pending node's place.
     const std::unordered_set<const void*> pending = addresses(model);
     const std::size_t create = rng() % 6;
@@ -905,47 +907,47 @@ TEST_CASE("recycle_erased_since: lint and the storage scan stay right through ra
   check_links(g);
   kiln::lint(g);
   g.purge_erased();
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   check_scan(g);
 }
 
-TEST_CASE("reorder_epoch: unchanged by creating and erasing nodes, changed by moves and by renumbering") {
+TEST_CASE("GraphInternals::reorder_epoch: unchanged by creating and erasing nodes, changed by moves and by renumbering") {
   Graph g;
   Node* x = g.placeholder("x");
   std::vector<Node*> made;
   for (int i = 0; i < 20; ++i) made.push_back(g.call_function(aten::relu, {x}));
-  const std::uint64_t e0 = g.reorder_epoch();
+  const std::uint64_t e0 = Internals::reorder_epoch(g);
   // Appending more (the output last), and erasing (at the end and in the
   // middle), keeps it.
   Node* last = nullptr;
   for (int i = 0; i < 50; ++i) last = g.call_function(aten::neg, {x});
   g.output(ArgList{x});
-  CHECK(g.reorder_epoch() == e0);
+  CHECK(Internals::reorder_epoch(g) == e0);
   g.erase_node(g.back());
-  CHECK(g.reorder_epoch() == e0);
+  CHECK(Internals::reorder_epoch(g) == e0);
   g.erase_node(last);
   g.erase_node(made[7]);
-  CHECK(g.reorder_epoch() == e0);
+  CHECK(Internals::reorder_epoch(g) == e0);
   g.purge_erased();
-  CHECK(g.reorder_epoch() == e0);
+  CHECK(Internals::reorder_epoch(g) == e0);
   // One node inserted mid-graph takes a key between its neighbours': no other key changes.
   {
     auto guard = g.inserting_before(made[3]);
     g.call_function(aten::exp, {x});
   }
-  CHECK(g.reorder_epoch() == e0);
+  CHECK(Internals::reorder_epoch(g) == e0);
 
   // Moves change it.
   g.move_before(made[2], made[15]);
-  const std::uint64_t e1 = g.reorder_epoch();
+  const std::uint64_t e1 = Internals::reorder_epoch(g);
   CHECK(e1 != e0);
   CHECK(made[15]->next() == made[2]);
   made[5]->prepend(made[16]);
-  const std::uint64_t e2 = g.reorder_epoch();
+  const std::uint64_t e2 = Internals::reorder_epoch(g);
   CHECK(e2 != e1);
   CHECK(made[16]->next() == made[5]);
   made[5]->append(made[17]);
-  const std::uint64_t e3 = g.reorder_epoch();
+  const std::uint64_t e3 = Internals::reorder_epoch(g);
   CHECK(e3 != e2);
   CHECK(made[5]->next() == made[17]);
   check_links(g);
@@ -959,21 +961,21 @@ TEST_CASE("reorder_epoch: unchanged by creating and erasing nodes, changed by mo
     auto guard = g.inserting_before(anchor);
     inserted.push_back(g.call_function(aten::sigmoid, {x}));
   }
-  CHECK(g.reorder_epoch() == e3);
+  CHECK(Internals::reorder_epoch(g) == e3);
   for (int i = 0; i < 90; ++i) {
     auto guard = g.inserting_before(anchor);
     inserted.push_back(g.call_function(aten::sigmoid, {x}));
   }
-  CHECK(g.reorder_epoch() != e3);
+  CHECK(Internals::reorder_epoch(g) != e3);
   // The order is still right: the 100 in creation order right before the anchor.
   REQUIRE(inserted.size() == 100);
   CHECK(inserted.front()->prev() == before_anchor);
   for (std::size_t i = 1; i < inserted.size(); ++i) REQUIRE(inserted[i - 1]->next() == inserted[i]);
   CHECK(inserted.back()->next() == anchor);
   for (std::size_t i = 1; i < inserted.size(); ++i) REQUIRE(inserted[i - 1]->is_before(*inserted[i]));
-  const std::uint64_t e4 = g.reorder_epoch();
+  const std::uint64_t e4 = Internals::reorder_epoch(g);
   g.output(ArgList{x});
-  CHECK(g.reorder_epoch() == e4);
+  CHECK(Internals::reorder_epoch(g) == e4);
   check_links(g);
   check_scan(g);
   kiln::lint(g);
@@ -987,10 +989,10 @@ TEST_CASE("a moved graph keeps its pending erased nodes, and purges or recycles 
     g.erase_node(made[i]);
     erased.push_back(made[i]);
   }
-  REQUIRE(g.erased_pending() == 100);
+  REQUIRE(Internals::erased_pending(g) == 100);
   Graph h = std::move(g);
-  CHECK(h.erased_pending() == 100);
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(h) == 100);
+  CHECK(Internals::erased_pending(g) == 0);
   for (Node* n : erased) {
     REQUIRE(n->erased());
     REQUIRE(&n->graph() == &h);
@@ -998,16 +1000,16 @@ TEST_CASE("a moved graph keeps its pending erased nodes, and purges or recycles 
   // The moved-from graph has nothing to purge, and works.
   g.purge_erased();
   build_chain(g, 10);
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   kiln::lint(g);
 
   // Recycling in the new owner frees from the list it took over.
   std::unordered_set<const Node*> first_half(erased.begin(), erased.begin() + 50);
-  h.recycle_erased_since(0, [&](const Node* n) { return first_half.count(n) == 1; });
-  CHECK(h.erased_pending() == 50);
+  Internals::recycle_erased_since(h, 0, [&](const Node* n) { return first_half.count(n) == 1; });
+  CHECK(Internals::erased_pending(h) == 50);
   for (std::size_t i = 50; i < erased.size(); ++i) CHECK(erased[i]->erased());
   h.purge_erased();
-  CHECK(h.erased_pending() == 0);
+  CHECK(Internals::erased_pending(h) == 0);
   // All 100 places are free for h's next nodes.
   std::unordered_set<const void*> taken;
   {
@@ -1024,16 +1026,16 @@ TEST_CASE("a moved graph keeps its pending erased nodes, and purges or recycles 
 
   // Move assignment too.
   for (std::size_t i = 1; i < 40; i += 2) h.erase_node(made[i]);
-  REQUIRE(h.erased_pending() == 20);
+  REQUIRE(Internals::erased_pending(h) == 20);
   Graph k("k");
   build_chain(k, 100);
   k.erase_node(k.back());
   k = std::move(h);
-  CHECK(k.erased_pending() == 20);
-  CHECK(h.erased_pending() == 0);
+  CHECK(Internals::erased_pending(k) == 20);
+  CHECK(Internals::erased_pending(h) == 0);
   for (std::size_t i = 1; i < 40; i += 2) CHECK(&made[i]->graph() == &k);
   k.purge_erased();
-  CHECK(k.erased_pending() == 0);
+  CHECK(Internals::erased_pending(k) == 0);
   check_scan(k);
   kiln::lint(k);
 }

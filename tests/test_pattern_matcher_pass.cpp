@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "kiln/core/detail/graph_internals.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/schemas.hpp"
 #include "kiln/passes/pass_manager.hpp"
@@ -23,6 +24,7 @@
 #include "test_support.hpp"
 
 using namespace kiln;
+using Internals = kiln::detail::GraphInternals;  // the storage hooks a pass driver uses
 namespace p = kiln::pattern;
 using kiln::testing::names;
 
@@ -520,12 +522,12 @@ TEST_CASE("apply: nodes a handler erased are freed when it returns and the next 
   const std::size_t blocks = 12;
   AddmmChain t(blocks);
   const auto originals = t.original_ops();
-  const std::uint64_t epoch = t.g.reorder_epoch();
+  const std::uint64_t epoch = Internals::reorder_epoch(t.g);
   auto pass = addmm_pass();
   CHECK(pass.apply(t.g) == blocks);
   // One insert per gap between mm and add: nothing was renumbered or moved,
   // so the pass could tell the erased adds were visited already.
-  REQUIRE(t.g.reorder_epoch() == epoch);
+  REQUIRE(Internals::reorder_epoch(t.g) == epoch);
   t.check_fused();
   // The last block is fused first, into fresh memory; each block before it
   // is fused after the previous handler's add and mm were freed, into their memory.
@@ -536,7 +538,7 @@ TEST_CASE("apply: nodes a handler erased are freed when it returns and the next 
   CHECK(reused == blocks - 1);
   CHECK(originals.count(fused.back()) == 0);
   // Every erased node was a visited add or an mm (no pattern's root): all freed.
-  CHECK(t.g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(t.g) == 0);
   kiln::testing::check_links(t.g);
 }
 
@@ -583,9 +585,9 @@ TEST_CASE("apply: erased nodes the snapshot may still visit are kept, never hand
     seen.push_back({root, root->name()});
     mul_seen.push_back(root->name());
   });
-  const std::uint64_t epoch = g.reorder_epoch();
+  const std::uint64_t epoch = Internals::reorder_epoch(g);
   CHECK(pass.apply(g) == 2 * blocks);
-  REQUIRE(g.reorder_epoch() == epoch);
+  REQUIRE(Internals::reorder_epoch(g) == epoch);
 
   std::vector<std::string> expected_sig, expected_mul;
   for (std::size_t i = blocks; i-- > 0;) {
@@ -605,7 +607,7 @@ TEST_CASE("apply: erased nodes the snapshot may still visit are kept, never hand
     CHECK(original_names.count(name) == 1);
   }
   // The squares were erased while still ahead in the snapshot: kept, readable, pending.
-  CHECK(g.erased_pending() == blocks);
+  CHECK(Internals::erased_pending(g) == blocks);
   for (Node* sq : squares) CHECK(sq->erased());
   // So no new node took their memory; the visited sigmoids' memory was reused
   // (by the first node of every handler but the first).
@@ -620,7 +622,7 @@ TEST_CASE("apply: erased nodes the snapshot may still visit are kept, never hand
   CHECK(count_target(g, aten::mul_Tensor) == blocks);
   lint(g);
   g.purge_erased();
-  CHECK(g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(g) == 0);
   lint(g);
 }
 
@@ -663,7 +665,7 @@ TEST_CASE("apply: a root node moved behind the candidate and erased there is kep
   CHECK(pass.apply(g) == expected.size());
   CHECK(seen == expected);
   CHECK(erased == relus.size() / 2);
-  CHECK(g.erased_pending() == erased);
+  CHECK(Internals::erased_pending(g) == erased);
   for (Node* n : created) CHECK(relu_addresses.count(n) == 0);
   for (std::size_t i = 0; i < relus.size(); ++i)
     if (std::find(seen.begin(), seen.end(), relus[i]->name()) == seen.end()) CHECK(relus[i]->erased());
@@ -693,7 +695,7 @@ TEST_CASE("apply: a handler that applies another pass to the same graph gives a 
     for (Node* n : t.g.find_nodes(OpKind::call_function, aten::addmm)) CHECK(originals.count(n) == 0);
     // After the handler, the outer apply freed the mm's and its own add; the
     // adds the nested apply erased lay ahead in its snapshot and are kept.
-    CHECK(t.g.erased_pending() == blocks - 1);
+    CHECK(Internals::erased_pending(t.g) == blocks - 1);
     for (std::size_t i = 0; i + 1 < blocks; ++i) CHECK(t.add[i]->erased());
     t.g.purge_erased();
     lint(t.g);
@@ -716,12 +718,12 @@ TEST_CASE("apply: on a graph with a mutation op the pass frees nothing it erased
   CHECK(pass.apply(t.g) == blocks);
   t.check_fused();
   // Its mutation regions are keyed by node address: every erased node stays.
-  CHECK(t.g.erased_pending() == 2 * blocks);
+  CHECK(Internals::erased_pending(t.g) == 2 * blocks);
   for (Node* n : t.mm) CHECK(n->erased());
   for (Node* n : t.add) CHECK(n->erased());
   for (Node* n : t.g.find_nodes(OpKind::call_function, aten::addmm)) CHECK(originals.count(n) == 0);
   t.g.purge_erased();
-  CHECK(t.g.erased_pending() == 0);
+  CHECK(Internals::erased_pending(t.g) == 0);
   lint(t.g);
 }
 
@@ -734,7 +736,7 @@ TEST_CASE("apply: on a graph without mutation ops the default pass keeps recycli
   pass.register_pattern(addmm_pattern(), FuseAddmm{});
   CHECK(pass.apply(t.g) == blocks);
   t.check_fused();
-  CHECK(t.g.erased_pending() < 2 * blocks);
+  CHECK(Internals::erased_pending(t.g) < 2 * blocks);
   lint(t.g);
 }
 

@@ -6,6 +6,9 @@
 // (op kind, target) to the nodes with it makes find_nodes scan-free. Erased nodes
 // are unlinked but kept alive until purge_erased() (or the graph's destruction),
 // so a pass may still ask `erased()` of a node it saw in an earlier snapshot.
+// The memory the nodes live in is detail::NodeStorage (core/node_storage.hpp);
+// the hooks a pass driver uses on it are detail::GraphInternals
+// (core/detail/graph_internals.hpp).
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -13,8 +16,6 @@
 #include <initializer_list>
 #include <iterator>
 #include <limits>
-#include <memory>
-#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,16 +23,17 @@
 #include <utility>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "kiln/core/module_table.hpp"
 #include "kiln/core/name_table.hpp"
 #include "kiln/core/node.hpp"
+#include "kiln/core/node_storage.hpp"
 #include "kiln/core/two_way_memo.hpp"
 
 namespace kiln {
+
+namespace detail {
+struct GraphInternals;  // core/detail/graph_internals.hpp
+}
 
 // Threads: any number of threads may call const members of one graph (and
 // const functions of it: lint, printing, writing) at once; a call that edits
@@ -100,7 +102,8 @@ class Graph {
     // The common case, a name derived from the target, takes claim_derived's fast path.
     NameTable::Claim claim;
     bool fast = false;  // claimed by claim_derived, bound through `claim`
-    Node* n = allocate_node(op, target);
+    Node* n = node_storage_.allocate_node(op, target);
+    n->graph_ = this;  // a recycled slot may have come with a moved graph
     try {
       // The name first: argument errors name the node. It is bound only once
       // the arguments are accepted.
@@ -120,7 +123,7 @@ class Graph {
       }
       n->set_inputs(std::forward<List>(args), std::move(kwargs));
     } catch (...) {
-      free_node(n);
+      node_storage_.free_node(n);
       throw;
     }
     if (fast) names_.bind(claim, n->name_, n);
@@ -196,43 +199,15 @@ class Graph {
     // The name stays bound to `n` (names are never reused, and this saves reading
     // the name, a cache miss on a large graph); find_node checks what it finds.
     n->erased_ = true;
-    n->index_next_ = erased_head_;  // out of the index, so its link is free
-    erased_head_ = n;
-    ++erased_count_;
+    node_storage_.add_erased(n);
     --size_;
   }
 
   // Frees erased nodes. Pointers to them become dangling: call only when no
   // snapshot of nodes is held (PassManager does it between passes).
   void purge_erased() {
-    recycle_erased_since(0, [](const Node*) { return true; });
+    node_storage_.recycle_erased_since(0, [](const Node*) { return true; });
   }
-
-  // How many erased nodes await purge_erased(): a mark for recycle_erased_since.
-  std::size_t erased_pending() const { return erased_count_; }
-  // Frees the nodes erased since `mark` (an erased_pending() read before) that
-  // `may_free(const Node*)` accepts, so the next nodes created take their places,
-  // which are still in the cache, instead of fresh memory. For a driver that
-  // knows nobody holds those nodes any more: PatternMatcherPass, after each handler.
-  template <class Pred>
-  void recycle_erased_since(std::size_t mark, Pred&& may_free) {
-    if (mark >= erased_count_) return;  // none since (or purged meanwhile)
-    // The list runs newest first, so the nodes erased since `mark` lead it.
-    Node** link = &erased_head_;
-    for (std::size_t k = erased_count_ - mark; k > 0; --k) {
-      Node* n = *link;
-      if (may_free(static_cast<const Node*>(n))) {
-        *link = n->index_next_;
-        --erased_count_;
-        free_node(n);
-      } else {
-        link = &n->index_next_;
-      }
-    }
-  }
-  // Changes whenever a live node's order key may have changed (a relabeling or
-  // a move), so a holder of order keys can tell whether they are still current.
-  std::uint64_t reorder_epoch() const { return reorder_epoch_; }
 
   // Moves `n` (already in this graph) to directly before `anchor` (nullptr: the end).
   void move_before(Node* anchor, Node* n) {
@@ -349,22 +324,6 @@ class Graph {
     for (const Bucket* b : buckets_by_op_[static_cast<std::size_t>(op)])
       if (b->count != 0) fn(b->target);
   }
-  // Calls fn(Node*, bucket key, order key) for every live node in storage order
-  // (creation order, except that nodes created after a purge_erased reuse freed
-  // places), with the node's bucket_key and Node::order_key. Not graph order
-  // (sort by the order key for that), but a pass over one dense table per
-  // storage chunk, which on a large edited graph is many times faster than
-  // following the links; the nodes themselves are not read.
-  template <class Fn>
-  void for_each_node_in_storage(Fn&& fn) const {
-    for (std::size_t c = 0; c < chunks_.size(); ++c) {
-      const std::size_t used = slots_in_chunk(c);
-      const detail::StorageSlot* table = chunks_[c].table();
-      for (std::size_t i = 0; i < used; ++i)
-        if (table[i].key != 0) fn(chunks_[c].node(i), table[i].key, table[i].order);
-    }
-  }
-
   std::vector<Node*> placeholders() const { return find_nodes(OpKind::placeholder); }
   // The output node, or nullptr while the graph has none.
   Node* output_node() const {
@@ -403,6 +362,7 @@ class Graph {
 
  private:
   friend class Node;
+  friend struct detail::GraphInternals;
   struct Bucket {
     Node* head = nullptr;
     Node* tail = nullptr;
@@ -586,106 +546,8 @@ class Graph {
     if (n->erased_) throw GraphError(std::string(what) + ": node " + n->name_ + " was erased");
   }
 
-  // Nodes are carved from chunks in creation order, so walking a graph that was
-  // built or read in order touches memory sequentially, and creating a node
-  // costs no allocation of its own. Freed slots are reused by later nodes.
-  struct alignas(Node) NodeSlot {
-    std::byte bytes[sizeof(Node)];
-  };
-  // A block of node slots. Blocks double in size from kFirstChunk slots, so a
-  // small graph stays small, up to whole 2 MiB pages, which Linux is asked to
-  // back with huge pages: a large graph then costs one page fault per 2 MiB
-  // instead of one per 4 KiB when built, and a pass scanning it misses the TLB
-  // far less.
-  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
-  static constexpr std::size_t kFirstChunk = 64;
-  static constexpr std::size_t kMaxChunk = kHugePage / sizeof(NodeSlot);
-  class Chunk {
-   public:
-    explicit Chunk(std::size_t capacity) : table_(new detail::StorageSlot[capacity]()), capacity_(capacity) {
-      if (capacity >= kMaxChunk) {  // kMaxChunk slots fill one huge page (less a remainder)
-        slots_ = static_cast<NodeSlot*>(::operator new(kHugePage, std::align_val_t{kHugePage}));
-        huge_ = true;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-        ::madvise(slots_, kHugePage, MADV_HUGEPAGE);
-#endif
-      } else {
-        slots_ = static_cast<NodeSlot*>(::operator new(capacity * sizeof(NodeSlot), std::align_val_t{alignof(NodeSlot)}));
-      }
-    }
-    Chunk(Chunk&& o) noexcept
-        : slots_(std::exchange(o.slots_, nullptr)), table_(std::move(o.table_)), capacity_(o.capacity_), huge_(o.huge_) {}
-    Chunk& operator=(Chunk&&) = delete;
-    Chunk(const Chunk&) = delete;
-    ~Chunk() {
-      if (!slots_) return;
-      if (huge_) ::operator delete(slots_, std::align_val_t{kHugePage});
-      else ::operator delete(slots_, std::align_val_t{alignof(NodeSlot)});
-    }
-    std::size_t capacity() const { return capacity_; }
-    void* slot(std::size_t i) const { return &slots_[i]; }
-    Node* node(std::size_t i) const { return std::launder(reinterpret_cast<Node*>(&slots_[i])); }
-    // table()[i]: slot i's bucket key (0: no live node) and order key.
-    detail::StorageSlot* table() const { return table_.get(); }
-
-   private:
-    NodeSlot* slots_;
-    std::unique_ptr<detail::StorageSlot[]> table_;
-    std::size_t capacity_;
-    bool huge_ = false;
-  };
-
-  // Every slot below chunk_used_ (and every slot of earlier chunks) holds a
-  // constructed Node: a live one, an erased one awaiting purge_erased, or a
-  // vacant one (erased, no graph links) whose slot is free for reuse. That keeps
-  // for_each_node_in_storage a plain scan.
-  // A blank node of `op` and `target`, named by the caller (a recycled node
-  // still holds its old name).
-  Node* allocate_node(OpKind op, OpRef target) {
-    if (Node* vacant = free_head_) {
-      // A vacant node is already a blank one (free_node emptied it): taking it
-      // over costs a few stores, not a destruction and a construction.
-      free_head_ = vacant->index_next_;
-      vacant->index_next_ = nullptr;
-      vacant->graph_ = this;  // the slot may have come with a moved graph
-      vacant->target_hash_ = target.hash;
-      vacant->op_ = op;
-      vacant->erased_ = false;
-      vacant->scratch_ = 0;
-      vacant->target_name_ = target.name;
-      return vacant;
-    }
-    if (chunks_.empty() || chunk_used_ == chunks_.back().capacity()) {
-      const std::size_t capacity = chunks_.empty() ? kFirstChunk : std::min(2 * chunks_.back().capacity(), kMaxChunk);
-      chunks_.emplace_back(capacity);
-      chunk_used_ = 0;
-    }
-    detail::StorageSlot* entry = &chunks_.back().table()[chunk_used_];
-    Node* n = ::new (chunks_.back().slot(chunk_used_++)) Node(this, op, target, std::string{});
-    n->storage_ = entry;  // its key is set once the node is linked
-    return n;
-  }
-  // Makes `n` (erased or never linked: no links, arguments or live users) a
-  // vacant node, blank but for its name's buffer, and puts it on the free list.
-  void free_node(Node* n) {
-    n->storage_->key = 0;
-    n->erased_ = true;
-    n->users_.clear();  // holes left by erased users
-    n->meta = NodeMeta{};
-    n->prev_ = n->next_ = n->index_prev_ = nullptr;
-    n->index_next_ = free_head_;
-    free_head_ = n;
-  }
-  std::size_t slots_in_chunk(std::size_t c) const { return c + 1 == chunks_.size() ? chunk_used_ : chunks_[c].capacity(); }
-
   void destroy() {
-    for (std::size_t c = 0; c < chunks_.size(); ++c)
-      for (std::size_t i = 0; i < slots_in_chunk(c); ++i) chunks_[c].node(i)->~Node();
-    erased_head_ = nullptr;
-    erased_count_ = 0;
-    free_head_ = nullptr;
-    chunks_.clear();
-    chunk_used_ = 0;
+    node_storage_.clear();
     head_ = tail_ = nullptr;
   }
   void steal(Graph& o) {
@@ -702,20 +564,15 @@ class Graph {
     bucket_memo_ = std::exchange(o.bucket_memo_, {});
     for (auto& v : buckets_by_op_) v.clear();
     for (auto& [key, b] : index_) buckets_by_op_[key == 0 ? 0 : (key - 1) % 8].push_back(&b);
-    erased_head_ = std::exchange(o.erased_head_, nullptr);
-    erased_count_ = std::exchange(o.erased_count_, 0);
-    chunks_ = std::move(o.chunks_);
-    chunk_used_ = std::exchange(o.chunk_used_, 0);
-    free_head_ = std::exchange(o.free_head_, nullptr);
+    node_storage_.steal(o.node_storage_);
     reorder_epoch_ = o.reorder_epoch_ + 1;
-    o.chunks_.clear();
     // Leave `o` an empty graph that can be used again (its bucket list pointed
     // into the index this graph now owns).
     for (auto& v : o.buckets_by_op_) v.clear();
     o.names_.clear();
     o.index_.clear();
     for (Node* n = head_; n; n = n->next_) n->graph_ = this;
-    for (Node* n = erased_head_; n; n = n->index_next_) n->graph_ = this;
+    node_storage_.for_each_erased([this](Node* n) { n->graph_ = this; });
   }
 
   std::string name_;
@@ -728,14 +585,10 @@ class Graph {
   std::unordered_map<std::uint64_t, Bucket> index_;
   detail::TwoWayMemo<Bucket, 8> bucket_memo_;  // see bucket_for
   std::array<std::vector<Bucket*>, 6> buckets_by_op_;
-  // Erased nodes awaiting purge_erased, newest first, linked through their
-  // index_next_ (a list, not a vector: growing a large vector in the middle of
-  // a pass makes malloc consolidate every block the pass freed).
-  Node* erased_head_ = nullptr;
-  std::size_t erased_count_ = 0;
-  std::vector<Chunk> chunks_;
-  std::size_t chunk_used_ = 0;
-  Node* free_head_ = nullptr;  // vacant nodes, most recently freed (warmest) first, linked likewise
+  detail::NodeStorage node_storage_;  // the nodes, live, erased (until freed) and vacant
+  // Changes whenever a live node's order key may have changed (a relabeling or
+  // a move), so a holder of order keys can tell whether they are still current
+  // (GraphInternals::reorder_epoch).
   std::uint64_t reorder_epoch_ = 0;
   ModuleTable modules_;  // last: read by no hot path, so it moves no hot member's offset
 };

@@ -29,8 +29,8 @@ class Graph;
 namespace detail {
 // __builtin_prefetch that stays. To GCC a prefetch has no effect, so a function
 // that only prefetches counts as pure, and once such a function is not inlined
-// the call to it is deleted whole: every prefetch of the pattern pass once
-// vanished that way after a harmless refactor (and the pass lost 15 % in time).
+// the call to it is deleted whole (every prefetch of the pattern pass once
+// vanished that way after a harmless refactor; bench/README.md has the cost).
 // The empty volatile asm is an effect GCC must keep, and costs nothing.
 template <int ForWrite = 0>
 inline void prefetch(const void* p) {
@@ -38,13 +38,9 @@ inline void prefetch(const void* p) {
   asm volatile("");
 }
 
-// What a scan over a Graph's node storage reads instead of the nodes: each
-// slot's bucket_key (0: no live node there) and order key, kept up to date by
-// the Graph in a dense table beside its nodes.
-struct StorageSlot {
-  std::uint64_t key = 0;
-  std::uint64_t order = 0;
-};
+// Where a Graph keeps its nodes (core/node_storage.hpp).
+struct StorageSlot;
+class NodeStorage;
 }  // namespace detail
 
 // Aligned to cache lines so that what every walk and match reads costs two
@@ -233,6 +229,7 @@ class alignas(64) Node {
  private:
   friend class Graph;
   friend class Arg;
+  friend class detail::NodeStorage;
   Node(Graph* g, OpKind op, OpRef target, std::string name)
       : target_hash_(target.hash), graph_(g), op_(op), target_name_(target.name), name_(std::move(name)) {}
 

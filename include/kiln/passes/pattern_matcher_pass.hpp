@@ -38,8 +38,9 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/core/natural_sort.hpp"
 #include "kiln/passes/counters.hpp"
+#include "kiln/passes/detail/candidates.hpp"
+#include "kiln/passes/detail/root_index.hpp"
 #include "kiln/passes/mutation_regions.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/pattern/check_result.hpp"
@@ -325,7 +326,7 @@ class PatternMatcherPass {
     // used as it is, and a node costs what it did before they existed.
     RootIndex resolved;
     const RootIndex& index = family_kinds_ == 0 ? roots_ : resolve_families(g, resolved);
-    snapshot(g, index, candidates);
+    detail::take_snapshot(g, index, candidates, merge_buffer_, run_bounds_);
     // Nodes a handler erases are freed as soon as it returns, when nothing can
     // read them any more, so the nodes the next handler creates take their
     // places (in the cache) instead of fresh memory. Not inside another apply()
@@ -333,16 +334,17 @@ class PatternMatcherPass {
     // kept per node (keyed by node address).
     detail::ApplyDepth depth;
     const bool outermost = depth.outermost();
-    const std::uint64_t epoch = g.reorder_epoch();
+    const std::uint64_t epoch = detail::GraphInternals::reorder_epoch(g);
     // The snapshot is in graph order; visit it backwards.
     for (std::size_t i = candidates.size(); i-- > 0;) {
-      prefetch_ahead(candidates, i);
+      detail::prefetch_ahead(candidates, i);
       Node* node = candidates[i].node();
       if (node->erased()) continue;
       const std::size_t root = candidates[i].root();
-      const RootList* list =
-          root != kRootUnknown ? index.lists[root] : index.find(Graph::bucket_key(node->op(), node->target().hash));
-      const std::size_t erased_mark = g.erased_pending();
+      const RootList* list = root != detail::kRootUnknown
+                                 ? index.lists[root]
+                                 : index.find(Graph::bucket_key(node->op(), node->target().hash));
+      const std::size_t erased_mark = detail::GraphInternals::erased_pending(g);
       std::string* node_why = ctx.debug_node && node->name() == *ctx.debug_node ? &why : nullptr;
       for (detail::EntryBase* e : list->entries) {
         // (At the debug node every pattern is tried, to say why it fails.)
@@ -351,8 +353,11 @@ class PatternMatcherPass {
         ++count;
         // Only a handler erases nodes; read before recycling may free this one.
         const bool node_erased = node->erased();
+        // Frees what the rest of the snapshot cannot reach. (A lambda here, not
+        // a helper: that keeps this loop's registers; bench/README.md.)
         if (outermost && !regions.active())
-          g.recycle_erased_since(erased_mark, [&](const Node* n) { return visited(index, n, candidates[i].key, g, epoch); });
+          detail::GraphInternals::recycle_erased_since(
+              g, erased_mark, [&](const Node* n) { return detail::visited(index, n, candidates[i].key, g, epoch); });
         if (node_erased) break;
       }
     }
@@ -367,6 +372,11 @@ class PatternMatcherPass {
   }
 
  private:
+  // The root table and the snapshot (passes/detail/root_index.hpp, candidates.hpp).
+  using RootList = detail::RootList;
+  using RootIndex = detail::RootIndex;
+  using Candidate = detail::Candidate;
+
   // The non-template part of register_pattern, kept out of each pattern's instantiation.
   // (Cold, as is resolve_families: what the compiler inlines into them counts
   // against the inlining it would otherwise do in the patterns' matching code.)
@@ -407,69 +417,10 @@ class PatternMatcherPass {
     entries_.push_back(std::move(entry));
   }
 
-  struct RootList {
-    OpKind kind{};
-    OpRef target;
-    std::vector<detail::EntryBase*> entries;
-  };
   static bool by_order(const detail::EntryBase* a, const detail::EntryBase* b) { return a->order < b->order; }
   static void insert_in_order(std::vector<detail::EntryBase*>& list, detail::EntryBase* e) {
     list.insert(std::upper_bound(list.begin(), list.end(), e, by_order), e);
   }
-
-  // The root lists by a node's (kind, target) key: lists[i] belongs to keys[i].
-  // find() runs for every node of the graph, so it is a hash table at most a
-  // quarter full, probed linearly: a node that is no pattern's root mostly
-  // meets an empty entry at once, where a scan of the keys would compare them all.
-  struct RootEntry {
-    std::uint64_t key = 0;    // bucket keys are never 0: 0 marks an empty entry
-    std::uint32_t index = 0;
-    std::uint32_t tag = 0;    // what a Candidate carries: index, or kRootUnknown from there on
-  };
-  struct RootIndex {
-    std::vector<std::uint64_t> keys;     // in registration order
-    std::vector<const RootList*> lists;
-    // A power of two in size, with at least one empty entry.
-    std::vector<RootEntry> table = std::vector<RootEntry>(16);
-    std::size_t mask = 15;  // table.size() - 1
-    unsigned shift = 60;    // 64 - log2(table.size())
-
-    const RootEntry* entry(std::uint64_t key) const {
-      for (std::size_t i = home(key);; i = (i + 1) & mask) {
-        const RootEntry& e = table[i];
-        if (e.key == key) return &e;
-        if (e.key == 0) return nullptr;
-      }
-    }
-    const RootList* find(std::uint64_t key) const {
-      const RootEntry* e = entry(key);
-      return e ? lists[e->index] : nullptr;
-    }
-    std::size_t home(std::uint64_t key) const {
-      return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift);  // Fibonacci hashing
-    }
-    // Sets the list of `key` (the table is stale until build()).
-    void add(std::uint64_t key, const RootList* list) {
-      if (const RootEntry* e = entry(key); e && keys[e->index] == key) {
-        lists[e->index] = list;
-        return;
-      }
-      keys.push_back(key);
-      lists.push_back(list);
-    }
-    void build() {
-      unsigned bits = 4;
-      while ((std::size_t{1} << bits) < 4 * keys.size()) ++bits;
-      table.assign(std::size_t{1} << bits, RootEntry{});
-      mask = table.size() - 1;
-      shift = 64 - bits;
-      for (std::size_t k = 0; k < keys.size(); ++k) {
-        std::size_t i = home(keys[k]);
-        while (table[i].key != 0) i = (i + 1) & mask;
-        table[i] = {keys[k], static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(std::min(k, kRootUnknown))};
-      }
-    }
-  };
 
   // The index for one apply() to a graph where packet or module-class roots
   // exist: `roots_` plus, for each target of `g` that belongs to a registered
@@ -517,89 +468,6 @@ class PatternMatcherPass {
     }
     if (added) out.build();
     return out;
-  }
-
-  // Whether the rest of the snapshot (from the candidate with order key `at`
-  // on) cannot hold `n`: its kind and target are no pattern's root, or it lies
-  // at or after that candidate (visited already; keys read as the snapshot's
-  // only while nothing was renumbered or moved since).
-  static bool visited(const RootIndex& index, const Node* n, std::uint64_t at, const Graph& g,
-                      std::uint64_t snapshot_epoch) {
-    if (!index.find(Graph::bucket_key(n->op(), n->target().hash))) return true;
-    return g.reorder_epoch() == snapshot_epoch && n->order_key() >= at;
-  }
-
-  // A node of the snapshot, and which root list it belongs to: its index in
-  // the index's lists rides in the low bits of the node's address (nodes are aligned),
-  // so that apply() need not look it up again and an entry stays 16 bytes for
-  // the sort. A pass with more root lists than those bits can number looks
-  // the rest up (kRootUnknown).
-  struct Candidate {
-    std::uint64_t key;   // the node's order key when the snapshot was taken
-    std::uintptr_t bits;
-    Candidate(std::uint64_t order, Node* n, std::size_t root)
-        : key(order), bits(reinterpret_cast<std::uintptr_t>(n) | root) {}
-    Node* node() const { return reinterpret_cast<Node*>(bits & ~kRootUnknown); }
-    std::size_t root() const { return bits & kRootUnknown; }
-  };
-  static constexpr std::size_t kRootUnknown = alignof(Node) - 1;
-  static_assert(alignof(Node) >= 8, "a Candidate numbers a few root lists in the alignment bits");
-
-  // The nodes that some pattern's root could match, in graph order.
-  void snapshot(const Graph& g, const RootIndex& index, std::vector<Candidate>& out) {
-    std::size_t total = 0;
-    for (const RootList* r : index.lists) total += g.count_nodes(r->kind, r->target);
-    out.clear();
-    out.reserve(total);
-    // Room for natural_sort's merges up front: an allocation this size later,
-    // after a pass has freed many nodes, would make malloc tidy up all of them
-    // right then.
-    merge_buffer_.reserve(total);
-    run_bounds_.reserve(natural_sort_max_runs(total) + 1);
-    // Whether the candidates come in graph order already (storage order often
-    // is, on a graph as read), so that sorting them can be skipped.
-    bool in_order = true;
-    std::uint64_t last = 0;
-    auto add = [&](std::uint64_t order, Node* n, std::size_t root) {
-      in_order &= order > last;
-      last = order;
-      out.emplace_back(order, n, root);
-    };
-    if (total * 16 > g.size() || index.keys.size() > 16) {
-      // Many candidates: one pass over the node storage, which the hardware
-      // streams, beats following the graph's links (a cache miss per node once
-      // passes have scattered the list) or the index's.
-      g.for_each_node_in_storage([&](Node* n, std::uint64_t key, std::uint64_t order) {
-        if (const RootEntry* e = index.entry(key)) add(order, n, e->tag);
-      });
-    } else {
-      for (std::size_t k = 0; k < index.lists.size(); ++k)
-        for (Node* n : g.find_nodes(index.lists[k]->kind, index.lists[k]->target, /*sorted=*/false))
-          add(n->order_key(), n, std::min<std::size_t>(k, kRootUnknown));
-    }
-    // Storage order is nearly graph order (a few runs, or nodes a few places
-    // off where a pass reused erased nodes' memory), so this is close to linear.
-    if (!in_order)
-      natural_sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) { return a.key < b.key; },
-                   merge_buffer_, run_bounds_);
-  }
-
-  // Matching at a node reads the node's first cache line and its positional
-  // arguments (which carry their nodes' kinds and targets, so a pattern that
-  // fails on an argument's op reads no further). On a graph larger than the
-  // cache each is a miss, so they are requested a few candidates ahead in two
-  // stages: the node, then, once its line has arrived, its arguments.
-  static void prefetch_ahead(const std::vector<Candidate>& c, std::size_t i) {
-    // Candidates are visited from the back. On the matcher benchmark 20 and 10
-    // beat 12 and 6 by about 6 % (and 32 and 16 by less) once no prefetch was
-    // lost any more (see detail::prefetch).
-    constexpr std::size_t kNode = 20, kArgs = 10;
-    if (i >= kNode) detail::prefetch(c[i - kNode].node());
-    if (i >= kArgs) {
-      const auto& args = c[i - kArgs].node()->args();
-      detail::prefetch(args.data());
-      if (args.size() > 1) detail::prefetch(reinterpret_cast<const char*>(args.data()) + 64);
-    }
   }
 
   std::string name_;

@@ -150,8 +150,7 @@ struct OpSet {
   // Out of line and cold: the inline ops are what a pattern compares at every
   // node. Declared pure (its only writes are packet_of's per-thread memo, which
   // no caller can see) so that match_fns stays pure too: a call that might
-  // write memory made GCC stop inlining each match_node into its pattern
-  // (+1.4 % instructions on the matcher benchmark).
+  // write memory makes GCC stop inlining each match_node into its pattern.
   [[gnu::cold, gnu::noinline, gnu::pure]] bool contains_wide(std::uint64_t target, const Node* n) const {
     for (const OpTarget& t : wide_) {
       switch (t.kind) {
