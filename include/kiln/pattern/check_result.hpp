@@ -4,7 +4,7 @@
 // wants to say why returns a CheckResult:
 //
 //   [](const auto& m) -> kiln::CheckResult {
-//     if (get<"alpha">(m) != kiln::Arg(1)) return kiln::reject("alpha is not 1");
+//     if (!python_equal(get<"alpha">(m), kiln::Arg(1))) return kiln::reject("alpha is not 1");
 //     return true;
 //   }
 #include <string>
