@@ -352,3 +352,26 @@ TEST_CASE("group/batch fusions are passes of kiln-opt's registry, with their opt
   CHECK(kiln::testing::message_of<Error>([] { gbf::SearchOptions::from_json({{"min_size", 2}}, "batch_linear"); })
             .find("unknown option 'min_size'") != std::string::npos);
 }
+
+TEST_CASE("towers of every size give Inductor 2.11's counters and nodes, target for target (sets capped at 300, batched ops batched again)") {
+  // tests/data/inductor_towers_gbf.json: Inductor's own results on Dynamo
+  // graphs of the towers model (bench/inductor/towers_gbf.py on PyTorch 2.11).
+  std::ifstream in(std::string(KILN_TEST_DATA_DIR) + "/inductor_towers_gbf.json");
+  const auto data = nlohmann::json::parse(in);
+  REQUIRE(data["sizes"].size() >= 5);
+  for (const auto& [size, want] : data["sizes"].items()) {
+    INFO("towers: " << size);
+    Graph g = towers_graph(std::stoll(size));
+    CHECK(g.size() == want["nodes_before"].get<std::size_t>());
+    const Counters c = run_fusions(g, {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"});
+    for (const auto& [name, value] : want["counters"].items()) {
+      INFO(name);
+      CHECK(c.get(name) == value.get<std::int64_t>());
+    }
+    CHECK(g.size() == want["nodes_after"].get<std::size_t>());
+    std::map<std::string, int> targets;
+    for (const Node* n : g.nodes())
+      if (n->op() != OpKind::placeholder) ++targets[std::string(n->target_name())];
+    CHECK(targets == want["targets"].get<std::map<std::string, int>>());
+  }
+}
