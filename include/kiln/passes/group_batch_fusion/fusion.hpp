@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/core/graph.hpp"
 #include "kiln/core/print.hpp"
@@ -26,8 +27,9 @@ class Fusion {
   bool pre_grad() const { return pre_grad_; }
 
   virtual std::optional<std::string> match(const Node& n) const = 0;
-  // Replaces the nodes of `subset` (in the search's order) by one batched op.
-  virtual void fuse(Graph& g, std::span<Node* const> subset) const = 0;
+  // Replaces the nodes of `subset` (in the search's order) by one batched op;
+  // returns the nodes that took their places, in the same order.
+  virtual std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const = 0;
 
   SearchOptions options;
 

@@ -32,8 +32,8 @@ inline Node* decompose_stack(Graph& g, const std::vector<Node*>& inputs) {
   if (all_tensors(metas_of_parts)) cat->meta.val = stacked(metas_of_parts, 0);
   return cat;
 }
-inline void replace_by_selects(Graph& g, Node* batched, std::span<Node* const> subset) {
-  replace_by_items(g, batched, subset, [&](std::int64_t i) {
+inline std::vector<Node*> replace_by_selects(Graph& g, Node* batched, std::span<Node* const> subset) {
+  return replace_by_items(g, batched, subset, [&](std::int64_t i) {
     Node* s = g.call_function(aten::packets::select, {Arg(batched), Arg(0), Arg(i)});
     if (const TensorMeta* t = tensor_of(batched)) s->meta.val = selected(*t, 0);
     return s;
@@ -80,7 +80,7 @@ class BatchLinearPostGrad final : public Fusion {
         .add(users_text(n, options.fuse_nodes_with_same_users))
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     std::vector<Node*> inputs, weights;
     std::vector<Arg> biases;
     for (Node* n : subset) {
@@ -98,6 +98,7 @@ class BatchLinearPostGrad final : public Fusion {
       const TensorMeta& x = *tensor_of(inputs[0]);
       bmm->meta.val = contiguous({static_cast<std::int64_t>(subset.size()), x.shape[0], tensor_of(weights[0])->shape[1]}, x.dtype);
     }
+    std::vector<Node*> replacements;
     for (std::size_t i = 0; i < subset.size(); ++i) {
       Node* replacement;
       {
@@ -128,7 +129,9 @@ class BatchLinearPostGrad final : public Fusion {
       subset[i]->replace_all_uses_with(replacement);
       replacement->meta = subset[i]->meta;
       g.erase_node(subset[i]);
+      replacements.push_back(replacement);
     }
+    return replacements;
   }
 };
 
@@ -159,7 +162,7 @@ class BatchMathPostGrad final : public Fusion {
         .add(parent)
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     std::vector<Node*> inputs, others;
     for (Node* n : subset) {
       inputs.push_back(n->args()[0].node());
@@ -183,7 +186,7 @@ class BatchMathPostGrad final : public Fusion {
       batched = g.call_function(op_, {Arg(stack_inputs), Arg(stack_others)}, std::move(kwargs));
       batched->meta.val = stack_inputs->meta.val;
     }
-    detail::replace_by_selects(g, batched, subset);
+    return detail::replace_by_selects(g, batched, subset);
   }
 
  private:
@@ -206,7 +209,7 @@ class BatchUnaryPostGrad final : public Fusion {
         .add(options.fuse_nodes_with_same_parent ? std::string(input->target_name()) : std::string())
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     std::vector<Node*> inputs;
     for (Node* n : subset) inputs.push_back(node_arg(*n, 0, "input"));
     Node* batched;
@@ -216,7 +219,7 @@ class BatchUnaryPostGrad final : public Fusion {
       batched = g.call_function(op_, {Arg(stack_inputs)});
       batched->meta.val = stack_inputs->meta.val;
     }
-    detail::replace_by_selects(g, batched, subset);
+    return detail::replace_by_selects(g, batched, subset);
   }
 
  private:

@@ -52,7 +52,7 @@ inline Node* stack(Graph& g, const std::vector<Node*>& nodes, std::int64_t dim) 
 // the graph as Inductor's item-by-item loop does, but edits a user that many
 // of the nodes share, such as the cat of all towers, once.)
 template <class MakeItem>
-void replace_by_items(Graph& g, Node* source, std::span<Node* const> subset, MakeItem&& item) {
+std::vector<Node*> replace_by_items(Graph& g, Node* source, std::span<Node* const> subset, MakeItem&& item) {
   std::vector<Node*> replacements;
   for (std::size_t i = 0; i < subset.size(); ++i) {
     auto guard = g.inserting_after(source);
@@ -63,12 +63,13 @@ void replace_by_items(Graph& g, Node* source, std::span<Node* const> subset, Mak
     replacements[i]->meta = subset[i]->meta;
     g.erase_node(subset[i]);
   }
+  return replacements;
 }
-inline void replace_by_getitems(Graph& g, Node* list, std::span<Node* const> subset) {
-  replace_by_items(g, list, subset, [&](std::int64_t i) { return g.call_function(pyop::getitem, {Arg(list), Arg(i)}); });
+inline std::vector<Node*> replace_by_getitems(Graph& g, Node* list, std::span<Node* const> subset) {
+  return replace_by_items(g, list, subset, [&](std::int64_t i) { return g.call_function(pyop::getitem, {Arg(list), Arg(i)}); });
 }
 // op(stack) -> unbind -> getitems: the rewrite of every batched unary op.
-inline void batch_unary(Graph& g, std::span<Node* const> subset, OpRef op, const ArgList& extra_args,
+inline std::vector<Node*> batch_unary(Graph& g, std::span<Node* const> subset, OpRef op, const ArgList& extra_args,
                         const ArgDict& kwargs) {
   std::vector<Node*> inputs;
   for (Node* n : subset) inputs.push_back(node_arg(*n, 0, "input"));
@@ -83,7 +84,7 @@ inline void batch_unary(Graph& g, std::span<Node* const> subset, OpRef op, const
     unbind = g.call_function(torch::unbind, {Arg(batched)}, ArgDict{{"dim", Arg(0)}});
     if (const TensorMeta* t = tensor_of(batched)) unbind->meta.val = unbound(*t, 0);
   }
-  replace_by_getitems(g, unbind, subset);
+  return replace_by_getitems(g, unbind, subset);
 }
 
 // Inductor's _is_mutable_node: a target named like an in-place op (mul_, iadd).
@@ -125,7 +126,7 @@ class BatchLinear final : public Fusion {
         .add(users_text(n, options.fuse_nodes_with_same_users))
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     std::vector<Node*> inputs, weights, biases;
     for (Node* n : subset) {
       inputs.push_back(node_arg(*n, 0, "input"));
@@ -154,7 +155,7 @@ class BatchLinear final : public Fusion {
       unbind = g.call_function(torch::unbind, {Arg(product)}, ArgDict{{"dim", Arg(0)}});
       if (const TensorMeta* t = tensor_of(product)) unbind->meta.val = unbound(*t, 0);
     }
-    detail::replace_by_getitems(g, unbind, subset);
+    return detail::replace_by_getitems(g, unbind, subset);
   }
 
  private:
@@ -173,7 +174,7 @@ class BatchLinearLHS final : public Fusion {
     const Arg* bias = arg_value(n, 2, "bias");
     return Key(name()).add(!bias || bias->is_none()).add(node_arg(n, 0, "input")).str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     Node* input = node_arg(*subset[0], 0, "input");
     std::vector<Node*> weights, biases;
     ArgList sections;
@@ -216,7 +217,7 @@ class BatchLinearLHS final : public Fusion {
         split->meta.val = MetaVal(std::move(parts));
       }
     }
-    detail::replace_by_getitems(g, split, subset);
+    return detail::replace_by_getitems(g, split, subset);
   }
 };
 
@@ -244,7 +245,7 @@ class BatchLayernorm final : public Fusion {
         .add(users_text(n, options.fuse_nodes_with_same_users))
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     std::vector<Node*> inputs, weights, biases;
     for (Node* n : subset) {
       inputs.push_back(node_arg(*n, 0, "input"));
@@ -277,7 +278,7 @@ class BatchLayernorm final : public Fusion {
       unbind = g.call_function(torch::unbind, {Arg(out)}, ArgDict{{"dim", Arg(stack_dim)}});
       if (const TensorMeta* t = tensor_of(out)) unbind->meta.val = unbound(*t, stack_dim);
     }
-    detail::replace_by_getitems(g, unbind, subset);
+    return detail::replace_by_getitems(g, unbind, subset);
   }
 };
 
@@ -301,10 +302,10 @@ class BatchPointwise final : public Fusion {
         .add(parent ? std::string(parent->target_name()) : std::string())
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     ArgDict kwargs;
     if (op_ == F::relu) kwargs.set("inplace", Arg(is_inplace(*subset[0])));
-    detail::batch_unary(g, subset, op_, {}, kwargs);
+    return detail::batch_unary(g, subset, op_, {}, kwargs);
   }
 
  private:
@@ -333,10 +334,10 @@ class BatchMath final : public Fusion {
         .add(std::string((*n.users().begin())->target_name()))
         .str();
   }
-  void fuse(Graph& g, std::span<Node* const> subset) const override {
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
     const Node& first = *subset[0];
     ArgList rest(first.args().begin() + std::min<std::size_t>(1, first.args().size()), first.args().end());
-    detail::batch_unary(g, subset, op_, rest, first.kwargs());
+    return detail::batch_unary(g, subset, op_, rest, first.kwargs());
   }
 
  private:

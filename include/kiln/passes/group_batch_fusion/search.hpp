@@ -33,20 +33,25 @@ namespace detail {
 // (1 + the node's index; 0: not seen yet, as new nodes start).
 class Marks {
  public:
-  // Forgets what other algorithms left in the nodes' scratch.
+  // Forgets what other algorithms left in the nodes' scratch, and numbers
+  // every node the graph has now: a node with no number was made since.
   void reset(Graph& g) {
     for (Node* n : g.nodes()) n->scratch() = 0;
     count_ = 0;
     key_.clear();
+    level_.clear();
     visited_.clear();
     up_.clear();
     down_.clear();
     fused_.clear();
+    for (Node* n : g.nodes()) at(n);
   }
+  static bool is_new(const Node* n) { return n->scratch() == 0; }
   std::size_t at(const Node* n) {
     if (n->scratch() == 0) {
       n->scratch() = static_cast<std::uint32_t>(++count_);
       key_.push_back(kUnknown);
+      level_.push_back(0);
       visited_.push_back(0);
       up_.push_back(0);
       down_.push_back(0);
@@ -58,6 +63,8 @@ class Marks {
   // until match() was asked, kNoKey when it found none.
   static constexpr std::uint32_t kUnknown = 0xFFFFFFFF, kNoKey = 0xFFFFFFFE;
   std::uint32_t& key(const Node* n) { return key_[at(n)]; }
+  // More than the level of each of the node's inputs (see Search::levels).
+  std::uint32_t& level(const Node* n) { return level_[at(n)]; }
   std::uint32_t& visited(const Node* n) { return visited_[at(n)]; }
   std::uint32_t& up(const Node* n) { return up_[at(n)]; }
   std::uint32_t& down(const Node* n) { return down_[at(n)]; }
@@ -65,7 +72,7 @@ class Marks {
 
  private:
   std::size_t count_ = 0;
-  std::vector<std::uint32_t> key_, visited_, up_, down_;
+  std::vector<std::uint32_t> key_, level_, visited_, up_, down_;
   std::vector<char> fused_;
 };
 
@@ -124,6 +131,14 @@ class Search {
       const std::uint32_t round = ++round_stamp_;
       subset.clear();
       next.clear();
+      // Levels grow along every edge, so a path between two of the round's
+      // nodes stays between their levels: marking need not leave that band.
+      lo_ = ~std::uint32_t{0};
+      hi_ = 0;
+      for (const Node* n : nodes) {
+        lo_ = std::min(lo_, marks_.level(n));
+        hi_ = std::max(hi_, marks_.level(n));
+      }
       for (Node* n : nodes) {
         const bool full = static_cast<std::int64_t>(subset.size()) >= fusion_.options.max_fuse_set_size;
         // Marked up: an ancestor of the set; marked down: a descendant of it.
@@ -144,6 +159,11 @@ class Search {
   std::size_t run(Counters* counters, std::ostream* log) {
     stable_topological_sort(g_);
     marks_.reset(g_);  // (the sort numbers nodes in their scratch)
+    for (Node* n : g_.nodes()) {  // in topological order
+      std::uint32_t level = 0;
+      for (Node* in : n->all_input_nodes()) level = std::max(level, marks_.level(in) + 1);
+      marks_.level(n) = level;
+    }
     std::size_t fused_sets = 0;
     CandidateGroups found;
     for (Node* root = g_.back(); root; root = root->prev()) {
@@ -157,8 +177,9 @@ class Search {
             for (Node* in : n->all_input_nodes()) marks_.key(in) = detail::Marks::kUnknown;
             for (Node* u : n->users()) marks_.key(u) = detail::Marks::kUnknown;
           }
-          fusion_.fuse(g_, subset);
+          const std::vector<Node*> replacements = fusion_.fuse(g_, subset);
           for (Node* n : subset) marks_.fused(n) = 1;
+          update_levels(replacements);
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
           if (log) *log << fusion_.name() << ": fused " << subset.size() << " nodes, first " << subset.front()->name() << "\n";
@@ -188,8 +209,43 @@ class Search {
     return found;
   }
 
+  // Keeps levels growing along every edge after a fusion: the nodes it made
+  // get theirs from their inputs, and a user of a replacement that is now
+  // not above it is raised, and its users after it, as far as needed.
+  void update_levels(const std::vector<Node*>& replacements) {
+    // The new nodes, inputs before users (a depth-first walk up from the replacements).
+    std::vector<std::pair<Node*, bool>> walk;
+    for (Node* r : replacements) walk.emplace_back(r, false);
+    while (!walk.empty()) {
+      auto [n, inputs_done] = walk.back();
+      walk.pop_back();
+      if (!detail::Marks::is_new(n)) continue;
+      if (!inputs_done) {
+        walk.emplace_back(n, true);
+        for (Node* in : n->all_input_nodes())
+          if (detail::Marks::is_new(in)) walk.emplace_back(in, false);
+        continue;
+      }
+      std::uint32_t level = 0;
+      for (Node* in : n->all_input_nodes()) level = std::max(level, marks_.level(in) + 1);
+      marks_.level(n) = level;  // (numbers the node: it is no longer new)
+    }
+    stack_.assign(replacements.begin(), replacements.end());
+    while (!stack_.empty()) {
+      Node* n = stack_.back();
+      stack_.pop_back();
+      const std::uint32_t above = marks_.level(n) + 1;
+      for (Node* u : n->users()) {
+        if (marks_.level(u) >= above) continue;
+        marks_.level(u) = above;
+        stack_.push_back(u);
+      }
+    }
+  }
+
   // Marks the ancestors (up) or descendants (down) of `from` with `round`,
-  // stopping at nodes marked already (what lies beyond them is marked too).
+  // stopping at nodes marked already (what lies beyond them is marked too)
+  // and at the edges of the round's band of levels.
   void mark(Node* from, std::uint32_t round, bool up) {
     stack_.clear();
     stack_.push_back(from);
@@ -197,6 +253,7 @@ class Search {
       Node* n = stack_.back();
       stack_.pop_back();
       auto visit = [&](Node* next) {
+        if (up ? marks_.level(next) < lo_ : marks_.level(next) > hi_) return;
         std::uint32_t& m = up ? marks_.up(next) : marks_.down(next);
         if (m == round) return;
         m = round;
@@ -214,6 +271,7 @@ class Search {
   const Fusion& fusion_;
   detail::Marks marks_;
   std::unordered_map<std::string, std::uint32_t> key_ids_;
+  std::uint32_t lo_ = 0, hi_ = ~std::uint32_t{0};  // the round's band of levels
   std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0;
   std::vector<std::pair<std::int64_t, Node*>> queue_;
   std::vector<Node*> stack_;
