@@ -74,22 +74,7 @@ struct Mlp {
   Node* out = g.output(ArgList{add2});
 };
 
-// Restores an environment variable and std::cerr on scope exit.
-class DebugCapture {
- public:
-  explicit DebugCapture(const char* node_name) : old_(std::cerr.rdbuf(buf_.rdbuf())) {
-    ::setenv("KILN_PATTERN_DEBUG", node_name, 1);
-  }
-  ~DebugCapture() {
-    std::cerr.rdbuf(old_);
-    ::unsetenv("KILN_PATTERN_DEBUG");
-  }
-  std::string text() const { return buf_.str(); }
-
- private:
-  std::ostringstream buf_;
-  std::streambuf* old_;
-};
+using kiln::testing::DebugCapture;
 
 }  // namespace
 

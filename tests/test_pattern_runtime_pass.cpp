@@ -257,15 +257,11 @@ TEST_CASE("KILN_PATTERN_DEBUG reports why a runtime pattern failed at the named 
   g.call_function(aten::neg, {g.find_node("mm")});  // mm gets a second user: P1 fails at `add`
   PatternMatcherPass pass("rt");
   pass.register_runtime_pattern(rt_p1(), [](p::RuntimeMatch&) {}, PatternOptions{.name = "P1"});
-  ::setenv("KILN_PATTERN_DEBUG", "add", 1);
-  std::stringstream captured;
-  auto* old = std::cerr.rdbuf(captured.rdbuf());
-  const std::size_t n = pass.apply(g);
-  std::cerr.rdbuf(old);
-  ::unsetenv("KILN_PATTERN_DEBUG");
+  std::size_t n = 0;
+  const std::string text = kiln::testing::pattern_debug_output("add", [&] { n = pass.apply(g); });
   CHECK(n == 0);
   // The path from the root to the failing position, then the reason.
-  CHECK(captured.str().find("KILN_PATTERN_DEBUG: node add: P1: add = CallFunction(aten.add.Tensor) args[0] -> node mm: "
+  CHECK(text.find("KILN_PATTERN_DEBUG: node add: P1: add = CallFunction(aten.add.Tensor) args[0] -> node mm: "
                             "expected 1 user, has 2") != std::string::npos);
 }
 
@@ -289,14 +285,10 @@ TEST_CASE("A runtime pattern's extra_check may give a reason, which KILN_PATTERN
       rt_p1(), [&](p::RuntimeMatch&) { ++handled; },
       [](const p::RuntimeMatch& m) -> CheckResult { return reject("rejected at " + m.output_node()->name()); },
       PatternOptions{.name = "P1"});
-  ::setenv("KILN_PATTERN_DEBUG", "add", 1);
-  std::stringstream captured;
-  auto* old = std::cerr.rdbuf(captured.rdbuf());
-  const std::size_t n = pass.apply(g);
-  std::cerr.rdbuf(old);
-  ::unsetenv("KILN_PATTERN_DEBUG");
+  std::size_t n = 0;
+  const std::string text = kiln::testing::pattern_debug_output("add", [&] { n = pass.apply(g); });
   CHECK(n == 0);
   CHECK(handled == 0);
-  CHECK(captured.str().find("KILN_PATTERN_DEBUG: node add: P1: extra_check rejected the match: rejected at add") !=
+  CHECK(text.find("KILN_PATTERN_DEBUG: node add: P1: extra_check rejected the match: rejected at add") !=
         std::string::npos);
 }

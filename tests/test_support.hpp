@@ -3,6 +3,9 @@
 // picks up test_*.cpp files).
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,34 @@ inline std::vector<std::string> names(const std::vector<Node*>& v) {
   return out;
 }
 inline std::vector<std::string> names(const Graph& g) { return names(g.node_list()); }
+
+// Sets KILN_PATTERN_DEBUG to a node's name and captures std::cerr; both are
+// restored on scope exit.
+class DebugCapture {
+ public:
+  explicit DebugCapture(const char* node_name) : old_(std::cerr.rdbuf(buf_.rdbuf())) {
+    ::setenv("KILN_PATTERN_DEBUG", node_name, 1);
+  }
+  ~DebugCapture() {
+    std::cerr.rdbuf(old_);
+    ::unsetenv("KILN_PATTERN_DEBUG");
+  }
+  DebugCapture(const DebugCapture&) = delete;
+  DebugCapture& operator=(const DebugCapture&) = delete;
+  std::string text() const { return buf_.str(); }
+
+ private:
+  std::ostringstream buf_;
+  std::streambuf* old_;
+};
+
+// What KILN_PATTERN_DEBUG=node_name prints while f() runs.
+template <class F>
+std::string pattern_debug_output(const char* node_name, F&& f) {
+  DebugCapture capture(node_name);
+  f();
+  return capture.text();
+}
 
 // The list links and order keys agree along the whole graph.
 inline void check_links(const Graph& g) {
