@@ -294,3 +294,22 @@ TEST_CASE("kiln-opt --replacements: a bad manifest is one line naming the entry 
     CHECK(r.err.find('\n') == r.err.size() - 1);
   }
 }
+
+TEST_CASE("kiln-opt runs the group/batch fusions by name, with options, and writes a graph that reads back") {
+  const fs::path out = scratch_dir() / "towers_fused.json";
+  Run r = kiln_opt("'" + fixture("towers_n8_pregrad.json.gz") +
+                   "' --passes batch_linear,batch_layernorm,batch_tanh,batch_relu,batch_sigmoid"
+                   " --pass-options '{\"batch_tanh\": {\"min_fuse_set_size\": 9}}' --counters -o '" + out.string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto total = nlohmann::json::parse(r.out)["total"];
+  for (const char* name : {"batch_linear", "batch_layernorm", "batch_relu", "batch_sigmoid"}) CHECK(total[name] == 1);
+  CHECK_FALSE(total.contains("batch_tanh"));  // 8 tanh < 9
+  auto result = kiln::io::read_fx_json(out);
+  CHECK_NOTHROW(kiln::lint(result.graph));
+  CHECK(result.graph.count_nodes(kiln::OpKind::call_function, kiln::OpRef("torch.baddbmm")) == 1);
+  // A search option the fusions do not have is an error naming pass and key.
+  Run bad = kiln_opt("'" + fixture("towers_n8_pregrad.json.gz") + "' --passes batch_linear --pass-options '{\"batch_linear\": {\"depth\": 3}}'");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("batch_linear") != std::string::npos);
+  CHECK(bad.err.find("depth") != std::string::npos);
+}
