@@ -11,6 +11,7 @@
 #include "kiln/io/fx_json_read.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/functional.hpp"
+#include "kiln/ops/kiln_ops.hpp"
 #include "kiln/ops/torch.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/group_batch_fusion.hpp"
@@ -374,4 +375,42 @@ TEST_CASE("towers of every size give Inductor 2.11's counters and nodes, target 
       if (n->op() != OpKind::placeholder) ++targets[std::string(n->target_name())];
     CHECK(targets == want["targets"].get<std::map<std::string, int>>());
   }
+}
+
+TEST_CASE("group_linear groups mm's of any even shapes into one kiln.grouped_mm, addmm's apart, odd or large sizes left") {
+  struct Builder {
+    Graph g;
+    ArgList outs;
+    void mm(std::int64_t m, std::int64_t k, std::int64_t n, bool bias) {
+      const std::string i = std::to_string(outs.size());
+      Node* a = g.placeholder("a" + i, f32({m, k}));
+      Node* b = g.placeholder("b" + i, f32({k, n}));
+      Node* out = bias ? g.call_function(aten::addmm, {Arg(g.placeholder("c" + i, f32({n}))), Arg(a), Arg(b)})
+                       : g.call_function(aten::mm, {Arg(a), Arg(b)});
+      out->meta.val = f32({m, n});
+      outs.push_back(Arg(out));
+    }
+  };
+  Builder t;
+  for (std::int64_t s : {2, 4, 6, 8, 10}) t.mm(s, 2 * s, 4, false);  // five shapes, one set
+  t.mm(3, 4, 4, false);                                                 // odd: not grouped
+  t.mm(4096 + 2, 4, 4, false);                                          // over the maximum
+  for (int i = 0; i < 5; ++i) t.mm(4, 4, 8, true);                      // five addmm's: a set of their own
+  t.g.output(Arg(t.outs));
+  CHECK(run_fusions(t.g, {"group_linear"}).get("group_linear") == 2);
+  const auto fused = t.g.find_nodes(OpKind::call_function, kops::grouped_mm);
+  REQUIRE(fused.size() == 2);
+  int without_biases = 0;
+  for (const Node* f : fused) {
+    CHECK(f->args()[0].list()->size() == 5);
+    CHECK(f->meta.val.list()->size() == 5);
+    without_biases += f->args()[2].is_none();
+  }
+  CHECK(without_biases == 1);
+  CHECK(t.g.count_nodes(OpKind::call_function, aten::mm) == 2);  // the odd one and the large one
+  // A lower maximum leaves the larger shapes out: fewer than five fit under 8.
+  Builder u;
+  for (std::int64_t s : {2, 4, 6, 8, 10}) u.mm(s, 2 * s, 4, false);
+  u.g.output(Arg(u.outs));
+  CHECK(run_fusions(u.g, {"group_linear"}, {{"max_fuse_tensor_size_group_linear", 8}}).get("group_linear") == 0);
 }

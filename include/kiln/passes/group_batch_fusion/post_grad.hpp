@@ -3,6 +3,8 @@
 //   batch_linear_post_grad  mm / addmm (default alpha, beta) of static 2-D shapes -> bmm + select (+ bias add)
 //   batch_aten_add, _sub, _mul, _div   same shapes and dtypes -> one op on unsqueeze+cat stacks, select back
 //   batch_aten_tanh, _sigmoid, _relu   likewise for one input
+//   group_linear  mm / addmm (default alpha, beta) of 2-D shapes, every size even and at most
+//                 max_fuse_tensor_size_group_linear -> one kiln.grouped_mm (Inductor: fbgemm's gmm) + getitems
 // Stacks are unsqueeze(dim=0) + cat (Inductor's decompose_stack), and the
 // targets are Inductor's own (aten.cat, aten.select: packets), so the nodes a
 // fusion leaves compare one for one. Where Inductor's rewrite loses an
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "kiln/ops/aten.hpp"
+#include "kiln/ops/kiln_ops.hpp"
 #include "kiln/passes/group_batch_fusion/pre_grad.hpp"
 #include "kiln/pattern/python_equal.hpp"
 
@@ -135,6 +138,47 @@ class BatchLinearPostGrad final : public Fusion {
   }
 };
 
+class GroupLinear final : public Fusion {
+ public:
+  GroupLinear() : Fusion("group_linear", false) {}
+  std::optional<std::string> match(const Node& n) const override {
+    const bool mm = n.is_call(aten::mm) && n.args().size() == 2;
+    const bool addmm = n.is_call(aten::addmm) && n.args().size() == 3 && detail::kwarg_is_default(n, "beta", Arg(1)) &&
+                       detail::kwarg_is_default(n, "alpha", Arg(1));
+    if (!mm && !addmm) return std::nullopt;
+    const std::size_t first = addmm ? 1 : 0;
+    for (std::size_t i = first; i < first + 2; ++i) {
+      const TensorMeta* t = tensor_of(n.args()[i].node());
+      if (!t || t->rank() != 2) return std::nullopt;
+      for (const Dim& d : t->shape) {
+        if (!is_static(d)) return std::nullopt;
+        const std::int64_t v = std::get<std::int64_t>(d);
+        if (v % 2 != 0 || v > options.max_fuse_tensor_size_group_linear) return std::nullopt;
+      }
+    }
+    return Key(name()).add(mm).str();  // Inductor's (group_linear, bias is None)
+  }
+  std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const override {
+    ArgList inputs, weights, biases;
+    MetaVal::List results;
+    for (Node* n : subset) {
+      const bool addmm = n->args().size() == 3;
+      if (addmm) biases.push_back(n->args()[0]);
+      inputs.push_back(n->args()[addmm ? 1 : 0]);
+      weights.push_back(n->args()[addmm ? 2 : 1]);
+      results.push_back(n->meta.val);
+    }
+    Node* fused;
+    {
+      auto guard = g.inserting_before(subset[0]);
+      fused = g.call_function(kops::grouped_mm,
+                              {Arg(std::move(inputs)), Arg(std::move(weights)), biases.empty() ? Arg() : Arg(std::move(biases))});
+      fused->meta.val = MetaVal(std::move(results));
+    }
+    return detail::replace_by_getitems(g, fused, subset);
+  }
+};
+
 // batch_aten_add, _sub, _mul, _div.
 class BatchMathPostGrad final : public Fusion {
  public:
@@ -226,10 +270,11 @@ class BatchUnaryPostGrad final : public Fusion {
   OpRef op_;
 };
 
-// Every post-grad fusion but group_linear, in Inductor's registration order.
+// Every post-grad fusion, in Inductor's registration order.
 inline std::vector<std::unique_ptr<Fusion>> post_grad_fusions() {
   std::vector<std::unique_ptr<Fusion>> f;
   f.push_back(std::make_unique<BatchLinearPostGrad>());
+  f.push_back(std::make_unique<GroupLinear>());
   f.push_back(std::make_unique<BatchUnaryPostGrad>("batch_aten_tanh", aten::tanh));
   f.push_back(std::make_unique<BatchUnaryPostGrad>("batch_aten_sigmoid", aten::sigmoid));
   f.push_back(std::make_unique<BatchUnaryPostGrad>("batch_aten_relu", aten::relu));
