@@ -338,7 +338,7 @@ TEST_CASE("batch_aten_sub and batch_aten_div keep alpha and rounding_mode (Induc
 TEST_CASE("group/batch fusions are passes of kiln-opt's registry, with their options checked") {
   PassRegistry r = default_pass_registry();
   for (const char* name : {"batch_linear", "batch_linear_lhs", "batch_layernorm", "batch_tanh", "batch_sigmoid", "batch_relu",
-                           "batch_detach", "batch_nan_to_num", "batch_clamp", "batch_dropout", "batch_linear_post_grad",
+                           "batch_detach", "batch_nan_to_num", "batch_clamp", "batch_dropout", "batch_linear_post_grad", "group_linear",
                            "batch_aten_add", "batch_aten_sub", "batch_aten_mul", "batch_aten_div", "batch_aten_tanh",
                            "batch_aten_sigmoid", "batch_aten_relu"})
     CHECK_MESSAGE(r.find(name) != nullptr, name);
