@@ -24,6 +24,8 @@ struct PassRecord {
 class PassManager {
  public:
   explicit PassManager(const PassRegistry& registry) : registry_(&registry) {}
+  // The manager keeps a reference: a temporary registry would be gone by run().
+  explicit PassManager(PassRegistry&&) = delete;
 
   // Options per pass: {"pass_name": {...}, ...}; a pass without an entry gets {}.
   void set_options(nlohmann::json options) {

@@ -1,0 +1,201 @@
+#pragma once
+// normalization_pass (Inductor's split_cat.py): split, unbind, cat and stack
+// to one canonical call each (torch.split(x, [sizes], dim=d) with the sizes
+// read from meta, torch.unbind(x, dim=d), torch.cat(tensors, dim=d),
+// torch.stack(tensors, dim=d), every dim made non-negative), and the method
+// forms of squeeze, reshape, clamp and detach to their torch functions, so
+// that the split/cat passes after it meet one spelling. As in Inductor, each
+// split, unbind, cat and stack rewritten counts `normalization_pass` (unbind
+// and stack even when they were canonical already), and every match counts
+// `pattern_matcher_count`; nodes without the meta a rewrite needs are left.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kiln/ops/torch.hpp"
+#include "kiln/passes/pattern_matcher_pass.hpp"
+
+namespace kiln::split_cat {
+
+namespace detail {
+
+inline const Arg* arg_value(const Node& n, std::size_t i, std::string_view name = {}) {
+  if (n.args().size() > i) return &n.args()[i];
+  return name.empty() ? nullptr : n.kwargs().find(name);
+}
+inline const TensorMeta* tensor_of(const Node* n) { return n ? n->meta.val.tensor() : nullptr; }
+inline std::optional<std::int64_t> int_of(const Arg* a) {
+  if (!a) return std::nullopt;
+  if (const auto* i = a->get_if<std::int64_t>()) return *i;
+  return std::nullopt;
+}
+// Replaces `old` by a call of `op` made right after it, which takes its users and meta.
+inline Node* replace_by_call(Graph& g, Node* old, OpRef op, ArgList args, ArgDict kwargs) {
+  Node* fresh;
+  {
+    auto guard = g.inserting_after(old);
+    fresh = g.call_function(op, std::move(args), std::move(kwargs));
+  }
+  old->replace_all_uses_with(fresh);
+  fresh->meta = old->meta;
+  g.erase_node(old);
+  return fresh;
+}
+// Whether `n` is already call_function `op` with exactly these arguments.
+inline bool is_call_as(const Node& n, OpRef op, const ArgList& args, const ArgDict& kwargs) {
+  return n.is_call(op) && pattern::python_equal(Arg(n.args().to_list()), Arg(args)) &&
+         pattern::python_equal(Arg(n.kwargs()), Arg(kwargs));
+}
+inline bool all_static(const TensorMeta& t) {
+  for (const Dim& d : t.shape)
+    if (!is_static(d)) return false;
+  return true;
+}
+
+}  // namespace detail
+
+// The pattern pass; `counters` (when set) receives normalization_pass.
+inline PatternMatcherPass make_normalization_pass(std::shared_ptr<Counters*> counters) {
+  namespace d = detail;
+  using pattern::CallFunctionVarArgs, pattern::CallMethodVarArgs, pattern::MULTIPLE;
+  auto count = [counters] {
+    if (*counters) (*counters)->increment("normalization_pass");
+  };
+  PatternMatcherPass pass("normalization_pass");
+
+  auto split = [count](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    const char* size_key = node->op() == OpKind::call_method ? "split_size" : "split_size_or_sections";
+    const Arg* input = d::arg_value(*node, 0, "tensor");
+    const Arg* size = d::arg_value(*node, 1, size_key);
+    std::optional<std::int64_t> dim = 0;
+    if (const Arg* a = d::arg_value(*node, 2, "dim"); a && !a->is_none()) dim = d::int_of(a);
+    if (!input || !input->node() || !size || !dim) return;
+    const MetaVal::List* parts = node->meta.val.list();
+    const TensorMeta* in = d::tensor_of(input->node());
+    if (!parts || !in) return;
+    if (*dim < 0) *dim += static_cast<std::int64_t>(in->rank());
+    ArgList sections;
+    for (const MetaVal& p : *parts) {
+      const TensorMeta* t = p.tensor();
+      if (!t || static_cast<std::size_t>(*dim) >= t->rank() || !is_static(t->shape[static_cast<std::size_t>(*dim)])) return;
+      sections.push_back(Arg(std::get<std::int64_t>(t->shape[static_cast<std::size_t>(*dim)])));
+    }
+    const ArgList args{*input, Arg(sections)};
+    const ArgDict kwargs{{"dim", Arg(*dim)}};
+    if (d::is_call_as(*node, torch::split, args, kwargs)) return;
+    d::replace_by_call(g, node, torch::split, args, kwargs);
+    count();
+  };
+  pass.register_pattern(CallFunctionVarArgs(torch::split, MULTIPLE), split);
+  pass.register_pattern(CallMethodVarArgs("split", MULTIPLE), split);
+
+  auto unbind = [count](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    const Arg* input = d::arg_value(*node, 0, "input");
+    const Arg* dim_arg = d::arg_value(*node, 1, "dim");
+    if (!dim_arg || dim_arg->is_none()) dim_arg = node->kwargs().find("axis");
+    std::optional<std::int64_t> dim = dim_arg && !dim_arg->is_none() ? d::int_of(dim_arg) : std::optional<std::int64_t>(0);
+    const TensorMeta* in = input ? d::tensor_of(input->node()) : nullptr;
+    if (!in || !dim) return;
+    if (*dim < 0) *dim += static_cast<std::int64_t>(in->rank());
+    d::replace_by_call(g, node, torch::unbind, {*input}, {{"dim", Arg(*dim)}});
+    count();
+  };
+  pass.register_pattern(CallFunctionVarArgs(torch::unbind, MULTIPLE), unbind);
+  pass.register_pattern(CallMethodVarArgs("unbind", MULTIPLE), unbind);
+
+  // cat and stack: a list of tensors and a dim, from the result's rank.
+  auto list_and_dim = [](const Node& node, bool axis) -> std::optional<std::pair<ArgList, std::int64_t>> {
+    const Arg* tensors = d::arg_value(node, 0, "tensors");
+    const Arg* dim_arg = d::arg_value(node, 1, "dim");
+    if (axis && (!dim_arg || dim_arg->is_none())) dim_arg = node.kwargs().find("axis");
+    std::optional<std::int64_t> dim = dim_arg && !dim_arg->is_none() ? d::int_of(dim_arg) : std::optional<std::int64_t>(0);
+    if (!tensors || !tensors->list() || !dim) return std::nullopt;
+    const TensorMeta* out = d::tensor_of(&node);
+    if (!out) return std::nullopt;
+    for (const Arg& t : *tensors->list())
+      if (!t.node() || t.node()->meta.val.is_none()) return std::nullopt;
+    if (*dim < 0) *dim += static_cast<std::int64_t>(out->rank());
+    return std::pair{*tensors->list(), *dim};
+  };
+  pass.register_pattern(CallFunctionVarArgs({torch::cat, OpRef("torch.concat")}, MULTIPLE),
+                        [count, list_and_dim](auto& m, Graph& g, Node*) {
+                          Node* node = m.nodes()[0];
+                          auto found = list_and_dim(*node, true);
+                          if (!found) return;
+                          const ArgList args{Arg(found->first)};
+                          const ArgDict kwargs{{"dim", Arg(found->second)}};
+                          if (d::is_call_as(*node, torch::cat, args, kwargs)) return;
+                          d::replace_by_call(g, node, torch::cat, args, kwargs);
+                          count();
+                        });
+  pass.register_pattern(CallFunctionVarArgs(torch::stack, MULTIPLE), [count, list_and_dim](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    auto found = list_and_dim(*node, false);
+    if (!found) return;
+    d::replace_by_call(g, node, torch::stack, {Arg(found->first)}, {{"dim", Arg(found->second)}});
+    count();
+  });
+
+  // Method forms to torch functions (no counter of their own, as in Inductor).
+  pass.register_pattern(CallMethodVarArgs("squeeze", MULTIPLE), [](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    if (node->args().size() == 0) return;
+    std::optional<Arg> dim;
+    if (const Arg* k = node->kwargs().find("dim")) dim = *k;
+    else if (node->args().size() == 2) dim = node->args()[1];
+    else if (node->args().size() > 2) dim = Arg(ArgList(node->args().begin() + 1, node->args().end()));
+    if (dim && dim->list() && dim->list()->size() == 1) dim = dim->list()->front();
+    ArgDict kwargs;
+    if (dim) kwargs.set("dim", *dim);
+    d::replace_by_call(g, node, torch::squeeze, {node->args()[0]}, std::move(kwargs));
+  });
+  pass.register_pattern(CallMethodVarArgs("reshape", MULTIPLE), [](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    const TensorMeta* t = d::tensor_of(node);
+    if (!t || !d::all_static(*t) || node->args().size() == 0) return;
+    ArgList shape;
+    for (const Dim& x : t->shape) shape.push_back(Arg(std::get<std::int64_t>(x)));
+    d::replace_by_call(g, node, torch::reshape, {node->args()[0], Arg(shape)}, {});
+  });
+  auto clamp = [](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    const TensorMeta* t = d::tensor_of(node);
+    if (!t || !d::all_static(*t)) return;
+    if (node->args().size() > 1) {
+      const Arg* lo = d::arg_value(*node, 1, "min");
+      const Arg* hi = d::arg_value(*node, 2, "max");
+      d::replace_by_call(g, node, torch::clamp, {node->args()[0]},
+                         {{"min", lo ? *lo : Arg()}, {"max", hi ? *hi : Arg()}});
+    } else {
+      d::replace_by_call(g, node, torch::clamp, node->args().to_list(), node->kwargs());
+    }
+  };
+  pass.register_pattern(CallMethodVarArgs("clamp", MULTIPLE), clamp);
+  pass.register_pattern(CallFunctionVarArgs(torch::clamp, MULTIPLE), clamp);
+  pass.register_pattern(CallMethodVarArgs("detach", MULTIPLE), [](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    const TensorMeta* t = d::tensor_of(node);
+    if (!t || !d::all_static(*t)) return;
+    d::replace_by_call(g, node, torch::detach, node->args().to_list(), {});
+  });
+  return pass;
+}
+
+// Registers normalization_pass (for kiln-opt and PassManager pipelines).
+inline void register_normalization_pass(PassRegistry& registry) {
+  auto slot = std::make_shared<Counters*>(nullptr);
+  auto pass = std::make_shared<PatternMatcherPass>(make_normalization_pass(slot));
+  registry.add({"normalization_pass",
+                "split/unbind/cat/stack to canonical calls, squeeze/reshape/clamp/detach methods to torch functions "
+                "(Inductor's split_cat normalization)",
+                [slot, pass](Graph& g, PassContext& ctx) {
+                  *slot = &ctx.counters;
+                  const std::size_t n = pass->apply(g, &ctx.counters);
+                  *slot = nullptr;
+                  return n > 0;
+                }});
+}
+
+}  // namespace kiln::split_cat
