@@ -73,3 +73,54 @@ TEST_CASE("normalization_pass: a split by size gets its sections from meta and a
   CHECK(a->args()[0].node() == split);
   lint(g);
 }
+
+TEST_CASE("each split/cat pass kiln has, alone after normalization on splitcat_b, gives Inductor's counters") {
+  const auto all = expected()["each_pass_alone_after_normalization"];
+  const PassRegistry registry = default_pass_registry();
+  int checked = 0;
+  for (const auto& [pass, want] : all.items()) {
+    if (!registry.find(pass)) continue;  // not in kiln yet
+    INFO(pass);
+    Graph g = io::read_fx_json(kInductor + "splitcat_b_pregrad.json.gz").graph;
+    PassManager pm(registry);
+    pm.run(g, pass == "normalization_pass" ? std::vector<std::string>{pass} : std::vector<std::string>{"normalization_pass", pass});
+    for (const auto& [name, value] : want.items()) {
+      INFO(name);
+      CHECK(pm.counters().get(name) == value.get<std::int64_t>());
+    }
+    lint(g);
+    ++checked;
+  }
+  CHECK(checked >= 2);
+}
+
+TEST_CASE("remove_split_with_size_one_pass: a one-piece split becomes its input, every getitem of it too") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 8}));
+  Node* s = g.call_function(torch::split, {Arg(x), Arg(ArgList{Arg(8)})}, ArgDict{{"dim", Arg(1)}});
+  s->meta.val = MetaVal(MetaVal::List{MetaVal(f32({4, 8}))});
+  Node* a = g.call_function(OpRef("operator.getitem"), {Arg(s), Arg(0)});
+  Node* b = g.call_function(OpRef("operator.getitem"), {Arg(s), Arg(0)});  // taken twice
+  Node* t = g.call_function(torch::tanh, {Arg(a)});
+  Node* u = g.call_function(torch::tanh, {Arg(b)});
+  g.output(ArgList{Arg(t), Arg(u)});
+  const PassRegistry registry = default_pass_registry();
+  PassManager pm(registry);
+  pm.run(g, {"remove_split_with_size_one_pass"});
+  CHECK(pm.counters().get("remove_split_with_size_one_pass") == 1);
+  CHECK(t->args()[0].node() == x);
+  CHECK(u->args()[0].node() == x);
+  CHECK(g.size() == 4);
+  lint(g);
+  // A split whose list is used whole (not through getitem) is left.
+  Graph h;
+  Node* y = h.placeholder("y", f32({4, 8}));
+  Node* s2 = h.call_function(torch::split, {Arg(y), Arg(ArgList{Arg(8)})}, ArgDict{{"dim", Arg(1)}});
+  s2->meta.val = MetaVal(MetaVal::List{MetaVal(f32({4, 8}))});
+  Node* c = h.call_function(torch::cat, {Arg(s2)}, ArgDict{{"dim", Arg(1)}});
+  h.output(ArgList{Arg(c)});
+  PassManager pm2(registry);
+  pm2.run(h, {"remove_split_with_size_one_pass"});
+  CHECK(pm2.counters().get("remove_split_with_size_one_pass") == 0);
+  CHECK(c->args()[0].node() == s2);
+}

@@ -5,7 +5,7 @@
 #include "kiln/passes/fuse_addmm.hpp"
 #include "kiln/passes/group_batch_fusion.hpp"
 #include "kiln/passes/pass_registry.hpp"
-#include "kiln/passes/split_cat/normalization.hpp"
+#include "kiln/passes/split_cat.hpp"
 
 namespace kiln {
 
@@ -14,7 +14,7 @@ inline PassRegistry default_pass_registry() {
   register_builtin_passes(r);
   register_fuse_addmm_pass(r);
   register_group_batch_fusion_passes(r);
-  split_cat::register_normalization_pass(r);
+  register_split_cat_passes(r);
   return r;
 }
 

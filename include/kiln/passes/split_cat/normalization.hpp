@@ -13,46 +13,11 @@
 #include <vector>
 
 #include "kiln/ops/torch.hpp"
-#include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/passes/split_cat/common.hpp"
 
 namespace kiln::split_cat {
 
-namespace detail {
 
-inline const Arg* arg_value(const Node& n, std::size_t i, std::string_view name = {}) {
-  if (n.args().size() > i) return &n.args()[i];
-  return name.empty() ? nullptr : n.kwargs().find(name);
-}
-inline const TensorMeta* tensor_of(const Node* n) { return n ? n->meta.val.tensor() : nullptr; }
-inline std::optional<std::int64_t> int_of(const Arg* a) {
-  if (!a) return std::nullopt;
-  if (const auto* i = a->get_if<std::int64_t>()) return *i;
-  return std::nullopt;
-}
-// Replaces `old` by a call of `op` made right after it, which takes its users and meta.
-inline Node* replace_by_call(Graph& g, Node* old, OpRef op, ArgList args, ArgDict kwargs) {
-  Node* fresh;
-  {
-    auto guard = g.inserting_after(old);
-    fresh = g.call_function(op, std::move(args), std::move(kwargs));
-  }
-  old->replace_all_uses_with(fresh);
-  fresh->meta = old->meta;
-  g.erase_node(old);
-  return fresh;
-}
-// Whether `n` is already call_function `op` with exactly these arguments.
-inline bool is_call_as(const Node& n, OpRef op, const ArgList& args, const ArgDict& kwargs) {
-  return n.is_call(op) && pattern::python_equal(Arg(n.args().to_list()), Arg(args)) &&
-         pattern::python_equal(Arg(n.kwargs()), Arg(kwargs));
-}
-inline bool all_static(const TensorMeta& t) {
-  for (const Dim& d : t.shape)
-    if (!is_static(d)) return false;
-  return true;
-}
-
-}  // namespace detail
 
 // The pattern pass; `counters` (when set) receives normalization_pass.
 inline PatternMatcherPass make_normalization_pass(std::shared_ptr<Counters*> counters) {
@@ -181,21 +146,6 @@ inline PatternMatcherPass make_normalization_pass(std::shared_ptr<Counters*> cou
     d::replace_by_call(g, node, torch::detach, node->args().to_list(), {});
   });
   return pass;
-}
-
-// Registers normalization_pass (for kiln-opt and PassManager pipelines).
-inline void register_normalization_pass(PassRegistry& registry) {
-  auto slot = std::make_shared<Counters*>(nullptr);
-  auto pass = std::make_shared<PatternMatcherPass>(make_normalization_pass(slot));
-  registry.add({"normalization_pass",
-                "split/unbind/cat/stack to canonical calls, squeeze/reshape/clamp/detach methods to torch functions "
-                "(Inductor's split_cat normalization)",
-                [slot, pass](Graph& g, PassContext& ctx) {
-                  *slot = &ctx.counters;
-                  const std::size_t n = pass->apply(g, &ctx.counters);
-                  *slot = nullptr;
-                  return n > 0;
-                }});
 }
 
 }  // namespace kiln::split_cat
