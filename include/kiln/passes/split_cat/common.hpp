@@ -41,6 +41,22 @@ inline bool is_call_as(const Node& n, OpRef op, const ArgList& args, const ArgDi
   return n.is_call(op) && pattern::python_equal(Arg(n.args().to_list()), Arg(args)) &&
          pattern::python_equal(Arg(n.kwargs()), Arg(kwargs));
 }
+// A split's input node, its size argument and its dim (Inductor's
+// _get_split_args_default: dim 0 when absent); nullopt when one is missing.
+struct SplitArgs {
+  Node* input;
+  const Arg* size;
+  std::int64_t dim;
+};
+inline std::optional<SplitArgs> split_args(const Node& split) {
+  const char* size_key = split.op() == OpKind::call_method ? "split_size" : "split_size_or_sections";
+  const Arg* input = arg_value(split, 0, "tensor");
+  const Arg* size = arg_value(split, 1, size_key);
+  std::optional<std::int64_t> dim = 0;
+  if (const Arg* a = arg_value(split, 2, "dim"); a && !a->is_none()) dim = int_of(a);
+  if (!input || !input->node() || !size || !dim) return std::nullopt;
+  return SplitArgs{input->node(), size, *dim};
+}
 inline bool all_static(const TensorMeta& t) {
   for (const Dim& d : t.shape)
     if (!is_static(d)) return false;

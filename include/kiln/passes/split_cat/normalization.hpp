@@ -30,14 +30,11 @@ inline PatternMatcherPass make_normalization_pass(std::shared_ptr<Counters*> cou
 
   auto split = [count](auto& m, Graph& g, Node*) {
     Node* node = m.nodes()[0];
-    const char* size_key = node->op() == OpKind::call_method ? "split_size" : "split_size_or_sections";
-    const Arg* input = d::arg_value(*node, 0, "tensor");
-    const Arg* size = d::arg_value(*node, 1, size_key);
-    std::optional<std::int64_t> dim = 0;
-    if (const Arg* a = d::arg_value(*node, 2, "dim"); a && !a->is_none()) dim = d::int_of(a);
-    if (!input || !input->node() || !size || !dim) return;
+    const std::optional<d::SplitArgs> split_args = d::split_args(*node);
+    if (!split_args) return;
+    std::optional<std::int64_t> dim = split_args->dim;
     const MetaVal::List* parts = node->meta.val.list();
-    const TensorMeta* in = d::tensor_of(input->node());
+    const TensorMeta* in = d::tensor_of(split_args->input);
     if (!parts || !in) return;
     if (*dim < 0) *dim += static_cast<std::int64_t>(in->rank());
     ArgList sections;
@@ -46,7 +43,7 @@ inline PatternMatcherPass make_normalization_pass(std::shared_ptr<Counters*> cou
       if (!t || static_cast<std::size_t>(*dim) >= t->rank() || !is_static(t->shape[static_cast<std::size_t>(*dim)])) return;
       sections.push_back(Arg(std::get<std::int64_t>(t->shape[static_cast<std::size_t>(*dim)])));
     }
-    const ArgList args{*input, Arg(sections)};
+    const ArgList args{Arg(split_args->input), Arg(sections)};
     const ArgDict kwargs{{"dim", Arg(*dim)}};
     if (d::is_call_as(*node, torch::split, args, kwargs)) return;
     d::replace_by_call(g, node, torch::split, args, kwargs);

@@ -17,10 +17,8 @@ inline PatternMatcherPass make_remove_split_with_size_one_pass(std::shared_ptr<C
   PatternMatcherPass pass("remove_split_with_size_one_pass");
   auto handler = [counters](auto& m, Graph& g, Node*) {
     Node* node = m.nodes()[0];
-    const char* size_key = node->op() == OpKind::call_method ? "split_size" : "split_size_or_sections";
-    const Arg* input = d::arg_value(*node, 0, "tensor");
-    const Arg* size = d::arg_value(*node, 1, size_key);
-    if (!input || !input->node() || !size) return;
+    const std::optional<d::SplitArgs> split_args = d::split_args(*node);
+    if (!split_args) return;
     const MetaVal::List* parts = node->meta.val.list();
     if (!parts || parts->size() != 1 || node->num_users() == 0) return;
     const std::vector<Node*> users = node->user_list();
@@ -30,7 +28,7 @@ inline PatternMatcherPass make_remove_split_with_size_one_pass(std::shared_ptr<C
       if (!i || (*i != 0 && *i != -1)) return;
     }
     for (Node* u : users) {
-      u->replace_all_uses_with(input->node());
+      u->replace_all_uses_with(split_args->input);
       g.erase_node(u);
     }
     g.erase_node(node);
