@@ -47,6 +47,33 @@ if(KILN_HAVE_TORCH)
     set_tests_properties(export_fx_bert_tiny_${level} PROPERTIES FIXTURES_SETUP exported_bert_tiny_${level}
       LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "graph vs eager max abs diff 0[;)]")
   endforeach()
+  # Group/batch fusion rewrites computed in PyTorch against the graphs they
+  # rewrote (tests/python/run_fx_json.py), on the fixtures and on 600 towers
+  # (two sets per fusion), until kiln's executor runs these ops.
+  if(TARGET kiln-opt)
+    set(_gbf_dir ${CMAKE_CURRENT_BINARY_DIR}/gbf_numeric)
+    file(MAKE_DIRECTORY ${_gbf_dir})
+    set(_pre batch_linear,batch_layernorm,batch_tanh,batch_relu,batch_sigmoid)
+    set(_post batch_linear_post_grad,batch_aten_add,batch_aten_mul,batch_aten_sub,batch_aten_div,batch_aten_tanh,batch_aten_sigmoid,batch_aten_relu)
+    foreach(_case "towers_n8_pregrad|${_pre}" "postgrad_net_pre|${_post}")
+      string(REPLACE "|" ";" _parts "${_case}")
+      list(GET _parts 0 _graph)
+      list(GET _parts 1 _passes)
+      add_test(NAME group_batch_fusion_numeric_${_graph}
+        COMMAND sh -c "\"$1\" \"$2\" --passes $3 -o \"$4\" --quiet && \"$5\" \"$6\" \"$2\" \"$4\""
+                sh $<TARGET_FILE:kiln-opt> ${KILN_FIXTURES_DIR}/inductor/${_graph}.json.gz ${_passes}
+                ${_gbf_dir}/${_graph}_fused.json ${KILN_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/run_fx_json.py)
+      set_tests_properties(group_batch_fusion_numeric_${_graph} PROPERTIES LABELS torch TIMEOUT 300
+        PASS_REGULAR_EXPRESSION "\"within_tolerance\": true")
+    endforeach()
+    # The check is not vacuous: with no tolerance at all the fused towers (whose
+    # batched matmul rounds differently) must be reported as different.
+    add_test(NAME group_batch_fusion_numeric_check_sees_rounding
+      COMMAND ${KILN_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/run_fx_json.py
+              ${KILN_FIXTURES_DIR}/inductor/towers_n8_pregrad.json.gz ${_gbf_dir}/towers_n8_pregrad_fused.json --rtol 0 --atol 0)
+    set_tests_properties(group_batch_fusion_numeric_check_sees_rounding PROPERTIES LABELS torch TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "\"within_tolerance\": false" DEPENDS group_batch_fusion_numeric_towers_n8_pregrad)
+  endif()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the
   # exporter must then write the "modules" table.
   add_executable(test_exported_modules torch/test_exported_modules.cpp)
