@@ -66,6 +66,11 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(group_batch_fusion_numeric_${_graph} PROPERTIES LABELS torch TIMEOUT 300
         PASS_REGULAR_EXPRESSION "\"within_tolerance\": true")
     endforeach()
+    # The cases the fixtures do not cover, kiln's fixes of Inductor's rewrites
+    # among them (tests/python/gbf_cases.py lists them).
+    add_test(NAME group_batch_fusion_numeric_cases
+      COMMAND ${KILN_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/gbf_cases.py $<TARGET_FILE:kiln-opt> ${_gbf_dir}/cases)
+    set_tests_properties(group_batch_fusion_numeric_cases PROPERTIES LABELS torch TIMEOUT 300 FAIL_REGULAR_EXPRESSION "FAILED")
     # The check is not vacuous: with no tolerance at all the fused towers (whose
     # batched matmul rounds differently) must be reported as different.
     add_test(NAME group_batch_fusion_numeric_check_sees_rounding

@@ -8,7 +8,7 @@
 // Stacks are unsqueeze(dim=0) + cat (Inductor's decompose_stack), and the
 // targets are Inductor's own (aten.cat, aten.select: packets), so the nodes a
 // fusion leaves compare one for one. Where Inductor's rewrite loses an
-// argument, kiln's keeps it: sub's alpha and div's rounding_mode.
+// argument, kiln's keeps it: sub's alpha.
 #include <memory>
 #include <vector>
 
@@ -220,8 +220,6 @@ class BatchMathPostGrad final : public Fusion {
     } else if (const Arg* alpha = first.kwargs().find("alpha"); alpha && !pattern::python_equal(*alpha, Arg(1))) {
       kwargs.set("alpha", *alpha);  // sub's alpha (Inductor drops it)
     }
-    if (const Arg* r = first.kwargs().find("rounding_mode"); r && !r->is_none())
-      kwargs.set("rounding_mode", *r);  // div's (Inductor drops it)
     Node* batched;
     {
       auto guard = g.inserting_before(subset[0]);
