@@ -1,0 +1,12 @@
+#pragma once
+// Kernels on oneDNN 2.6 primitives, created once when lowering: matrix products, convolution, normalization, pooling, softmax.
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+
+#include "kiln/kernels/kernel.hpp"
+
+namespace kiln::kernels {
+
+inline constexpr auto onednn_kernels = boost::hana::tuple_t<>;
+
+}  // namespace kiln::kernels

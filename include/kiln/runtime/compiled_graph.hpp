@@ -1,0 +1,182 @@
+#pragma once
+// CompiledGraph: a graph lowered once, run many times. Tensors in, tensors out:
+//
+//   auto file = kiln::io::read_graph_file("model/graph.json");
+//   auto cg = kiln::runtime::CompiledGraph::compile(file);
+//   std::vector<Tensor> out = cg.run({x});          // simple: a context per call
+//
+//   auto ctx = cg.make_context(/*threads=*/2);      // hot loop: nothing allocated per run
+//   const std::vector<Tensor>& y = ctx.run({x});    // views into ctx's arena
+//
+// A CompiledGraph is immutable: several threads may run it at once, each with
+// its own RunContext (own arena, own per-step state), with the same results.
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kiln/io/graph_file.hpp"
+#include "kiln/io/npy_weights.hpp"
+#include "kiln/kernels/registry.hpp"
+#include "kiln/runtime/lowering.hpp"
+
+namespace kiln::runtime {
+
+// Inputs of the wrong count, shape or dtype; the message names the input.
+class InputError : public Error {
+ public:
+  using Error::Error;
+};
+
+class RunContext;
+
+class CompiledGraph {
+ public:
+  static CompiledGraph compile(const Graph& g, const Weights& weights, CompileOptions options = {},
+                               const kernels::KernelTable& table = kernels::default_kernels()) {
+    CompiledGraph cg;
+    cg.program_ = std::make_shared<const Program>(lower(g, weights, table, options));
+    cg.options_ = options;
+    return cg;
+  }
+  // The graph of an fx-graph-json file, with the weights its table names.
+  static CompiledGraph compile(const io::GraphFile& f, CompileOptions options = {}) {
+    Weights w;
+    for (const auto& [attr, rel] : f.weights) w.emplace(attr, Tensor::from_weight(io::load_weight(f, attr)));
+    return compile(f.graph, w, options);
+  }
+
+  RunContext make_context(int threads = 0) const;
+  // Runs in a context of its own and returns copies of the outputs.
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  std::vector<Tensor> run(std::initializer_list<Tensor> inputs) const {
+    return run(std::span<const Tensor>(inputs.begin(), inputs.size()));
+  }
+
+  std::size_t num_inputs() const { return program_->inputs.size(); }
+  const std::string& input_name(std::size_t i) const { return program_->input_names[i]; }
+  const Layout& input_layout(std::size_t i) const { return program_->values[program_->inputs[i]].layout; }
+  std::size_t num_outputs() const { return program_->outputs.size(); }
+  const Layout& output_layout(std::size_t i) const { return program_->values[program_->outputs[i]].layout; }
+  std::size_t num_steps() const { return program_->steps.size(); }
+  const Step& step(std::size_t i) const { return *program_->steps[i]; }
+  // The arena one run needs, and the most bytes of intermediates alive at once.
+  std::size_t arena_bytes() const { return program_->arena_bytes; }
+  std::size_t peak_live_bytes() const { return program_->peak_live_bytes; }
+  std::size_t constant_bytes() const {
+    std::size_t n = 0;
+    for (const Tensor& t : program_->constants) n += t.nbytes();
+    return n;
+  }
+  const Program& program() const { return *program_; }
+
+ private:
+  friend class RunContext;
+  std::shared_ptr<const Program> program_;
+  CompileOptions options_;
+};
+
+// One thread's means to run a CompiledGraph: the arena, each step's local
+// state and the output tensors, made once. run() allocates nothing.
+class RunContext {
+ public:
+  RunContext(const CompiledGraph& cg, int threads = 0) : program_(cg.program_) {
+    const Program& p = *program_;
+    arena_ = detail::aligned_bytes(p.arena_bytes);
+    frame_.values_ = &p.values;
+    frame_.ptrs_.assign(p.values.size(), nullptr);
+    frame_.threads_ = threads > 0 ? threads : cg.options_.threads;
+    locals_.reserve(p.steps.size());
+    for (const auto& s : p.steps) locals_.push_back(s->make_local());
+    for (ValueId v = 0; v < p.values.size(); ++v) {
+      const ValueInfo& i = p.values[v];
+      if (i.storage == Storage::arena) frame_.ptrs_[v] = arena_.get() + i.arena_offset;
+      else if (i.storage == Storage::constant) frame_.ptrs_[v] = static_cast<std::byte*>(p.constants[i.index].raw());
+    }
+    for (ValueId id : p.inputs) staging_.push_back(Tensor::empty(p.values[id].layout.shape, p.values[id].layout.dtype));
+    for (ValueId id : p.outputs) outputs_.push_back(Tensor::wrap(nullptr, p.values[id].layout));
+  }
+
+  int threads() const { return frame_.threads_; }
+  void set_threads(int n) { frame_.threads_ = n > 0 ? n : 1; }
+  // When set, run() adds each step's time in seconds to (*times)[step].
+  void set_step_times(std::vector<double>* times) {
+    step_times_ = times;
+    if (times) times->resize(program_->steps.size(), 0.0);
+  }
+
+  // Runs the graph on `inputs`; the outputs are views into this context's
+  // arena (or into an input or a constant) and stay valid until the next run.
+  const std::vector<Tensor>& run(std::span<const Tensor> inputs) {
+    const Program& p = *program_;
+    if (inputs.size() != p.inputs.size())
+      throw InputError("the graph takes " + std::to_string(p.inputs.size()) + " input" +
+                       (p.inputs.size() == 1 ? "" : "s") + ", " + std::to_string(inputs.size()) + " given");
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const Layout& want = p.values[p.inputs[k]].layout;
+      const Tensor& t = inputs[k];
+      if (!t.defined() && want.numel() > 0) throw InputError("input " + p.input_names[k] + ": no tensor given");
+      if (t.dtype() != want.dtype || t.shape() != want.shape)
+        throw InputError("input " + p.input_names[k] + ": expected " + std::string(dtype_name(want.dtype)) + " " +
+                         shape_str(want.shape) + ", got " + std::string(dtype_name(t.dtype())) + " " +
+                         shape_str(t.shape()));
+      if (t.is_contiguous()) {
+        frame_.ptrs_[p.inputs[k]] = static_cast<std::byte*>(t.raw());
+      } else {
+        detail::copy_strided(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
+        frame_.ptrs_[p.inputs[k]] = static_cast<std::byte*>(staging_[k].raw());
+      }
+    }
+    for (ValueId v = 0; v < p.values.size(); ++v) {
+      const ValueInfo& i = p.values[v];
+      if (i.storage == Storage::view)
+        frame_.ptrs_[v] = frame_.ptrs_[i.base] + i.offset * static_cast<std::int64_t>(i.layout.itemsize());
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(frame_.threads_);
+#endif
+    for (std::size_t s = 0; s < p.steps.size(); ++s) {
+      frame_.scratch_ = arena_.get() + p.steps[s]->scratch_offset;
+      frame_.local_ = locals_[s].get();
+      if (step_times_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        p.steps[s]->run(frame_);
+        (*step_times_)[s] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      } else {
+        p.steps[s]->run(frame_);
+      }
+    }
+    for (std::size_t k = 0; k < p.outputs.size(); ++k) outputs_[k].data_ = frame_.ptrs_[p.outputs[k]];
+    return outputs_;
+  }
+  const std::vector<Tensor>& run(std::initializer_list<Tensor> inputs) {
+    return run(std::span<const Tensor>(inputs.begin(), inputs.size()));
+  }
+
+ private:
+  std::shared_ptr<const Program> program_;
+  std::shared_ptr<std::byte> arena_;
+  Frame frame_;
+  std::vector<std::unique_ptr<StepLocal>> locals_;
+  std::vector<Tensor> staging_;
+  std::vector<Tensor> outputs_;
+  std::vector<double>* step_times_ = nullptr;
+};
+
+inline RunContext CompiledGraph::make_context(int threads) const { return RunContext(*this, threads); }
+
+inline std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) const {
+  RunContext ctx(*this);
+  const auto& out = ctx.run(inputs);
+  std::vector<Tensor> copies;
+  copies.reserve(out.size());
+  for (const Tensor& t : out) copies.push_back(t.clone());
+  return copies;
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,306 @@
+#pragma once
+// LowerContext: what a kernel sees while one node is lowered. It reads the
+// node's arguments (tensors as values, everything else as static values: shapes
+// are known when lowering, so `x.shape[0] * 4` is a number by then), declares
+// the node's results (a new arena buffer, a view of another value, a static
+// value, a tuple) and adds the steps that compute them. Errors name the node,
+// its target and the argument.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kiln/core/node.hpp"
+#include "kiln/runtime/program.hpp"
+
+namespace kiln::runtime {
+
+// A graph the executor cannot compile (an op with no kernel, a shape an op
+// cannot take, a missing weight); the message names the node(s).
+class CompileError : public Error {
+ public:
+  using Error::Error;
+};
+
+// What a node is after lowering: a tensor value, a static value (an int, a
+// list of ints, a float, ...), or a tuple of these (multi-output ops).
+struct Lowered {
+  enum class Kind : std::uint8_t { none, tensor, value, tuple };
+  Kind kind = Kind::none;
+  ValueId id = 0;
+  Arg value;
+  std::vector<Lowered> items;
+
+  static Lowered tensor(ValueId v) { return {Kind::tensor, v, {}, {}}; }
+  static Lowered constant(Arg a) { return {Kind::value, 0, std::move(a), {}}; }
+  static Lowered tuple(std::vector<Lowered> items) { return {Kind::tuple, 0, {}, std::move(items)}; }
+  bool is_tensor() const { return kind == Kind::tensor; }
+};
+
+struct CompileOptions {
+  int threads = 1;  // the threads a run uses unless the RunContext says otherwise
+};
+
+class LowerContext {
+ public:
+  LowerContext(Program& program, std::unordered_map<const Node*, Lowered>& lowered, const CompileOptions& options)
+      : program_(program), lowered_(lowered), options_(options) {}
+
+  const Node& node() const { return *node_; }
+  const CompileOptions& options() const { return options_; }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw CompileError("node " + node_->name() + " (" + std::string(node_->target_name()) + "): " + what);
+  }
+
+  // ---- arguments: positional `pos` or keyword `kw` -------------------------
+  // The raw argument, or nullptr when the node has neither.
+  const Arg* find_arg(std::size_t pos, std::string_view kw) const {
+    if (pos < node_->args().size()) return &node_->arg(pos);
+    if (!kw.empty())
+      if (const Arg* a = node_->kwargs().find(kw)) return a;
+    return nullptr;
+  }
+  // Present and not None.
+  bool has(std::size_t pos, std::string_view kw) const {
+    const Arg* a = find_arg(pos, kw);
+    if (!a || a->is_none()) return false;
+    if (const Node* n = a->node()) {
+      const Lowered& l = lowered(n);
+      return !(l.kind == Lowered::Kind::value && l.value.is_none()) && l.kind != Lowered::Kind::none;
+    }
+    return true;
+  }
+  // The lowering of a node argument (a tensor, a static value or a tuple).
+  const Lowered& lowered(const Node* n) const {
+    auto it = lowered_.find(n);
+    if (it == lowered_.end()) fail("argument " + n->name() + " has not been lowered");
+    return it->second;
+  }
+  // The argument with every node that has a static value replaced by that value.
+  Arg value(std::size_t pos, std::string_view kw) const {
+    const Arg* a = find_arg(pos, kw);
+    if (!a) return Arg();
+    return resolve(*a, pos, kw);
+  }
+  ValueId tensor(std::size_t pos, std::string_view kw) const {
+    const Arg* a = find_arg(pos, kw);
+    if (!a) fail(field(pos, kw) + " is missing");
+    return tensor_of(*a, pos, kw);
+  }
+  std::optional<ValueId> optional_tensor(std::size_t pos, std::string_view kw) const {
+    if (!has(pos, kw)) return std::nullopt;
+    return tensor(pos, kw);
+  }
+  // A list of tensors (cat, stack): a list argument, or a tuple-valued node.
+  std::vector<ValueId> tensors(std::size_t pos, std::string_view kw) const {
+    const Arg* a = find_arg(pos, kw);
+    if (!a) fail(field(pos, kw) + " is missing");
+    std::vector<ValueId> out;
+    if (const ArgList* l = a->list()) {
+      for (const Arg& x : *l) out.push_back(tensor_of(x, pos, kw));
+    } else if (const Node* n = a->node(); n && lowered(n).kind == Lowered::Kind::tuple) {
+      for (const Lowered& x : lowered(n).items) {
+        if (!x.is_tensor()) fail(field(pos, kw) + " holds something that is not a tensor");
+        out.push_back(x.id);
+      }
+    } else {
+      fail(field(pos, kw) + " is not a list of tensors");
+    }
+    return out;
+  }
+  std::int64_t int_arg(std::size_t pos, std::string_view kw, std::optional<std::int64_t> dflt = std::nullopt) const {
+    Arg a = value(pos, kw);
+    if (a.is_none()) {
+      if (dflt) return *dflt;
+      fail(field(pos, kw) + " is missing");
+    }
+    if (const auto* i = a.get_if<std::int64_t>()) return *i;
+    if (const auto* b = a.get_if<bool>()) return *b ? 1 : 0;
+    fail(field(pos, kw) + " is not an int");
+  }
+  std::optional<std::int64_t> optional_int(std::size_t pos, std::string_view kw) const {
+    if (value(pos, kw).is_none()) return std::nullopt;
+    return int_arg(pos, kw);
+  }
+  double scalar_arg(std::size_t pos, std::string_view kw, std::optional<double> dflt = std::nullopt) const {
+    Arg a = value(pos, kw);
+    if (a.is_none()) {
+      if (dflt) return *dflt;
+      fail(field(pos, kw) + " is missing");
+    }
+    if (const auto* d = a.get_if<double>()) return *d;
+    if (const auto* i = a.get_if<std::int64_t>()) return static_cast<double>(*i);
+    if (const auto* b = a.get_if<bool>()) return *b ? 1.0 : 0.0;
+    fail(field(pos, kw) + " is not a number");
+  }
+  bool bool_arg(std::size_t pos, std::string_view kw, std::optional<bool> dflt = std::nullopt) const {
+    Arg a = value(pos, kw);
+    if (a.is_none()) {
+      if (dflt) return *dflt;
+      fail(field(pos, kw) + " is missing");
+    }
+    if (const auto* b = a.get_if<bool>()) return *b;
+    if (const auto* i = a.get_if<std::int64_t>()) return *i != 0;
+    fail(field(pos, kw) + " is not a bool");
+  }
+  // A list of ints; a single int counts as a list of one (as `dim=1` for `dim=[1]`).
+  std::vector<std::int64_t> ints_arg(std::size_t pos, std::string_view kw,
+                                     std::optional<std::vector<std::int64_t>> dflt = std::nullopt) const {
+    Arg a = value(pos, kw);
+    if (a.is_none()) {
+      if (dflt) return *dflt;
+      fail(field(pos, kw) + " is missing");
+    }
+    std::vector<std::int64_t> out;
+    if (const auto* i = a.get_if<std::int64_t>()) return {*i};
+    const ArgList* l = a.list();
+    if (!l) fail(field(pos, kw) + " is not a list of ints");
+    for (const Arg& x : *l) {
+      const auto* i = x.get_if<std::int64_t>();
+      if (!i) fail(field(pos, kw) + " holds something that is not an int");
+      out.push_back(*i);
+    }
+    return out;
+  }
+  std::string string_arg(std::size_t pos, std::string_view kw, std::optional<std::string> dflt = std::nullopt) const {
+    Arg a = value(pos, kw);
+    if (a.is_none()) {
+      if (dflt) return *dflt;
+      fail(field(pos, kw) + " is missing");
+    }
+    if (const auto* s = a.get_if<std::string>()) return *s;
+    fail(field(pos, kw) + " is not a string");
+  }
+
+  // ---- values ---------------------------------------------------------------
+  const ValueInfo& info(ValueId v) const { return program_.values[v]; }
+  const Layout& layout(ValueId v) const { return program_.values[v].layout; }
+  // The constant behind `v` (a weight or a view of one), or nullptr.
+  std::optional<Tensor> constant(ValueId v) const {
+    const ValueInfo& i = program_.values[v];
+    if (i.storage == Storage::constant) return program_.constants[i.index];
+    if (i.storage == Storage::view) {
+      const ValueInfo& b = program_.values[i.base];
+      if (b.storage == Storage::constant) {
+        const Tensor& c = program_.constants[b.index];
+        return Tensor::wrap(static_cast<std::byte*>(c.raw()) + i.offset * static_cast<std::int64_t>(i.layout.itemsize()),
+                            i.layout);
+      }
+    }
+    return std::nullopt;
+  }
+  // A new buffer in the arena for this node.
+  ValueId buffer(Layout layout) {
+    ValueInfo i;
+    i.layout = std::move(layout);
+    i.storage = Storage::arena;
+    i.name = node_->name();
+    return add_value(std::move(i));
+  }
+  ValueId buffer(Shape shape, DType dtype) { return buffer(Layout::contiguous(std::move(shape), dtype)); }
+  // A view `offset` elements into `base` (a view of a view looks into the first base).
+  ValueId view(ValueId base, Layout layout, std::int64_t offset = 0) {
+    const ValueInfo& b = program_.values[base];
+    ValueInfo i;
+    i.layout = std::move(layout);
+    i.storage = Storage::view;
+    i.base = b.storage == Storage::view ? b.base : base;
+    i.offset = b.storage == Storage::view ? b.offset + offset : offset;
+    i.name = node_->name();
+    return add_value(std::move(i));
+  }
+  // A constant made while lowering (a pre-packed weight, a folded value).
+  ValueId constant_value(Tensor t, std::string name) {
+    ValueInfo i;
+    i.layout = t.layout();
+    i.storage = Storage::constant;
+    i.index = static_cast<std::uint32_t>(program_.constants.size());
+    i.name = std::move(name);
+    program_.constants.push_back(std::move(t));
+    return add_value(std::move(i));
+  }
+
+  // ---- steps and results ----------------------------------------------------
+  // Adds a step computing this node; `reads` and `writes` give the values'
+  // lifetimes to the planner; `scratch` bytes are the step's alone while it runs.
+  void add_step(std::unique_ptr<Step> step, std::vector<ValueId> reads, std::vector<ValueId> writes,
+                std::size_t scratch = 0) {
+    step->node = node_->name();
+    step->op_type = std::string(node_->target_name());
+    step->reads = std::move(reads);
+    step->writes = std::move(writes);
+    step->scratch_bytes = scratch;
+    program_.steps.push_back(std::move(step));
+  }
+  void set_result(ValueId v) { result_ = Lowered::tensor(v); }
+  void set_result(Lowered l) { result_ = std::move(l); }
+  void set_static_result(Arg a) { result_ = Lowered::constant(std::move(a)); }
+
+  // Used by lowering: binds the context to a node and takes its result.
+  void begin(const Node& n) {
+    node_ = &n;
+    result_ = Lowered{};
+  }
+  Lowered take_result() { return std::move(result_); }
+
+ private:
+  std::string field(std::size_t pos, std::string_view kw) const {
+    if (pos < node_->args().size() || kw.empty()) return "args[" + std::to_string(pos) + "]";
+    return "argument '" + std::string(kw) + "'";
+  }
+  ValueId tensor_of(const Arg& a, std::size_t pos, std::string_view kw) const {
+    const Node* n = a.node();
+    if (!n) fail(field(pos, kw) + " is not a tensor");
+    const Lowered& l = lowered(n);
+    if (!l.is_tensor()) fail(field(pos, kw) + " (" + n->name() + ") is not a tensor");
+    return l.id;
+  }
+  Arg resolve(const Arg& a, std::size_t pos, std::string_view kw) const {
+    if (const Node* n = a.node()) {
+      const Lowered& l = lowered(n);
+      if (l.kind == Lowered::Kind::value) return l.value;
+      if (l.kind == Lowered::Kind::none) return Arg();
+      return a;  // a tensor or tuple stays a node reference
+    }
+    if (const ArgList* list = a.list()) {
+      ArgList out;
+      out.reserve(list->size());
+      for (const Arg& x : *list) out.push_back(resolve(x, pos, kw));
+      return Arg(std::move(out));
+    }
+    return a;
+  }
+  ValueId add_value(ValueInfo i) {
+    program_.values.push_back(std::move(i));
+    return static_cast<ValueId>(program_.values.size() - 1);
+  }
+
+  Program& program_;
+  std::unordered_map<const Node*, Lowered>& lowered_;
+  const CompileOptions& options_;
+  const Node* node_ = nullptr;
+  Lowered result_;
+};
+
+// A step whose run is a callable (a lambda capturing the value ids it uses).
+template <class F>
+class FnStep final : public Step {
+ public:
+  explicit FnStep(F f) : f_(std::move(f)) {}
+  void run(Frame& frame) const override { f_(frame); }
+
+ private:
+  F f_;
+};
+template <class F>
+std::unique_ptr<Step> make_step(F f) {
+  return std::make_unique<FnStep<F>>(std::move(f));
+}
+
+}  // namespace kiln::runtime

@@ -1,0 +1,193 @@
+#pragma once
+// Lowering (the counterpart of Inductor's GraphLowering): once per graph,
+// every node the outputs need becomes values and steps of a Program. Inputs
+// take their layouts from the placeholders' meta, weights become constants
+// (one per attribute), getitem of a tuple or of a static list is resolved
+// here, and every other call goes to its kernel. Before anything is lowered,
+// every node with no kernel is reported, all at once.
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/core/graph.hpp"
+#include "kiln/kernels/kernel_table.hpp"
+#include "kiln/runtime/buffer_plan.hpp"
+#include "kiln/runtime/lower_context.hpp"
+
+namespace kiln::runtime {
+
+// Weights by get_attr target.
+using Weights = std::map<std::string, Tensor, std::less<>>;
+
+namespace detail {
+
+inline std::optional<Layout> layout_from_meta(const MetaVal& v) {
+  const TensorMeta* t = v.tensor();
+  if (!t) return std::nullopt;
+  Shape shape;
+  for (const Dim& d : t->shape) {
+    if (!is_static(d)) return std::nullopt;
+    shape.push_back(std::get<std::int64_t>(d));
+  }
+  return Layout::contiguous(std::move(shape), t->dtype);
+}
+
+// The nodes the outputs depend on, and in-place ops that write to one of those.
+inline std::unordered_set<const Node*> needed_nodes(const Graph& g) {
+  std::unordered_set<const Node*> live;
+  std::vector<const Node*> stack;
+  auto mark = [&](const Node* n) {
+    if (live.insert(n).second) stack.push_back(n);
+  };
+  if (const Node* out = g.output_node()) mark(out);
+  for (const Node* n : g.nodes())
+    if (n->op() == OpKind::call_function && OpRegistry::instance().traits(n->target()).impure()) mark(n);
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Node* in : n->all_input_nodes()) mark(in);
+  }
+  return live;
+}
+
+inline void flatten_outputs(const Arg& a, const std::unordered_map<const Node*, Lowered>& lowered,
+                            std::vector<ValueId>& out) {
+  if (const Node* n = a.node()) {
+    const Lowered& l = lowered.at(n);
+    std::function<void(const Lowered&)> add = [&](const Lowered& x) {
+      if (x.is_tensor()) out.push_back(x.id);
+      else if (x.kind == Lowered::Kind::tuple)
+        for (const Lowered& y : x.items) add(y);
+      else
+        throw CompileError("output: " + n->name() + " is not a tensor; kiln returns tensors only");
+    };
+    add(l);
+  } else if (const ArgList* list = a.list()) {
+    for (const Arg& x : *list) flatten_outputs(x, lowered, out);
+  } else if (!a.is_none()) {
+    throw CompileError("output: an output that is not a tensor; kiln returns tensors only");
+  }
+}
+
+}  // namespace detail
+
+inline Program lower(const Graph& g, const Weights& weights, const kernels::KernelTable& kernels,
+                     const CompileOptions& options = {}) {
+  const auto live = detail::needed_nodes(g);
+
+  // Every node with no kernel, at once.
+  std::string missing;
+  std::size_t n_missing = 0;
+  for (const Node* n : g.nodes()) {
+    if (!live.count(n)) continue;
+    if (n->op() != OpKind::call_function && n->op() != OpKind::call_method && n->op() != OpKind::call_module) continue;
+    if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") continue;  // resolved here or by its kernel
+    const std::string key = kernels::kernel_key(*n);
+    if (!kernels.find(key)) {
+      missing += "\n  node " + n->name() + ": " + key;
+      ++n_missing;
+    }
+  }
+  if (n_missing)
+    throw CompileError(std::to_string(n_missing) + " node" + (n_missing > 1 ? "s have" : " has") +
+                       " no kernel:" + missing);
+
+  Program p;
+  std::unordered_map<const Node*, Lowered> lowered;
+  std::map<std::string, ValueId, std::less<>> constant_ids;
+  LowerContext ctx(p, lowered, options);
+  const kernels::LowerFn getitem = kernels.find("operator.getitem");
+
+  for (const Node* n : g.nodes()) {
+    if (!live.count(n)) continue;
+    ctx.begin(*n);
+    switch (n->op()) {
+      case OpKind::placeholder: {
+        auto layout = detail::layout_from_meta(n->meta.val);
+        if (!layout)
+          ctx.fail("the input needs meta.val with a static tensor shape and dtype (the executor plans from it)");
+        ValueInfo i;
+        i.layout = std::move(*layout);
+        i.storage = Storage::input;
+        i.index = static_cast<std::uint32_t>(p.inputs.size());
+        i.name = n->name();
+        p.values.push_back(std::move(i));
+        const auto id = static_cast<ValueId>(p.values.size() - 1);
+        p.inputs.push_back(id);
+        p.input_names.push_back(n->name());
+        lowered[n] = Lowered::tensor(id);
+        continue;
+      }
+      case OpKind::get_attr: {
+        const std::string target(n->target_name());
+        auto known = constant_ids.find(target);
+        if (known != constant_ids.end()) {
+          lowered[n] = Lowered::tensor(known->second);
+          continue;
+        }
+        auto w = weights.find(target);
+        if (w == weights.end()) ctx.fail("no weight named '" + target + "' was given");
+        const ValueId id = ctx.constant_value(w->second.contiguous(), target);
+        constant_ids.emplace(target, id);
+        lowered[n] = Lowered::tensor(id);
+        continue;
+      }
+      case OpKind::output: {
+        detail::flatten_outputs(n->args().empty() ? Arg() : n->arg(0), lowered, p.outputs);
+        continue;
+      }
+      default: break;
+    }
+    if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") {
+      // getitem of a tuple (split, max_pool2d_with_indices) or of a static list (a shape).
+      const Node* src = n->args().empty() ? nullptr : n->arg(0).node();
+      const Lowered* from = src ? &ctx.lowered(src) : nullptr;
+      if (from && from->kind == Lowered::Kind::tuple) {
+        const std::int64_t i = ctx.int_arg(1, "");
+        const auto size = static_cast<std::int64_t>(from->items.size());
+        if (i < -size || i >= size) ctx.fail("index " + std::to_string(i) + " is out of range for " + std::to_string(size) + " results");
+        lowered[n] = from->items[i < 0 ? i + size : i];
+        continue;
+      }
+      if (from && from->kind == Lowered::Kind::value) {
+        const ArgList* l = from->value.list();
+        const Arg idx = ctx.value(1, "");
+        const auto* i = idx.get_if<std::int64_t>();
+        if (!l || !i) ctx.fail("getitem of a static value needs a list and an int index");
+        const auto size = static_cast<std::int64_t>(l->size());
+        if (*i < -size || *i >= size) ctx.fail("index " + std::to_string(*i) + " is out of range for " + std::to_string(size) + " items");
+        lowered[n] = Lowered::constant((*l)[*i < 0 ? *i + size : *i]);
+        continue;
+      }
+      if (!getitem) ctx.fail("no kernel indexes a tensor (operator.getitem)");
+      getitem(ctx);
+    } else {
+      kernels.find(kernels::kernel_key(*n))(ctx);
+    }
+    Lowered result = ctx.take_result();
+    if (result.kind == Lowered::Kind::none && !n->meta.val.is_none() && n->num_users() > 0)
+      ctx.fail("its kernel gave no result");
+    // The meta the exporter recorded is a check on the kernel's shape inference.
+    if (result.is_tensor()) {
+      if (const TensorMeta* t = n->meta.val.tensor()) {
+        const Layout& l = p.values[result.id].layout;
+        bool same = t->shape.size() == l.shape.size() && t->dtype == l.dtype;
+        for (std::size_t k = 0; same && k < l.shape.size(); ++k)
+          same = !is_static(t->shape[k]) || std::get<std::int64_t>(t->shape[k]) == l.shape[k];
+        if (!same)
+          ctx.fail("the kernel makes a " + std::string(dtype_name(l.dtype)) + " tensor of shape " + shape_str(l.shape) +
+                   " but meta.val says " + std::string(dtype_name(t->dtype)) + " of rank " +
+                   std::to_string(t->shape.size()));
+      }
+    }
+    lowered[n] = std::move(result);
+  }
+  plan_buffers(p);
+  return p;
+}
+
+}  // namespace kiln::runtime

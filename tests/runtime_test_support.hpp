@@ -1,0 +1,54 @@
+#pragma once
+// Helpers for the executor's suites: random tensors (never all zeros), meta
+// for placeholders, naive strided reads, and closeness checks.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kiln/core.hpp"
+#include "kiln/ops.hpp"
+#include "kiln/runtime/compiled_graph.hpp"
+
+namespace kiln::test {
+
+inline TensorMeta meta(std::vector<Dim> shape, DType dtype = DType::float32) {
+  return TensorMeta{std::move(shape), dtype, std::nullopt};
+}
+
+// Normal(0, 1) values (or integers in [lo, hi] for integer dtypes), seeded.
+inline runtime::Tensor random_tensor(runtime::Shape shape, unsigned seed, DType dtype = DType::float32) {
+  runtime::Tensor t = runtime::Tensor::empty(std::move(shape), dtype);
+  std::mt19937 rng(seed);
+  if (dtype == DType::float32) {
+    std::normal_distribution<float> d;
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  } else if (dtype == DType::int64) {
+    std::uniform_int_distribution<std::int64_t> d(-5, 5);
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<std::int64_t>()[i] = d(rng);
+  } else {
+    FAIL("random_tensor: unsupported dtype");
+  }
+  return t;
+}
+
+// Element i (in row-major order of its shape) of a strided float tensor.
+inline float element(const runtime::Tensor& t, std::int64_t flat) {
+  std::int64_t off = 0;
+  for (std::size_t k = t.rank(); k-- > 0;) {
+    const std::int64_t n = t.shape()[k];
+    off += (flat % n) * t.strides()[k];
+    flat /= n;
+  }
+  return t.data<float>()[off];
+}
+
+// Largest |a - b| over all elements; shapes must match.
+inline double max_abs_diff(const runtime::Tensor& a, const runtime::Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  double m = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::abs(double(element(a, i)) - element(b, i)));
+  return m;
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,127 @@
+// CompiledGraph: lowering, the buffer plan, running, inputs checked, errors that name nodes.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <thread>
+
+#include "kiln/core.hpp"
+#include "kiln/ops.hpp"
+#include "kiln/runtime/compiled_graph.hpp"
+#include "runtime_test_support.hpp"
+
+using namespace kiln;
+using runtime::CompiledGraph;
+using runtime::Tensor;
+
+namespace {
+TensorMeta f32(std::vector<Dim> shape) { return test::meta(std::move(shape)); }
+using test::random_tensor;
+}  // namespace
+
+TEST_CASE("a chain of relus runs and gives max(x, 0)") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({3, 5}));
+  Node* a = g.call_function(aten::relu, {x});
+  Node* b = g.call_function(aten::relu, {a});
+  g.output(ArgList{b});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_inputs() == 1);
+  CHECK(cg.num_outputs() == 1);
+  CHECK(cg.num_steps() == 2);
+  Tensor in = random_tensor({3, 5}, 1);
+  auto out = cg.run({in});
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].shape() == runtime::Shape{3, 5});
+  for (std::int64_t i = 0; i < 15; ++i) CHECK(out[0].data<float>()[i] == std::max(in.data<float>()[i], 0.0f));
+}
+
+TEST_CASE("a non-contiguous input is read through its strides") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 3}));
+  g.output(ArgList{g.call_function(aten::relu, {x})});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor base = random_tensor({3, 4}, 2);
+  Tensor xt = base.transpose(0, 1);
+  REQUIRE_FALSE(xt.is_contiguous());
+  auto out = cg.run({xt});
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) {
+      const std::int64_t idx[2] = {i, j};
+      CHECK(out[0].at<float>(idx) == std::max(base.data<float>()[j * 4 + i], 0.0f));
+    }
+}
+
+TEST_CASE("buffers whose lifetimes do not overlap share the arena") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({256}));
+  Node* cur = x;
+  for (int i = 0; i < 10; ++i) cur = g.call_function(aten::relu, {cur});
+  g.output(ArgList{cur});
+  auto cg = CompiledGraph::compile(g, {});
+  // 10 buffers of 1 KiB; at most two are alive at once.
+  CHECK(cg.arena_bytes() == 2048);
+  CHECK(cg.peak_live_bytes() == 2048);
+}
+
+TEST_CASE("wrong inputs are reported naming the input") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({2, 2}));
+  g.output(ArgList{g.call_function(aten::relu, {x})});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK_THROWS_WITH_AS(cg.run({}), "the graph takes 1 input, 0 given", runtime::InputError);
+  CHECK_THROWS_WITH_AS(cg.run({Tensor::empty({2, 3})}), "input x: expected float32 [2, 2], got float32 [2, 3]",
+                       runtime::InputError);
+  CHECK_THROWS_WITH_AS(cg.run({Tensor::empty({2, 2}, DType::int64)}),
+                       "input x: expected float32 [2, 2], got int64 [2, 2]", runtime::InputError);
+}
+
+TEST_CASE("every node with no kernel is reported at once") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({2, 2}));
+  Node* a = g.call_function(OpRef("myns.frob.default"), {x}, {}, "frob");
+  Node* b = g.call_method("frobnicate", {a}, {}, "fr2");
+  g.output(ArgList{b});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                       "2 nodes have no kernel:\n  node frob: myns.frob.default\n  node fr2: Tensor.frobnicate",
+                       runtime::CompileError);
+}
+
+TEST_CASE("an input without a static shape in its meta is refused naming it") {
+  Graph g;
+  Node* x = g.placeholder("x");
+  g.output(ArgList{g.call_function(aten::relu, {x})});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                       doctest::Contains("node x (x): the input needs meta.val"), runtime::CompileError);
+}
+
+TEST_CASE("a missing weight is refused naming the attribute") {
+  Graph g;
+  Node* w = g.get_attr("fc.weight", f32({2}));
+  g.output(ArgList{g.call_function(aten::relu, {w})});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("no weight named 'fc.weight'"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("two threads run one compiled graph at once with the same results") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({64, 64}));
+  Node* cur = x;
+  for (int i = 0; i < 4; ++i) cur = g.call_function(aten::relu, {cur});
+  g.output(ArgList{cur});
+  const auto cg = CompiledGraph::compile(g, {});
+  Tensor in = random_tensor({64, 64}, 3);
+  const auto expect = cg.run({in});
+  std::vector<int> bad(2, 0);
+  auto work = [&](int k) {
+    auto ctx = cg.make_context(1);
+    for (int r = 0; r < 50; ++r) {
+      const auto& out = ctx.run({in});
+      for (std::int64_t i = 0; i < out[0].numel(); ++i) bad[k] += out[0].data<float>()[i] != expect[0].data<float>()[i];
+    }
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  CHECK(bad[0] == 0);
+  CHECK(bad[1] == 0);
+}
