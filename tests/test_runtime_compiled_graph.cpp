@@ -125,3 +125,22 @@ TEST_CASE("two threads run one compiled graph at once with the same results") {
   CHECK(bad[0] == 0);
   CHECK(bad[1] == 0);
 }
+
+TEST_CASE("a oneDNN step: mm of a transposed view against a naive loop") {
+  Graph g;
+  Node* a = g.placeholder("a", f32({7, 33}));
+  Node* b = g.placeholder("b", f32({33, 5}));
+  g.output(ArgList{g.call_function(aten::mm, {a, b})});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor ta = random_tensor({7, 33}, 4);
+  Tensor tb = random_tensor({5, 33}, 5).transpose(0, 1);
+  auto out = cg.run({ta, tb});
+  double worst = 0;
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 5; ++j) {
+      double ref = 0;
+      for (int k = 0; k < 33; ++k) ref += double(ta.data<float>()[i * 33 + k]) * tb.data<float>()[j * 33 + k];
+      worst = std::max(worst, std::abs(ref - out[0].data<float>()[i * 5 + j]));
+    }
+  CHECK(worst < 1e-4);
+}

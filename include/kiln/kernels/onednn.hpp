@@ -4,9 +4,10 @@
 #include <boost/hana/type.hpp>
 
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/onednn/matmul.hpp"
 
 namespace kiln::kernels {
 
-inline constexpr auto onednn_kernels = boost::hana::tuple_t<>;
+inline constexpr auto onednn_kernels = boost::hana::tuple_t<Kernel<"aten.mm.default">>;
 
 }  // namespace kiln::kernels

@@ -5,6 +5,7 @@
 // Frame, which holds each value's address for one run.
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -71,14 +72,15 @@ class Frame {
  private:
   friend class RunContext;
   std::vector<std::byte*> ptrs_;
-  const std::vector<ValueInfo>* values_ = nullptr;
+  const std::deque<ValueInfo>* values_ = nullptr;
   std::byte* scratch_ = nullptr;
   StepLocal* local_ = nullptr;
   int threads_ = 1;
 };
 
 struct Program {
-  std::vector<ValueInfo> values;
+  // A deque: a kernel may hold a value's layout by reference while it adds values.
+  std::deque<ValueInfo> values;
   std::vector<std::unique_ptr<Step>> steps;
   std::vector<Tensor> constants;
   std::vector<ValueId> inputs;   // per placeholder, in order
