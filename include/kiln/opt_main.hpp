@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <sstream>
@@ -57,6 +58,9 @@ inline std::string help_text(const std::string& tool) {
          "  --counters              print the counters on stdout as JSON: the total and each pass's\n"
          "  --timings               print each pass's wall time, and the total, on stderr (microseconds)\n"
          "  --no-lint               do not lint the input and the graph after every pass\n"
+         "  --numeric-check         run the graph as read and after every pass on the same random inputs\n"
+         "                          (kiln's executor); a changed output names the pass, exit status 1\n"
+         "  --rtol R, --atol A      the numeric check's tolerance (default 1e-4 and 1e-5)\n"
          "  --max-gzip-bytes N      a gzip input may decompress to at most N bytes (default 1 GiB)\n"
          "  --list-passes           list the passes and what they do\n"
          "  --version               print the version\n"
@@ -72,6 +76,8 @@ struct Options {
   std::string output;
   std::string dot;
   bool print = false, quiet = false, counters = false, timings = false, lint = true, list = false;
+  bool numeric_check = false;
+  double rtol = 1e-4, atol = 1e-5;
   std::size_t max_gzip_bytes = io::kDefaultMaxDecompressedBytes;
 };
 
@@ -94,6 +100,18 @@ inline std::size_t parse_byte_count(const std::string& flag, const std::string& 
   if (used == 0 || used != text.size() || text[0] == '-')
     throw UsageError(flag + " needs a whole number of bytes, got '" + text + "'");
   return static_cast<std::size_t>(v);
+}
+
+inline double parse_number(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(v >= 0)) throw UsageError(flag + " needs a non-negative number, got '" + text + "'");
+  return v;
 }
 
 // Returns false when the run is over (--help or --version printed).
@@ -128,6 +146,9 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--counters") flag(), o.counters = true;
     else if (a == "--timings") flag(), o.timings = true;
     else if (a == "--no-lint") flag(), o.lint = false;
+    else if (a == "--numeric-check") flag(), o.numeric_check = true;
+    else if (a == "--rtol") o.rtol = parse_number(a, value());
+    else if (a == "--atol") o.atol = parse_number(a, value());
     else if (a == "--list-passes") flag(), o.list = true;
     else if (a == "--version") {
       std::cout << tool << " (kiln) " << kVersion << "\n";
@@ -188,7 +209,18 @@ inline io::GraphFile read_input(const Options& o) {
   return f;
 }
 
-inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool) {
+// --numeric-check: a factory makes a check from the graph as read, which runs
+// after each pass and throws NumericCheckFailed naming the pass whose result
+// changed an output. Empty in a build without the executor.
+class NumericCheckFailed : public Error {
+ public:
+  using Error::Error;
+};
+using NumericCheckFactory = std::function<std::function<void(const Graph&, const std::string&)>(
+    const io::GraphFile& original, double rtol, double atol)>;
+
+inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool,
+               const NumericCheckFactory& numeric_check) {
   Options o;
   if (!parse_args(argc, argv, tool, o)) return 0;
   if (!o.replacements.empty()) {
@@ -217,7 +249,17 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
       throw LintError((o.input == "-" ? std::string("<stdin>") : o.input) + ": " + e.what());
     }
   }
-  auto records = pm.run(file.graph, o.passes);
+  if (o.numeric_check) {
+    if (!numeric_check) throw UsageError("--numeric-check needs kiln's executor, which this build of " + tool + " lacks");
+    pm.set_after_each_pass(numeric_check(file, o.rtol, o.atol));
+  }
+  std::vector<PassRecord> records;
+  try {
+    records = pm.run(file.graph, o.passes);
+  } catch (const NumericCheckFailed& e) {
+    std::cerr << tool << ": " << e.what() << "\n";
+    return 1;
+  }
 
   if (!o.output.empty()) {
     if (o.output == "-") {
@@ -260,9 +302,11 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
 // Runs kiln-opt over argv with the passes of `registry`; returns the exit status
 // (0, or 2 after a one-line error on stderr). `tool` names the program in
 // messages and --version.
-inline int opt_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-opt") {
+// `numeric_check` backs --numeric-check (tools/kiln_opt.cpp passes the executor's).
+inline int opt_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-opt",
+                    const opt_detail::NumericCheckFactory& numeric_check = {}) {
   try {
-    return opt_detail::run(argc, argv, registry, tool);
+    return opt_detail::run(argc, argv, registry, tool, numeric_check);
   } catch (const opt_detail::UsageError& e) {
     std::cerr << tool << ": " << e.what() << " (see " << tool << " --help)\n";
     return 2;

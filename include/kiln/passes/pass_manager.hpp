@@ -4,6 +4,7 @@
 // that can be switched off by name.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ class PassManager {
   void enable(const std::string& name) { disabled_.erase(name); }
   void set_lint_after_each(bool on) { lint_after_each_ = on; }
   void set_log(std::ostream* log) { log_ = log; }
+  // Called with the graph after every pass that ran (the numeric check,
+  // runtime::NumericCheck::hook(), is one); what it throws ends the pipeline.
+  void set_after_each_pass(std::function<void(const Graph&, const std::string& pass)> f) { after_each_ = std::move(f); }
 
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
@@ -80,6 +84,7 @@ class PassManager {
           throw LintError("after pass '" + p->name + "': " + e.what());
         }
       }
+      if (after_each_) after_each_(g, p->name);
       records.push_back(rec);
     }
     return records;
@@ -91,6 +96,7 @@ class PassManager {
   std::set<std::string> disabled_;
   bool lint_after_each_ = true;
   std::ostream* log_ = nullptr;
+  std::function<void(const Graph&, const std::string&)> after_each_;
   Counters counters_;
 };
 

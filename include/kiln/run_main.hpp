@@ -1,0 +1,359 @@
+#pragma once
+// kiln::run_main: the whole of kiln-run as a function (as kiln::opt_main is
+// kiln-opt), so that a user with kernels or passes of their own builds their
+// own runner. It reads a graph (an fx-graph-json file, or an export_fx.py
+// folder with graph.json, weights/, inputs/ and outputs/), optionally runs
+// passes, compiles it, runs it, prints time and memory, and writes or compares
+// outputs. Exit status: 0, 1 when outputs differ from --compare, 2 on bad input.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/io.hpp"
+#include "kiln/passes.hpp"
+#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln {
+
+namespace run_detail {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+inline std::string help_text(const std::string& tool) {
+  return "usage: " + tool +
+         " GRAPH.json[.gz]|DIR [options]\n"
+         "\n"
+         "Compiles a graph with kiln's executor, runs it and prints the time per run and the memory.\n"
+         "DIR is a folder written by tools/export_fx.py (graph.json, weights/, inputs/, outputs/): its\n"
+         "inputs are used unless --inputs or --random say otherwise.\n"
+         "\n"
+         "  --passes a,b,c        passes to run before compiling (see kiln-opt --list-passes)\n"
+         "  --pass-options JSON   options per pass, as kiln-opt takes them\n"
+         "  --inputs a.npy,...    the inputs, one .npy per placeholder in order\n"
+         "  --random SEED         random inputs drawn with SEED (normal floats, ints in [0, 10))\n"
+         "  --threads N           threads per run (default 1)\n"
+         "  --iterations N        timed runs (default 10)\n"
+         "  --warmup N            untimed runs first (default 2)\n"
+         "  --outputs DIR         write the outputs as DIR/output_<i>.npy\n"
+         "  --compare DIR         compare the outputs with DIR/output_<i>.npy; exit status 1 when they differ\n"
+         "  --rtol R, --atol A    the comparison's tolerance (default 1e-4 and 1e-5)\n"
+         "  --profile             print the time per op type and the 20 slowest nodes\n"
+         "  --json                print one JSON object on stdout instead of the text\n"
+         "  --version             print the version\n"
+         "  -h, --help            print this help\n"
+         "Every option that takes a value accepts --option=value as well as --option value.\n";
+}
+
+struct Options {
+  std::string graph;
+  std::vector<std::string> passes;
+  std::string pass_options;
+  std::vector<std::string> inputs;
+  std::optional<std::uint64_t> random_seed;
+  int threads = 1;
+  int iterations = 10;
+  int warmup = 2;
+  std::string outputs;
+  std::string compare;
+  double rtol = 1e-4, atol = 1e-5;
+  bool profile = false, json = false;
+};
+
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+inline long long parse_int(const std::string& flag, const std::string& text, long long lo) {
+  std::size_t used = 0;
+  long long v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v < lo)
+    throw UsageError(flag + " needs a whole number >= " + std::to_string(lo) + ", got '" + text + "'");
+  return v;
+}
+inline double parse_number(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !(v >= 0)) throw UsageError(flag + " needs a non-negative number, got '" + text + "'");
+  return v;
+}
+
+// Returns false when the run is over (--help or --version printed).
+inline bool parse_args(int argc, char** argv, const std::string& tool, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::optional<std::string> inline_value;
+    if (a.rfind("--", 0) == 0) {
+      if (auto eq = a.find('='); eq != std::string::npos) {
+        inline_value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+      }
+    }
+    auto value = [&]() -> std::string {
+      if (inline_value) return *inline_value;
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      return argv[++i];
+    };
+    auto flag = [&] {
+      if (inline_value) throw UsageError(a + " takes no value");
+    };
+    if (a == "--passes") o.passes = split_commas(value());
+    else if (a == "--pass-options") o.pass_options = value();
+    else if (a == "--inputs") o.inputs = split_commas(value());
+    else if (a == "--random") o.random_seed = static_cast<std::uint64_t>(parse_int(a, value(), 0));
+    else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, value(), 1));
+    else if (a == "--iterations") o.iterations = static_cast<int>(parse_int(a, value(), 1));
+    else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0));
+    else if (a == "--outputs") o.outputs = value();
+    else if (a == "--compare") o.compare = value();
+    else if (a == "--rtol") o.rtol = parse_number(a, value());
+    else if (a == "--atol") o.atol = parse_number(a, value());
+    else if (a == "--profile") flag(), o.profile = true;
+    else if (a == "--json") flag(), o.json = true;
+    else if (a == "--version") {
+      std::cout << tool << " " << kiln::kVersion << "\n";
+      return false;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << help_text(tool);
+      return false;
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      throw UsageError("unknown option " + a);
+    } else if (o.graph.empty()) {
+      o.graph = a;
+    } else {
+      throw UsageError("more than one graph given ('" + o.graph + "' and '" + a + "')");
+    }
+  }
+  if (o.graph.empty()) throw UsageError("no graph given");
+  if (!o.inputs.empty() && o.random_seed) throw UsageError("--inputs and --random exclude each other");
+  return true;
+}
+
+// The graph file and, for an exporter folder, its manifest (inputs and outputs).
+struct Source {
+  std::filesystem::path graph_path;
+  std::vector<std::filesystem::path> inputs;  // from the manifest
+};
+
+inline Source locate(const std::string& arg) {
+  namespace fs = std::filesystem;
+  Source s;
+  const fs::path p(arg);
+  if (!fs::is_directory(p)) {
+    s.graph_path = p;
+    return s;
+  }
+  s.graph_path = p / "graph.json";
+  if (!fs::exists(s.graph_path)) throw Error(arg + ": the folder has no graph.json");
+  const fs::path manifest = p / "manifest.json";
+  if (fs::exists(manifest)) {
+    std::ifstream in(manifest);
+    nlohmann::json m;
+    try {
+      in >> m;
+    } catch (const std::exception& e) {
+      throw Error(manifest.string() + ": " + e.what());
+    }
+    if (m.contains("inputs"))
+      for (const auto& f : m["inputs"]) s.inputs.push_back(p / f.get<std::string>());
+  }
+  return s;
+}
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+inline std::size_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<std::size_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+inline std::string mib(std::size_t bytes) {
+  char buf[32];
+  if (bytes < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool) {
+  namespace fs = std::filesystem;
+  Options o;
+  if (!parse_args(argc, argv, tool, o)) return 0;
+  for (const auto& name : o.passes) registry.get(name);  // reject typos before reading a large file
+  const Source src = locate(o.graph);
+  io::GraphFile file = io::read_fx_json(src.graph_path);
+
+  PassManager pm(registry);
+  if (!o.pass_options.empty()) {
+    try {
+      pm.set_options(nlohmann::json::parse(o.pass_options));
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(std::string("--pass-options is not valid JSON: ") + e.what());
+    }
+  }
+  pm.run(file.graph, o.passes);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  runtime::CompileOptions copts;
+  copts.threads = o.threads;
+  const runtime::CompiledGraph cg = runtime::CompiledGraph::compile(file, copts);
+  const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  std::vector<runtime::Tensor> inputs;
+  std::vector<std::filesystem::path> files(o.inputs.begin(), o.inputs.end());
+  if (files.empty() && !o.random_seed) files = src.inputs;
+  if (!files.empty()) {
+    if (files.size() != cg.num_inputs())
+      throw runtime::InputError("the graph takes " + std::to_string(cg.num_inputs()) + " inputs, " +
+                                std::to_string(files.size()) + " files given");
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      try {
+        inputs.push_back(runtime::Tensor::from_weight(io::read_npy(files[i])));
+      } catch (const std::exception& e) {
+        throw runtime::InputError("input " + cg.input_name(i) + ": " + e.what());
+      }
+    }
+  } else {
+    inputs = runtime::random_inputs(cg, o.random_seed.value_or(0));
+  }
+
+  runtime::RunContext ctx = cg.make_context(o.threads);
+  for (int i = 0; i < o.warmup; ++i) ctx.run(inputs);
+  std::vector<double> step_times;
+  std::vector<double> times;
+  for (int i = 0; i < o.iterations; ++i) {
+    const auto a = std::chrono::steady_clock::now();
+    ctx.run(inputs);
+    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+  }
+  if (o.profile) {
+    ctx.set_step_times(&step_times);
+    for (int i = 0; i < o.iterations; ++i) ctx.run(inputs);
+  }
+  const std::vector<runtime::Tensor>& outputs = ctx.run(inputs);  // views into ctx's arena, valid from here on
+
+  if (!o.outputs.empty()) {
+    fs::create_directories(o.outputs);
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      io::write_npy(fs::path(o.outputs) / ("output_" + std::to_string(i) + ".npy"), outputs[i].to_weight());
+  }
+  std::optional<runtime::NumericReport> report;
+  if (!o.compare.empty()) {
+    std::vector<runtime::Tensor> expected;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const fs::path f = fs::path(o.compare) / ("output_" + std::to_string(i) + ".npy");
+      expected.push_back(runtime::Tensor::from_weight(io::read_npy(f)));
+    }
+    report = runtime::compare_outputs(outputs, expected, {o.rtol, o.atol});
+  }
+
+  const double med = median(times);
+  const double mn = *std::min_element(times.begin(), times.end());
+  const std::size_t rss = peak_rss_bytes();
+  if (o.json) {
+    nlohmann::json j{{"graph", o.graph},
+                     {"threads", o.threads},
+                     {"iterations", o.iterations},
+                     {"steps", cg.num_steps()},
+                     {"compile_ms", compile_ms},
+                     {"median_ms", med},
+                     {"min_ms", mn},
+                     {"arena_bytes", cg.arena_bytes()},
+                     {"peak_live_bytes", cg.peak_live_bytes()},
+                     {"constant_bytes", cg.constant_bytes()},
+                     {"peak_rss_bytes", rss}};
+    if (report) {
+      double ma = 0, mr = 0;
+      for (const auto& e : report->outputs) ma = std::max(ma, e.max_abs), mr = std::max(mr, e.max_rel);
+      j["max_abs_err"] = ma;
+      j["max_rel_err"] = mr;
+      j["match"] = report->ok;
+    }
+    std::cout << j.dump() << "\n";
+  } else {
+    std::printf("%s: %zu steps, %s of constants, compiled in %.1f ms\n", o.graph.c_str(), cg.num_steps(),
+                mib(cg.constant_bytes()).c_str(), compile_ms);
+    std::printf("run (%d thread%s, %d iterations): median %.3f ms, min %.3f ms\n", o.threads,
+                o.threads == 1 ? "" : "s", o.iterations, med, mn);
+    std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
+                mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
+    if (report) std::printf("compare with %s: %s: %s\n", o.compare.c_str(), report->ok ? "match" : "MISMATCH", report->summary().c_str());
+  }
+  if (o.profile) {
+    std::map<std::string, double> per_type;
+    double total = 0;
+    for (std::size_t s = 0; s < step_times.size(); ++s) {
+      per_type[cg.step(s).op_type] += step_times[s];
+      total += step_times[s];
+    }
+    std::vector<std::pair<double, std::string>> types;
+    for (const auto& [k, v] : per_type) types.emplace_back(v, k);
+    std::sort(types.rbegin(), types.rend());
+    std::FILE* out = o.json ? stderr : stdout;
+    const double per_run = 1e3 / o.iterations;
+    std::fprintf(out, "time per op type (ms per run):\n");
+    for (const auto& [v, k] : types) std::fprintf(out, "  %-44s %9.3f  %5.1f%%\n", k.c_str(), v * per_run, 100 * v / total);
+    std::vector<std::size_t> order(step_times.size());
+    for (std::size_t s = 0; s < order.size(); ++s) order[s] = s;
+    std::sort(order.begin(), order.end(), [&](auto a, auto b) { return step_times[a] > step_times[b]; });
+    std::fprintf(out, "slowest nodes (ms per run):\n");
+    for (std::size_t k = 0; k < std::min<std::size_t>(20, order.size()); ++k) {
+      const auto& st = cg.step(order[k]);
+      std::fprintf(out, "  %-32s %-36s %9.3f\n", st.node.c_str(), st.op_type.c_str(), step_times[order[k]] * per_run);
+    }
+  }
+  return report && !report->ok ? 1 : 0;
+}
+
+}  // namespace run_detail
+
+// Runs kiln-run over argv with the passes of `registry`; returns the exit
+// status (0; 1 when the outputs differ from --compare; 2 after a one-line error).
+inline int run_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-run") {
+  try {
+    return run_detail::run(argc, argv, registry, tool);
+  } catch (const run_detail::UsageError& e) {
+    std::cerr << tool << ": " << e.what() << " (see " << tool << " --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n') c = ' ';
+    std::cerr << tool << ": error: " << msg << "\n";
+    return 2;
+  }
+}
+
+}  // namespace kiln
