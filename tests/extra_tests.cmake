@@ -79,6 +79,45 @@ if(KILN_HAVE_TORCH)
     set_tests_properties(group_batch_fusion_numeric_check_sees_rounding PROPERTIES LABELS torch TIMEOUT 300
       PASS_REGULAR_EXPRESSION "\"within_tolerance\": false" DEPENDS group_batch_fusion_numeric_towers_n8_pregrad)
   endif()
+  # Whole models on kiln's executor against PyTorch eager's stored outputs
+  # (export_fx.py writes them), at both levels: kiln-run --compare exits 1
+  # on a mismatch. ResNet-50 with randomized batch-norms and BERT-base's encoder
+  # (12 layers, hidden 768, sequence 128), plus the small models exported above.
+  if(TARGET kiln-run)
+    set(_models
+      "resnet50|tests.python.vision_models:ResNet50|1,3,224,224"
+      "bert_base|tests.python.bert_encoder:BertBase|1,128,768")
+    foreach(_entry ${_models})
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _model)
+      list(GET _parts 1 _factory)
+      list(GET _parts 2 _shape)
+      foreach(level torch aten)
+        set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_${level})
+        add_test(NAME export_model_${_model}_${level}
+          COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
+                  --input-shape ${_shape} --level ${level} --seed 0 --out ${_dir}
+          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+        set_tests_properties(export_model_${_model}_${level} PROPERTIES
+          FIXTURES_SETUP model_${_model}_${level} LABELS "torch;model" TIMEOUT 600)
+        add_test(NAME kiln_run_${_model}_${level}
+          COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --rtol 1e-4 --atol 1e-5 --threads 2 --iterations 1 --warmup 0)
+        set_tests_properties(kiln_run_${_model}_${level} PROPERTIES
+          FIXTURES_REQUIRED model_${_model}_${level} LABELS "torch;model" TIMEOUT 600
+          PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+      endforeach()
+    endforeach()
+    foreach(level torch aten)
+      add_test(NAME kiln_run_small_cnn_${level}
+        COMMAND kiln-run ${CMAKE_CURRENT_BINARY_DIR}/export_${level} --compare ${CMAKE_CURRENT_BINARY_DIR}/export_${level}/outputs --iterations 1)
+      set_tests_properties(kiln_run_small_cnn_${level} PROPERTIES FIXTURES_REQUIRED exported_${level} LABELS torch
+        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+      add_test(NAME kiln_run_bert_tiny_${level}
+        COMMAND kiln-run ${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level} --compare ${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}/outputs --iterations 1)
+      set_tests_properties(kiln_run_bert_tiny_${level} PROPERTIES FIXTURES_REQUIRED exported_bert_tiny_${level} LABELS torch
+        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
+  endif()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the
   # exporter must then write the "modules" table.
   add_executable(test_exported_modules torch/test_exported_modules.cpp)

@@ -28,7 +28,9 @@ struct Tolerance {
 
 struct OutputError {
   double max_abs = 0;
-  double max_rel = 0;  // |a - b| / |b| where |b| > 0, at the worst element
+  // max_abs over the largest |expected| of the output: an error relative to the
+  // output's scale, which near-zero elements cannot blow up.
+  double max_rel = 0;
   std::int64_t mismatches = 0;  // elements outside atol + rtol * |b|
   std::string shape_mismatch;   // non-empty when shapes or dtypes differ
 };
@@ -142,6 +144,7 @@ inline NumericReport compare_outputs(const std::vector<Tensor>& actual, const st
       r.outputs.push_back(e);
       continue;
     }
+    double scale = 0;
     for (std::int64_t k = 0; k < a.numel(); ++k) {
       const double x = detail::as_double(a, k), y = detail::as_double(b, k);
       const double d = std::abs(x - y);
@@ -150,8 +153,9 @@ inline NumericReport compare_outputs(const std::vector<Tensor>& actual, const st
       // A NaN where the other has a number counts as an infinite error; NaN in both, as none.
       const double err = nan_mismatch ? INFINITY : std::isnan(d) ? 0.0 : d;
       e.max_abs = std::max(e.max_abs, err);
-      if (std::abs(y) > 0) e.max_rel = std::max(e.max_rel, err / std::abs(y));
+      if (!std::isnan(y)) scale = std::max(scale, std::abs(y));
     }
+    e.max_rel = scale > 0 ? e.max_abs / scale : e.max_abs;
     if (e.mismatches) r.ok = false;
     r.outputs.push_back(e);
   }

@@ -1,0 +1,22 @@
+"""Vision models for the executor's tests, with batch-norm parameters and
+running statistics drawn at random: torchvision's defaults (weight 1, bias 0,
+mean 0, variance 1) make batch-norm nearly the identity, which would hide a
+kernel or a conv-bn fold that ignores them."""
+import torch
+import torchvision
+
+
+def _randomize_batch_norms(model):
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 2.0)
+    return model.eval()
+
+
+def ResNet50():
+    """Factory: torchvision's ResNet-50 (random weights), batch-norms randomized."""
+    return _randomize_batch_norms(torchvision.models.resnet50())
