@@ -1,0 +1,100 @@
+"""Turns the JSON lines of a side-by-side run (kiln-run --json tagged with
+"name" and "runner", bench/executor/peers.py) into a Markdown table and a bar
+chart (Debian's matplotlib).
+
+    python3 bench/compare.py RESULTS.jsonl [--markdown OUT.md] [--png OUT.png]
+
+Rows are (model, threads); columns are the runners' median times in ms; the
+last column is kiln's time over the best peer's (below 1: kiln is faster).
+"""
+import argparse
+import collections
+import json
+import sys
+
+
+def load(path):
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                rows.append(json.loads(line))
+    return rows
+
+
+def table(rows):
+    runners = []
+    cells = collections.OrderedDict()
+    for r in rows:
+        runner = r.get("runner", "kiln")
+        if runner not in runners:
+            runners.append(runner)
+        key = (r.get("name", "?"), r.get("threads", "?"))
+        cells.setdefault(key, {})[runner] = r
+    return runners, cells
+
+
+def markdown(runners, cells):
+    out = ["| model | threads | " + " | ".join(runners) + " | kiln / best peer |",
+           "|---|---|" + "---|" * (len(runners) + 1)]
+    for (name, threads), by in cells.items():
+        vals = []
+        for runner in runners:
+            r = by.get(runner)
+            if r is None:
+                vals.append("")
+            elif "error" in r:
+                vals.append("failed")
+            else:
+                vals.append("%.2f" % r["median_ms"])
+        peers = [r["median_ms"] for k, r in by.items() if k != "kiln" and "median_ms" in r]
+        ratio = ""
+        if "kiln" in by and "median_ms" in by["kiln"] and peers:
+            ratio = "%.2f" % (by["kiln"]["median_ms"] / min(peers))
+        out.append("| %s | %s | %s | %s |" % (name, threads, " | ".join(vals), ratio))
+    return "\n".join(out) + "\n"
+
+
+def chart(runners, cells, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    keys = list(cells)
+    width = 0.8 / max(1, len(runners))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(keys)), 4))
+    for i, runner in enumerate(runners):
+        xs, ys = [], []
+        for k, key in enumerate(keys):
+            r = cells[key].get(runner)
+            if r and "median_ms" in r:
+                xs.append(k + i * width)
+                ys.append(r["median_ms"])
+        ax.bar(xs, ys, width, label=runner)
+    ax.set_xticks([k + width * (len(runners) - 1) / 2 for k in range(len(keys))])
+    ax.set_xticklabels(["%s\n%s thr" % key for key in keys], fontsize=8)
+    ax.set_ylabel("median ms per run (lower is better)")
+    ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results")
+    p.add_argument("--markdown")
+    p.add_argument("--png")
+    a = p.parse_args()
+    runners, cells = table(load(a.results))
+    md = markdown(runners, cells)
+    if a.markdown:
+        open(a.markdown, "w").write(md)
+    else:
+        sys.stdout.write(md)
+    if a.png:
+        chart(runners, cells, a.png)
+
+
+if __name__ == "__main__":
+    main()
