@@ -5,6 +5,7 @@
 // (one per attribute), getitem of a tuple or of a static list is resolved
 // here, and every other call goes to its kernel. Before anything is lowered,
 // every node with no kernel is reported, all at once.
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -34,6 +35,26 @@ inline std::optional<Layout> layout_from_meta(const MetaVal& v) {
     shape.push_back(std::get<std::int64_t>(d));
   }
   return Layout::contiguous(std::move(shape), t->dtype);
+}
+
+// FNV-1a over a contiguous tensor's bytes, dtype and shape.
+inline std::uint64_t content_hash(const Tensor& t) {
+  std::uint64_t h = 0xcbf29ce484222325ull ^ static_cast<std::uint64_t>(t.dtype());
+  auto mix = [&h](std::uint64_t v) {
+    h ^= v;
+    h *= 0x100000001b3ull;
+  };
+  for (auto d : t.shape()) mix(static_cast<std::uint64_t>(d));
+  const auto* b = static_cast<const unsigned char*>(t.raw());
+  const std::size_t n = t.nbytes();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, b + i, 8);
+    mix(w);
+  }
+  for (; i < n; ++i) mix(b[i]);
+  return h;
 }
 
 // The nodes the outputs depend on, and in-place ops that write to one of those.
@@ -99,6 +120,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   Program p;
   std::unordered_map<const Node*, Lowered> lowered;
   std::map<std::string, ValueId, std::less<>> constant_ids;
+  std::unordered_multimap<std::uint64_t, ValueId> by_content;
   LowerContext ctx(p, lowered, options);
   const kernels::LowerFn getitem = kernels.find("operator.getitem");
 
@@ -131,7 +153,24 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
         }
         auto w = weights.find(target);
         if (w == weights.end()) ctx.fail("no weight named '" + target + "' was given");
-        const ValueId id = ctx.constant_value(w->second.contiguous(), target);
+        Tensor value = w->second.contiguous();
+        // Equal weights under different names (tied embeddings, repeated constants) are stored once.
+        const std::uint64_t h = detail::content_hash(value);
+        ValueId id = 0;
+        bool shared = false;
+        for (auto [it, end] = by_content.equal_range(h); it != end; ++it) {
+          const Tensor& other = p.constants[p.values[it->second].index];
+          if (other.dtype() == value.dtype() && other.shape() == value.shape() &&
+              std::memcmp(other.raw(), value.raw(), value.nbytes()) == 0) {
+            id = it->second;
+            shared = true;
+            break;
+          }
+        }
+        if (!shared) {
+          id = ctx.constant_value(std::move(value), target);
+          by_content.emplace(h, id);
+        }
         constant_ids.emplace(target, id);
         lowered[n] = Lowered::tensor(id);
         continue;
