@@ -161,3 +161,37 @@ TEST_CASE("equal weights under different names are one constant") {
   CHECK(out[1].data<float>()[3] == 0.0f);
   CHECK(out[2].data<float>()[3] == 5.0f);
 }
+
+TEST_CASE("channels-last is chosen as Inductor's decide_layout_opt rules say") {
+  auto conv_graph = [](std::vector<Dim> weight, std::int64_t groups, int extra_nodes) {
+    Graph g;
+    Node* x = g.placeholder("x", f32({1, 128, 8, 8}));
+    Node* w = g.get_attr("w", f32(weight));
+    Node* c = g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{0, 0}, ArgList{1, 1}, false,
+                                                  ArgList{0, 0}, groups});
+    Node* cur = c;
+    for (int i = 0; i < extra_nodes; ++i) cur = g.call_function(aten::relu, {cur});
+    g.output(ArgList{cur});
+    return g;
+  };
+  CHECK(runtime::decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 0)));
+  CHECK_FALSE(runtime::decide_channels_last(conv_graph({128, 64, 3, 3}, 2, 0)));   // grouped, 64 channels per group
+  CHECK(runtime::decide_channels_last(conv_graph({128, 1, 3, 3}, 128, 0)));        // depthwise is fine
+  CHECK_FALSE(runtime::decide_channels_last(conv_graph({64, 128, 3, 3}, 1, 0)));   // in-out: 64 * 2 <= 128, 3x3
+  CHECK(runtime::decide_channels_last(conv_graph({64, 128, 1, 1}, 1, 0)));         // in-out but 1x1
+  CHECK_FALSE(runtime::decide_channels_last(conv_graph({64, 64, 3, 3}, 1, 0)));    // every conv small
+  CHECK_FALSE(runtime::decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 300)));  // >= 300 nodes per conv
+  Graph none;
+  none.output(ArgList{none.call_function(aten::relu, {none.placeholder("x", f32({2}))})});
+  CHECK_FALSE(runtime::decide_channels_last(none));
+}
+
+TEST_CASE("dense_like keeps a channels-last order and falls back to row-major") {
+  const auto cl = runtime::channels_last({2, 3, 4, 5});
+  CHECK(cl.strides == runtime::Shape{60, 1, 15, 3});
+  CHECK(runtime::dense_like(cl, DType::float32).strides == cl.strides);
+  auto sliced = runtime::sliced(runtime::Layout::contiguous({4, 6}), 1, 0, 3).layout;  // gaps: row-major
+  CHECK(runtime::dense_like(sliced, DType::float32).strides == runtime::Shape{3, 1});
+  auto t = runtime::transposed(runtime::Layout::contiguous({4, 6}), 0, 1);
+  CHECK(runtime::dense_like(t, DType::float32).strides == runtime::Shape{1, 6});
+}

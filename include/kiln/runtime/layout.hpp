@@ -274,6 +274,44 @@ inline Layout expanded(const Layout& l, std::span<const std::int64_t> shape) {
   return out;
 }
 
+// A dense layout of `shape` whose dims are laid out in the same order as
+// `like`'s (channels-last stays channels-last through element-wise ops);
+// contiguous when `like` has another shape or overlapping or gappy strides.
+inline Layout dense_like(const Layout& like, DType dtype) {
+  Layout out = Layout::contiguous(like.shape, dtype);
+  const std::size_t r = like.rank();
+  std::vector<std::size_t> order(r);
+  for (std::size_t k = 0; k < r; ++k) order[k] = k;
+  // Innermost first: by stride, ties (size-1 dims) keep the row-major order.
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return like.strides[a] > like.strides[b]; });
+  Shape st(r);
+  std::int64_t acc = 1;
+  for (std::size_t k = r; k-- > 0;) {
+    const std::size_t d = order[k];
+    if (like.shape[d] != 1 && like.strides[d] != acc) return out;  // not dense: keep row-major
+    st[d] = acc;
+    acc *= like.shape[d];
+  }
+  out.strides = std::move(st);
+  return out;
+}
+
+// Channels-last strides for a rank-4 (NCHW) or rank-5 (NCDHW) shape: channels innermost.
+inline Layout channels_last(Shape shape, DType dtype = DType::float32) {
+  Layout l = Layout::contiguous(shape, dtype);
+  if (shape.size() < 3) return l;
+  const std::size_t r = shape.size();
+  std::int64_t acc = 1;
+  l.strides[1] = acc;
+  acc *= shape[1];
+  for (std::size_t k = r; k-- > 2;) {
+    l.strides[k] = acc;
+    acc *= shape[k];
+  }
+  l.strides[0] = acc;
+  return l;
+}
+
 // NumPy broadcasting of two shapes.
 inline Shape broadcast_shapes(std::span<const std::int64_t> a, std::span<const std::int64_t> b) {
   const std::size_t r = std::max(a.size(), b.size());

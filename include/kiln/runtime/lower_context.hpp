@@ -44,6 +44,10 @@ struct Lowered {
 
 struct CompileOptions {
   int threads = 1;  // the threads a run uses unless the RunContext says otherwise
+  // Activation layout of convolution graphs: decided from the graph as
+  // Inductor's decide_layout_opt does (runtime/layout_decision.hpp), or forced.
+  enum class ConvLayout : std::uint8_t { decide, channels_last, contiguous };
+  ConvLayout conv_layout = ConvLayout::decide;
 };
 
 class LowerContext {
@@ -53,6 +57,10 @@ class LowerContext {
 
   const Node& node() const { return *node_; }
   const CompileOptions& options() const { return options_; }
+  // Whether convolutions, pooling and batch-norm keep activations channels-last
+  // (decided once per graph before lowering).
+  bool channels_last() const { return channels_last_; }
+  void set_channels_last(bool on) { channels_last_ = on; }
 
   [[noreturn]] void fail(const std::string& what) const {
     throw CompileError("node " + node_->name() + " (" + std::string(node_->target_name()) + "): " + what);
@@ -204,6 +212,9 @@ class LowerContext {
     return add_value(std::move(i));
   }
   ValueId buffer(Shape shape, DType dtype) { return buffer(Layout::contiguous(std::move(shape), dtype)); }
+  // A new buffer of `like`'s shape, dense in the same dim order (what an
+  // element-wise op's result should be, so that channels-last propagates).
+  ValueId buffer_like(ValueId like, DType dtype) { return buffer(dense_like(layout(like), dtype)); }
   // A view `offset` elements into `base` (a view of a view looks into the first base).
   ValueId view(ValueId base, Layout layout, std::int64_t offset = 0) {
     const ValueInfo& b = program_.values[base];
@@ -286,6 +297,7 @@ class LowerContext {
   const CompileOptions& options_;
   const Node* node_ = nullptr;
   Lowered result_;
+  bool channels_last_ = false;
 };
 
 // A step whose run is a callable (a lambda capturing the value ids it uses).

@@ -17,12 +17,11 @@
 #include "kiln/core/graph.hpp"
 #include "kiln/kernels/kernel_table.hpp"
 #include "kiln/runtime/buffer_plan.hpp"
+#include "kiln/runtime/layout_decision.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
 namespace kiln::runtime {
 
-// Weights by get_attr target.
-using Weights = std::map<std::string, Tensor, std::less<>>;
 
 namespace detail {
 
@@ -122,6 +121,9 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   std::map<std::string, ValueId, std::less<>> constant_ids;
   std::unordered_multimap<std::uint64_t, ValueId> by_content;
   LowerContext ctx(p, lowered, options);
+  using ConvLayout = CompileOptions::ConvLayout;
+  ctx.set_channels_last(options.conv_layout == ConvLayout::channels_last ||
+                        (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights)));
   const kernels::LowerFn getitem = kernels.find("operator.getitem");
 
   for (const Node* n : g.nodes()) {

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <string>
 #include <new>
 #include <span>
 #include <type_traits>
@@ -195,5 +197,8 @@ class Tensor {
   std::byte* data_ = nullptr;
   Layout layout_;
 };
+
+// Weights by get_attr target, as CompiledGraph::compile takes them.
+using Weights = std::map<std::string, Tensor, std::less<>>;
 
 }  // namespace kiln::runtime
