@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -249,6 +250,20 @@ class LowerContext {
     step->scratch_bytes = scratch;
     program_.steps.push_back(std::move(step));
   }
+  // ---- fusing the op that follows ---------------------------------------------
+  // A kernel may fold its node's only user into its own steps (a batch-norm, a
+  // relu or a residual add into a convolution's primitive): it lowers the user
+  // here and lowering then skips it.
+  // The node's only user, or nullptr when it has none or several.
+  const Node* sole_user() const { return node_->num_users() == 1 ? *node_->users().begin() : nullptr; }
+  bool is_lowered(const Node* n) const { return lowered_.count(n) != 0; }
+  // Records `result` as what `user` lowers to; no step is added for it.
+  void absorb(const Node& user, Lowered result) {
+    lowered_[&user] = std::move(result);
+    absorbed_.insert(&user);
+  }
+  bool was_absorbed(const Node* n) const { return absorbed_.count(n) != 0; }
+
   void set_result(ValueId v) { result_ = Lowered::tensor(v); }
   void set_result(Lowered l) { result_ = std::move(l); }
   void set_static_result(Arg a) { result_ = Lowered::constant(std::move(a)); }
@@ -298,6 +313,7 @@ class LowerContext {
   const Node* node_ = nullptr;
   Lowered result_;
   bool channels_last_ = false;
+  std::unordered_set<const Node*> absorbed_;
 };
 
 // A step whose run is a callable (a lambda capturing the value ids it uses).

@@ -127,7 +127,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   const kernels::LowerFn getitem = kernels.find("operator.getitem");
 
   for (const Node* n : g.nodes()) {
-    if (!live.count(n)) continue;
+    if (!live.count(n) || ctx.was_absorbed(n)) continue;
     ctx.begin(*n);
     switch (n->op()) {
       case OpKind::placeholder: {
