@@ -1,0 +1,148 @@
+// kiln-run driven as a user drives it: a real process, its exit status
+// (0, 1 on a mismatch, 2 on bad input), its stdout and stderr, the files it writes.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/core.hpp"
+#include "kiln/io.hpp"
+#include "kiln/ops.hpp"
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+fs::path scratch_dir() {
+  fs::path d = fs::temp_directory_path() / ("kiln_run_test_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+Run kiln_run(const std::string& args) {
+  const fs::path dir = scratch_dir();
+  const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
+  const std::string cmd = std::string("'") + KILN_RUN_EXE + "' " + args + " >'" + out + "' 2>'" + err + "'";
+  const int rc = std::system(cmd.c_str());
+  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
+}
+
+TensorMeta f32(std::vector<Dim> s) { return TensorMeta{std::move(s), DType::float32, std::nullopt}; }
+
+// y = relu(x) @ w: x [3, 4] an input, w [4, 2] a weight.
+fs::path write_model_folder(const std::string& name, const std::vector<float>& x) {
+  const fs::path dir = scratch_dir() / name;
+  fs::create_directories(dir / "weights");
+  fs::create_directories(dir / "inputs");
+  fs::create_directories(dir / "outputs");
+  Graph g(name);
+  Node* in = g.placeholder("x", f32({3, 4}));
+  Node* w = g.get_attr("w", f32({4, 2}));
+  g.output(ArgList{g.call_function(aten::mm, {g.call_function(aten::relu, {in}), w})});
+  const std::vector<float> wv{1, 2, 3, 4, 5, 6, 7, 8};
+  io::write_npy(dir / "weights/w.npy", io::make_weight<float>({4, 2}, wv));
+  io::write_fx_json(g, (dir / "graph.json").string(), {{"w", "weights/w.npy"}});
+  io::write_npy(dir / "inputs/x.npy", io::make_weight<float>({3, 4}, x));
+  std::vector<float> y(6, 0.0f);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int k = 0; k < 4; ++k) y[i * 2 + j] += std::max(x[i * 4 + k], 0.0f) * wv[k * 2 + j];
+  io::write_npy(dir / "outputs/output_0.npy", io::make_weight<float>({3, 2}, y));
+  std::ofstream(dir / "manifest.json") << R"({"inputs": ["inputs/x.npy"], "outputs": ["outputs/output_0.npy"]})";
+  return dir;
+}
+
+const std::vector<float> kX{1, -2, 3, -4, 0.5f, 6, -7, 8, 9, -1, 2, -3};
+
+}  // namespace
+
+TEST_CASE("kiln-run runs an exporter folder on its inputs and matches its outputs") {
+  const fs::path dir = write_model_folder("folder", kX);
+  Run r = kiln_run("'" + dir.string() + "' --compare '" + (dir / "outputs").string() + "' --iterations 3");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find("2 steps") != std::string::npos);
+  CHECK(r.out.find("run (1 thread, 3 iterations): median") != std::string::npos);
+  CHECK(r.out.find("memory: arena") != std::string::npos);
+  CHECK(r.out.find(": match: output 0: max abs err 0") != std::string::npos);
+}
+
+TEST_CASE("kiln-run --json gives the figures scripts read") {
+  const fs::path dir = write_model_folder("json", kX);
+  Run r = kiln_run("'" + dir.string() + "' --json --threads 2 --compare '" + (dir / "outputs").string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"median_ms", "min_ms", "arena_bytes", "peak_rss_bytes", "max_abs_err", "max_rel_err"})
+    CHECK_MESSAGE(j.contains(key), key);
+  CHECK(j["threads"] == 2);
+  CHECK(j["match"] == true);
+  CHECK(j["peak_rss_bytes"].get<double>() > 0);
+}
+
+TEST_CASE("kiln-run exits 1 when the outputs differ from --compare") {
+  const fs::path dir = write_model_folder("mismatch", kX);
+  // Random inputs instead of the folder's: the stored outputs no longer fit.
+  Run r = kiln_run("'" + dir.string() + "' --random 7 --compare '" + (dir / "outputs").string() + "'");
+  CHECK(r.status == 1);
+  CHECK(r.out.find("MISMATCH: output 0") != std::string::npos);
+}
+
+TEST_CASE("kiln-run --outputs writes what --compare reads back") {
+  const fs::path dir = write_model_folder("outputs", kX);
+  const fs::path out = scratch_dir() / "written";
+  Run r = kiln_run("'" + (dir / "graph.json").string() + "' --random 3 --outputs '" + out.string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(fs::exists(out / "output_0.npy"));
+  r = kiln_run("'" + (dir / "graph.json").string() + "' --random 3 --compare '" + out.string() + "'");
+  CHECK(r.status == 0);
+  const auto t = io::read_npy(out / "output_0.npy");
+  CHECK(t.shape == std::vector<std::int64_t>{3, 2});
+}
+
+TEST_CASE("kiln-run --profile lists time per op type and the slowest nodes") {
+  const fs::path dir = write_model_folder("profile", kX);
+  Run r = kiln_run("'" + dir.string() + "' --profile --iterations 2");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.out.find("time per op type") != std::string::npos);
+  CHECK(r.out.find("aten.mm.default") != std::string::npos);
+  CHECK(r.out.find("slowest nodes") != std::string::npos);
+}
+
+TEST_CASE("kiln-run exits 2 on bad input, naming what is wrong") {
+  const fs::path dir = write_model_folder("bad", kX);
+  Run r = kiln_run("'" + (scratch_dir() / "missing.json").string() + "'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("kiln-run: error:") == 0);
+  r = kiln_run("'" + dir.string() + "' --frobnicate");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("unknown option --frobnicate") != std::string::npos);
+  // An input of the wrong shape is named.
+  io::write_npy(scratch_dir() / "x_wrong.npy", io::make_weight<float>({4, 3}, kX));
+  r = kiln_run("'" + dir.string() + "' --inputs '" + (scratch_dir() / "x_wrong.npy").string() + "'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("input x: expected float32 [3, 4], got float32 [4, 3]") != std::string::npos);
+  // A graph with ops that have no kernel: every such node is listed.
+  Graph g;
+  Node* x = g.placeholder("x", f32({2}));
+  g.output(ArgList{g.call_function(OpRef("myns.frob.default"), {x}, {}, "frob")});
+  const fs::path nk = scratch_dir() / "no_kernel.json";
+  std::ofstream(nk) << io::to_fx_json(g);
+  r = kiln_run("'" + nk.string() + "'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("1 node has no kernel:   node frob: myns.frob.default") != std::string::npos);
+}
