@@ -47,6 +47,7 @@ inline std::string help_text(const std::string& tool) {
          "  --inputs a.npy,...    the inputs, one .npy per placeholder in order\n"
          "  --random SEED         random inputs drawn with SEED (normal floats, ints in [0, 10))\n"
          "  --threads N           threads per run (default 1)\n"
+         "  --fpmath bf16|strict  oneDNN's arithmetic: bf16 products on fp32 tensors (AMX), or fp32 (default)\n"
          "  --iterations N        timed runs (default 10)\n"
          "  --warmup N            untimed runs first (default 2)\n"
          "  --outputs DIR         write the outputs as DIR/output_<i>.npy\n"
@@ -72,6 +73,7 @@ struct Options {
   std::string compare;
   double rtol = 1e-4, atol = 1e-5;
   bool profile = false, json = false;
+  runtime::CompileOptions::FpMath fpmath = runtime::CompileOptions::FpMath::strict;
 };
 
 inline std::vector<std::string> split_commas(const std::string& s) {
@@ -132,7 +134,12 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, value(), 1));
     else if (a == "--iterations") o.iterations = static_cast<int>(parse_int(a, value(), 1));
     else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0));
-    else if (a == "--outputs") o.outputs = value();
+    else if (a == "--fpmath") {
+      const std::string v = value();
+      if (v == "bf16") o.fpmath = runtime::CompileOptions::FpMath::bf16;
+      else if (v == "strict") o.fpmath = runtime::CompileOptions::FpMath::strict;
+      else throw UsageError("--fpmath takes bf16 or strict, got '" + v + "'");
+    } else if (a == "--outputs") o.outputs = value();
     else if (a == "--compare") o.compare = value();
     else if (a == "--rtol") o.rtol = parse_number(a, value());
     else if (a == "--atol") o.atol = parse_number(a, value());
@@ -228,6 +235,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   const auto t0 = std::chrono::steady_clock::now();
   runtime::CompileOptions copts;
   copts.threads = o.threads;
+  copts.fpmath = o.fpmath;
   const runtime::CompiledGraph cg = runtime::CompiledGraph::compile(file, copts);
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
@@ -285,6 +293,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   if (o.json) {
     nlohmann::json j{{"graph", o.graph},
                      {"threads", o.threads},
+                     {"fpmath", o.fpmath == runtime::CompileOptions::FpMath::bf16 ? "bf16" : "strict"},
                      {"iterations", o.iterations},
                      {"steps", cg.num_steps()},
                      {"compile_ms", compile_ms},

@@ -49,6 +49,10 @@ struct CompileOptions {
   // Inductor's decide_layout_opt does (runtime/layout_decision.hpp), or forced.
   enum class ConvLayout : std::uint8_t { decide, channels_last, contiguous };
   ConvLayout conv_layout = ConvLayout::decide;
+  // Arithmetic of the heavy (oneDNN) kernels on an fp32 model: strict fp32, or
+  // bf16 (oneDNN's fpmath_mode::bf16: fp32 tensors, bf16 AMX products).
+  enum class FpMath : std::uint8_t { strict, bf16 };
+  FpMath fpmath = FpMath::strict;
 };
 
 class LowerContext {

@@ -123,6 +123,12 @@ inline dnnl::primitive_attr user_scratchpad_attr() {
   a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return a;
 }
+// The same, with the arithmetic the compile options ask for (--fpmath bf16).
+inline dnnl::primitive_attr primitive_attr_for(const runtime::LowerContext& ctx) {
+  dnnl::primitive_attr a = user_scratchpad_attr();
+  if (ctx.options().fpmath == runtime::CompileOptions::FpMath::bf16) a.set_fpmath_mode(dnnl::fpmath_mode::bf16);
+  return a;
+}
 
 // Adds `step` to the node being lowered, reading `reads`, writing `writes`,
 // with its scratchpad planned in the arena.

@@ -17,7 +17,7 @@ struct Kernel<"aten.mm.default"> {
     if (la.dtype != DType::float32 || lb.dtype != DType::float32) ctx.fail("mm takes float32");
     const auto out = ctx.buffer({la.shape[0], lb.shape[1]}, DType::float32);
     const auto ma = onednn::desc_of(la), mb = onednn::desc_of(lb), mc = onednn::desc_of(ctx.layout(out));
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ma, mb, mc), onednn::user_scratchpad_attr(), onednn::engine());
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ma, mb, mc), onednn::primitive_attr_for(ctx), onednn::engine());
     auto step = std::make_unique<onednn::PrimitiveStep>(
         dnnl::matmul(pd),
         std::vector<onednn::PrimitiveStep::Bound>{{DNNL_ARG_SRC, a, ma}, {DNNL_ARG_WEIGHTS, b, mb}, {DNNL_ARG_DST, out, mc}},
