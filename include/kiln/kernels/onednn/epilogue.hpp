@@ -1,0 +1,203 @@
+#pragma once
+// What a convolution or matrix product can take into its own primitive from
+// the ops that follow it, where the graph allows (each op the only user of
+// the one before): an inference batch-norm with constant parameters (folded
+// into the weights and bias), then relu / gelu / ... (eltwise post-ops) and a
+// residual add of a tensor already computed (a sum post-op: the addend is
+// placed in the destination first, in place when nothing else reads it).
+// This is where lowering does what oneDNN's own examples do by hand.
+#include <cmath>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "kiln/kernels/onednn/common.hpp"
+
+namespace kiln::kernels::onednn {
+
+struct Epilogue {
+  // y = x * scale[c] + shift[c] per output channel (a folded batch-norm).
+  std::vector<float> scale, shift;
+  bool has_affine() const { return !scale.empty(); }
+  dnnl::post_ops post_ops;
+  std::optional<runtime::ValueId> addend;  // the residual the sum post-op adds
+  const Node* addend_node = nullptr;
+  // The ops folded, in order; the last one's result is the primitive's output.
+  std::vector<const Node*> nodes;
+  // For a tuple-valued op among them (aten.native_batch_norm), its getitem(0).
+  std::vector<const Node*> tuple_nodes;
+  const Node* last() const { return nodes.empty() ? nullptr : nodes.back(); }
+};
+
+namespace detail {
+
+inline bool target_is(const Node* n, std::initializer_list<std::string_view> names) {
+  if (!n || n->op() != OpKind::call_function) return false;
+  for (auto t : names)
+    if (n->target_name() == t) return true;
+  return false;
+}
+
+// The only user of `n` that uses it, ignoring getitems nobody reads.
+inline const Node* only_user(const Node* n) {
+  const Node* found = nullptr;
+  for (const Node* u : n->users()) {
+    if (u->num_users() == 0 && target_is(u, {"operator.getitem"})) continue;  // an unread getitem
+    if (found) return nullptr;
+    found = u;
+  }
+  return found;
+}
+
+// The constant tensor behind argument `pos`/`kw` of `n`, if it is a lowered constant.
+inline std::optional<runtime::Tensor> constant_arg(const runtime::LowerContext& ctx, const Node& n, std::size_t pos,
+                                                   std::string_view kw) {
+  const Arg* a = pos < n.args().size() ? &n.arg(pos) : n.kwargs().find(kw);
+  if (!a || !a->node() || !ctx.is_lowered(a->node())) return std::nullopt;
+  const runtime::Lowered& l = ctx.lowered(a->node());
+  if (!l.is_tensor()) return std::nullopt;
+  return ctx.constant(l.id);
+}
+
+inline std::optional<double> number_arg(const Node& n, std::size_t pos, std::string_view kw) {
+  const Arg* a = pos < n.args().size() ? &n.arg(pos) : n.kwargs().find(kw);
+  if (!a) return std::nullopt;
+  if (const auto* d = a->get_if<double>()) return *d;
+  if (const auto* i = a->get_if<std::int64_t>()) return static_cast<double>(*i);
+  return std::nullopt;
+}
+
+// An inference batch-norm with constant statistics and parameters: records in
+// `e` the per-channel scale and shift it applies and returns true, else false.
+inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, std::int64_t channels, Epilogue& e) {
+  // (input, weight, bias, mean, var, eps) positions per form.
+  std::size_t w, b, m, v, eps_pos;
+  std::string_view eps_kw = "eps";
+  bool tuple = false;
+  if (target_is(&bn, {"torch.nn.functional.batch_norm"})) {
+    // F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    m = 1, v = 2, w = 3, b = 4, eps_pos = 7;
+    const Arg* training = bn.args().size() > 5 ? &bn.arg(5) : bn.kwargs().find("training");
+    if (training && training->get_if<bool>() && *training->get_if<bool>()) return false;
+  } else if (target_is(&bn, {"aten._native_batch_norm_legit_no_training.default"})) {
+    w = 1, b = 2, m = 3, v = 4, eps_pos = 6;  // (input, weight, bias, mean, var, momentum, eps)
+    tuple = true;
+  } else if (target_is(&bn, {"aten.native_batch_norm.default", "aten.batch_norm.default"})) {
+    // (input, weight, bias, running_mean, running_var, training, momentum, eps[, cudnn])
+    w = 1, b = 2, m = 3, v = 4, eps_pos = 7;
+    const Arg* training = bn.args().size() > 5 ? &bn.arg(5) : bn.kwargs().find("training");
+    if (!training || !training->get_if<bool>() || *training->get_if<bool>()) return false;
+    tuple = bn.target_name() == "aten.native_batch_norm.default";
+  } else {
+    return false;
+  }
+  auto mean = constant_arg(ctx, bn, m, "running_mean");
+  auto var = constant_arg(ctx, bn, v, "running_var");
+  if (!mean || !var) return false;
+  const Arg* wa = w < bn.args().size() ? &bn.arg(w) : bn.kwargs().find("weight");
+  const Arg* ba = b < bn.args().size() ? &bn.arg(b) : bn.kwargs().find("bias");
+  std::optional<runtime::Tensor> weight, bias;
+  if (wa && !wa->is_none() && !(weight = constant_arg(ctx, bn, w, "weight"))) return false;
+  if (ba && !ba->is_none() && !(bias = constant_arg(ctx, bn, b, "bias"))) return false;
+  for (const auto* t : {&*mean, &*var}) if (t->dtype() != DType::float32 || t->numel() != channels) return false;
+  if ((weight && weight->numel() != channels) || (bias && bias->numel() != channels)) return false;
+  const double eps = number_arg(bn, eps_pos, eps_kw).value_or(1e-5);
+  e.scale.resize(channels);
+  e.shift.resize(channels);
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const double g = weight ? weight->data<float>()[c] : 1.0;
+    const double inv = g / std::sqrt(static_cast<double>(var->data<float>()[c]) + eps);
+    e.scale[c] = static_cast<float>(inv);
+    e.shift[c] = static_cast<float>((bias ? bias->data<float>()[c] : 0.0) - mean->data<float>()[c] * inv);
+  }
+  e.nodes.push_back(&bn);
+  if (tuple) {
+    // Only its getitem(0) may be read.
+    const Node* first = nullptr;
+    for (const Node* u : bn.users()) {
+      if (!target_is(u, {"operator.getitem"})) return false;
+      const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
+      if (!i) return false;
+      if (*i == 0) first = u;
+      else if (u->num_users() > 0) return false;
+    }
+    if (!first) return false;
+    e.tuple_nodes.push_back(first);
+  }
+  return true;
+}
+
+inline std::optional<dnnl::algorithm> eltwise_of(const Node& n) {
+  if (target_is(&n, {"aten.relu.default", "aten.relu_.default", "torch.relu", "torch.relu_",
+                     "torch.nn.functional.relu"}))
+    return dnnl::algorithm::eltwise_relu;
+  if (target_is(&n, {"aten.sigmoid.default", "torch.sigmoid"})) return dnnl::algorithm::eltwise_logistic;
+  if (target_is(&n, {"aten.tanh.default", "torch.tanh"})) return dnnl::algorithm::eltwise_tanh;
+  if (target_is(&n, {"aten.gelu.default", "torch.nn.functional.gelu"})) {
+    const Arg* approx = n.args().size() > 1 ? &n.arg(1) : n.kwargs().find("approximate");
+    const auto* s = approx ? approx->get_if<std::string>() : nullptr;
+    if (!s || *s == "none") return dnnl::algorithm::eltwise_gelu_erf;
+    if (*s == "tanh") return dnnl::algorithm::eltwise_gelu_tanh;
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// A residual add of `from` and another tensor: that tensor's node, or nullptr.
+inline const Node* residual_addend(const Node& add, const Node* from) {
+  if (!target_is(&add, {"aten.add.Tensor", "aten.add_.Tensor", "operator.add", "torch.add"})) return nullptr;
+  if (add.args().size() != 2) return nullptr;
+  if (const Arg* alpha = add.kwargs().find("alpha")) {
+    const auto* i = alpha->get_if<std::int64_t>();
+    const auto* d = alpha->get_if<double>();
+    if (!(i && *i == 1) && !(d && *d == 1.0)) return nullptr;
+  }
+  const Node* a = add.arg(0).node();
+  const Node* b = add.arg(1).node();
+  if (!a || !b || a == b) return nullptr;
+  // add_ writes its first argument: fold it only when nothing else reads that.
+  if (add.target_name() == "aten.add_.Tensor" && a->num_users() != 1) return nullptr;
+  if (a == from) return b;
+  if (b == from) return a;
+  return nullptr;
+}
+
+}  // namespace detail
+
+// The epilogue that can follow `producer`, whose output has `channels`
+// channels in dim 1 and layout `out` (the sum post-op needs the addend to have
+// the same shape). `allow_affine` is false where the producer cannot take a
+// folded batch-norm (its weights are not constants).
+inline Epilogue find_epilogue(const runtime::LowerContext& ctx, const Node& producer, const runtime::Layout& out,
+                              std::int64_t channels, bool allow_affine) {
+  Epilogue e;
+  const Node* cur = &producer;
+  auto step = [&](const Node* n) { return n ? detail::only_user(n) : nullptr; };
+  const Node* next = step(cur);
+  if (allow_affine && next && detail::fold_batch_norm(ctx, *next, channels, e)) {
+    cur = e.tuple_nodes.empty() ? next : e.tuple_nodes.back();
+    next = step(cur);
+  }
+  // eltwise* then at most one residual add, then eltwise*.
+  bool summed = false;
+  while (next) {
+    if (auto alg = detail::eltwise_of(*next)) {
+      e.post_ops.append_eltwise(1.0f, *alg, 0.0f, 0.0f);
+    } else if (const Node* other = detail::residual_addend(*next, cur); other && !summed && ctx.is_lowered(other)) {
+      const runtime::Lowered& l = ctx.lowered(other);
+      if (!l.is_tensor() || ctx.layout(l.id).shape != out.shape || ctx.layout(l.id).dtype != out.dtype) break;
+      e.post_ops.append_sum(1.0f);
+      e.addend = l.id;
+      e.addend_node = other;
+      summed = true;
+    } else {
+      break;
+    }
+    e.nodes.push_back(next);
+    cur = next;
+    next = step(cur);
+  }
+  return e;
+}
+
+}  // namespace kiln::kernels::onednn
