@@ -195,3 +195,31 @@ TEST_CASE("dense_like keeps a channels-last order and falls back to row-major") 
   auto t = runtime::transposed(runtime::Layout::contiguous({4, 6}), 0, 1);
   CHECK(runtime::dense_like(t, DType::float32).strides == runtime::Shape{1, 6});
 }
+
+TEST_CASE("two threads run one compiled graph with oneDNN steps, each with its own arena") {
+  Graph g;
+  Node* a = g.placeholder("a", f32({48, 64}));
+  Node* b = g.placeholder("b", f32({64, 32}));
+  Node* c = g.placeholder("c", f32({32, 16}));
+  g.output(ArgList{g.call_function(aten::mm, {g.call_function(aten::relu, {g.call_function(aten::mm, {a, b})}), c})});
+  const auto cg = CompiledGraph::compile(g, {});
+  const Tensor ta = random_tensor({48, 64}, 11), tb = random_tensor({64, 32}, 12), tc = random_tensor({32, 16}, 13);
+  const Tensor ua = random_tensor({48, 64}, 21);
+  const auto expect_t = cg.run({ta, tb, tc});
+  const auto expect_u = cg.run({ua, tb, tc});
+  std::vector<int> bad(2, 0);
+  auto work = [&](int k) {
+    auto ctx = cg.make_context(1);
+    const Tensor& x = k == 0 ? ta : ua;
+    const auto& want = k == 0 ? expect_t : expect_u;
+    for (int r = 0; r < 100; ++r) {
+      const auto& out = ctx.run({x, tb, tc});
+      for (std::int64_t i = 0; i < out[0].numel(); ++i) bad[k] += out[0].data<float>()[i] != want[0].data<float>()[i];
+    }
+  };
+  std::thread t0(work, 0), t1(work, 1);
+  t0.join();
+  t1.join();
+  CHECK(bad[0] == 0);
+  CHECK(bad[1] == 0);
+}
