@@ -1,12 +1,99 @@
 #pragma once
-// Shape and view ops: zero-copy views where strides allow, copies where they do not, shape values (x.shape, size()) as static values.
+// Shape and view ops: zero-copy views where strides allow, copies where they
+// do not, shape values (x.shape, x.size()) as static values, cat/stack and
+// the tensor factories.
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
 
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/shape/copies.hpp"
+#include "kiln/kernels/shape/shape_values.hpp"
+#include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
 
-inline constexpr auto shape_ops_kernels = boost::hana::tuple_t<>;
+inline constexpr auto shape_ops_kernels = boost::hana::tuple_t<
+    Kernel<"aten.view.default">,
+    Kernel<"aten._unsafe_view.default">,
+    Kernel<"Tensor.view">,
+    Kernel<"aten.reshape.default">,
+    Kernel<"torch.reshape">,
+    Kernel<"Tensor.reshape">,
+    Kernel<"aten._reshape_alias.default">,
+    Kernel<"aten.permute.default">,
+    Kernel<"torch.permute">,
+    Kernel<"Tensor.permute">,
+    Kernel<"aten.transpose.int">,
+    Kernel<"torch.transpose">,
+    Kernel<"Tensor.transpose">,
+    Kernel<"aten.t.default">,
+    Kernel<"torch.t">,
+    Kernel<"Tensor.t">,
+    Kernel<"aten.expand.default">,
+    Kernel<"Tensor.expand">,
+    Kernel<"aten.broadcast_to.default">,
+    Kernel<"torch.broadcast_to">,
+    Kernel<"aten.alias.default">,
+    Kernel<"aten.detach.default">,
+    Kernel<"torch.detach">,
+    Kernel<"Tensor.detach">,
+    Kernel<"aten.unsqueeze.default">,
+    Kernel<"torch.unsqueeze">,
+    Kernel<"Tensor.unsqueeze">,
+    Kernel<"aten.squeeze.dim">,
+    Kernel<"aten.squeeze.dims">,
+    Kernel<"aten.squeeze.default">,
+    Kernel<"torch.squeeze">,
+    Kernel<"Tensor.squeeze">,
+    Kernel<"aten.select.int">,
+    Kernel<"torch.select">,
+    Kernel<"Tensor.select">,
+    Kernel<"aten.slice.Tensor">,
+    Kernel<"aten.narrow.default">,
+    Kernel<"torch.narrow">,
+    Kernel<"Tensor.narrow">,
+    Kernel<"aten.flatten.using_ints">,
+    Kernel<"torch.flatten">,
+    Kernel<"Tensor.flatten">,
+    Kernel<"aten.unflatten.int">,
+    Kernel<"torch.unflatten">,
+    Kernel<"Tensor.unflatten">,
+    Kernel<"aten.split.Tensor">,
+    Kernel<"aten.split_with_sizes.default">,
+    Kernel<"torch.split">,
+    Kernel<"Tensor.split">,
+    Kernel<"aten.chunk.default">,
+    Kernel<"torch.chunk">,
+    Kernel<"Tensor.chunk">,
+    Kernel<"aten.unbind.int">,
+    Kernel<"torch.unbind">,
+    Kernel<"Tensor.unbind">,
+    Kernel<"Tensor.contiguous">,
+    Kernel<"aten.clone.default">,
+    Kernel<"torch.clone">,
+    Kernel<"Tensor.clone">,
+    Kernel<"aten.cat.default">,
+    Kernel<"aten.cat">,
+    Kernel<"torch.cat">,
+    Kernel<"torch.concat">,
+    Kernel<"aten.stack.default">,
+    Kernel<"torch.stack">,
+    Kernel<"aten.empty.memory_format">,
+    Kernel<"torch.empty">,
+    Kernel<"aten.zeros.default">,
+    Kernel<"torch.zeros">,
+    Kernel<"aten.ones.default">,
+    Kernel<"torch.ones">,
+    Kernel<"aten.full.default">,
+    Kernel<"torch.full">,
+    Kernel<"aten.embedding.default">,
+    Kernel<"torch.nn.functional.embedding">,
+    Kernel<"aten.index_select.default">,
+    Kernel<"torch.index_select">,
+    Kernel<"builtins.getattr">,
+    Kernel<"Tensor.size">,
+    Kernel<"aten.sym_size.int">,
+    Kernel<"Tensor.dim">,
+    Kernel<"operator.getitem">>;
 
 }  // namespace kiln::kernels

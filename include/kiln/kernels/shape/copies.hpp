@@ -1,0 +1,229 @@
+#pragma once
+// Kernels that move data into a new buffer: contiguous and clone, cat and
+// stack (each input copied into its slice of the result), tensor factories
+// (empty, zeros, ones, full) and gathers (embedding, index_select).
+#include <cstring>
+
+#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/shape/views.hpp"
+
+namespace kiln::kernels {
+
+namespace shape_detail {
+
+// contiguous(): the input itself when it already is, else a row-major copy.
+struct Contiguous {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto& l = ctx.layout(in);
+    if (l.is_contiguous()) ctx.set_result(ctx.view(in, l));
+    else ctx.set_result(copy_into_new(ctx, in, runtime::Layout::contiguous(l.shape, l.dtype)));
+  }
+};
+// clone(x, memory_format=None): a copy, dense in the input's dim order unless
+// torch.contiguous_format is asked for.
+struct Clone {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto& l = ctx.layout(in);
+    const Arg fmt = ctx.value(1, "memory_format");
+    const auto* e = fmt.get_if<EnumConst>();
+    const bool row_major = e && e->name == "torch.contiguous_format";
+    ctx.set_result(copy_into_new(ctx, in, row_major ? runtime::Layout::contiguous(l.shape, l.dtype) : runtime::dense_like(l, l.dtype)));
+  }
+};
+
+// Copies each input into its place in `out` along `dim` (inputs already unsqueezed for stack).
+inline void concatenate(runtime::LowerContext& ctx, const std::vector<runtime::ValueId>& ins,
+                        const std::vector<runtime::Layout>& in_layouts, std::int64_t dim) {
+  std::vector<runtime::ValueId> parts;
+  std::vector<runtime::Layout> layouts;
+  // PyTorch skips 1-d empty inputs in cat (legacy behaviour).
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    if (in_layouts[i].rank() == 1 && in_layouts[i].shape[0] == 0 && ins.size() > 1) continue;
+    parts.push_back(ins[i]);
+    layouts.push_back(in_layouts[i]);
+  }
+  if (parts.empty()) ctx.fail("cat of no tensors");
+  const auto& first = layouts[0];
+  const auto r = static_cast<std::int64_t>(first.rank());
+  const auto d = checked(ctx, [&] { return runtime::normalize_dim(dim, r); });
+  runtime::Shape shape = first.shape;
+  shape[d] = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto& l = layouts[i];
+    if (l.rank() != first.rank() || l.dtype != first.dtype)
+      ctx.fail("cat: input " + std::to_string(i) + " is " + std::string(dtype_name(l.dtype)) + " " +
+               runtime::shape_str(l.shape) + ", input 0 is " + std::string(dtype_name(first.dtype)) + " " +
+               runtime::shape_str(first.shape));
+    for (std::int64_t k = 0; k < r; ++k)
+      if (k != d && l.shape[k] != first.shape[k])
+        ctx.fail("cat: input " + std::to_string(i) + " has shape " + runtime::shape_str(l.shape) + ", input 0 " +
+                 runtime::shape_str(first.shape) + " (they may differ in dim " + std::to_string(dim) + " only)");
+    shape[d] += l.shape[d];
+  }
+  const auto out = ctx.buffer(shape, first.dtype);
+  std::vector<std::pair<detail::CopyPlan, std::int64_t>> plans;  // plan, byte offset in out
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    auto piece = runtime::sliced(ctx.layout(out), d, at, at + layouts[i].shape[d], 1);
+    plans.emplace_back(detail::plan_copy(layouts[i], piece.layout), piece.offset * static_cast<std::int64_t>(first.itemsize()));
+    at += layouts[i].shape[d];
+  }
+  ctx.add_step(runtime::make_step([plans, parts, out](runtime::Frame& f) {
+                 for (std::size_t i = 0; i < parts.size(); ++i)
+                   detail::run_copy(plans[i].first, f.data(parts[i]), f.data(out) + plans[i].second, f.threads());
+               }),
+               parts, {out});
+  ctx.set_result(out);
+}
+
+struct Cat {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto ins = ctx.tensors(0, "tensors");
+    std::vector<runtime::Layout> ls;
+    for (auto v : ins) ls.push_back(ctx.layout(v));
+    concatenate(ctx, ins, ls, ctx.int_arg(1, "dim", 0));
+  }
+};
+// stack: every input gets a new dim `dim`, then cat along it.
+struct Stack {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto ins = ctx.tensors(0, "tensors");
+    if (ins.empty()) ctx.fail("stack of no tensors");
+    const auto dim = ctx.int_arg(1, "dim", 0);
+    std::vector<runtime::Layout> ls;
+    for (auto v : ins) {
+      if (ctx.layout(v).shape != ctx.layout(ins[0]).shape)
+        ctx.fail("stack: inputs of shapes " + runtime::shape_str(ctx.layout(ins[0]).shape) + " and " +
+                 runtime::shape_str(ctx.layout(v).shape));
+      ls.push_back(checked(ctx, [&] { return runtime::unsqueezed(ctx.layout(v), dim); }));
+    }
+    concatenate(ctx, ins, ls, checked(ctx, [&] {
+                  return runtime::normalize_dim(dim, static_cast<std::int64_t>(ctx.layout(ins[0]).rank()) + 1);
+                }));
+  }
+};
+
+inline DType dtype_kwarg(const runtime::LowerContext& ctx, DType dflt) {
+  const Arg a = ctx.value(99, "dtype");
+  if (const auto* d = a.get_if<DType>()) return *d;
+  return dflt;
+}
+
+// A buffer of `size` filled with `value` each run (or left unset for empty()).
+inline void fill(runtime::LowerContext& ctx, const std::vector<std::int64_t>& size, std::optional<double> value, DType dflt) {
+  const DType dt = dtype_kwarg(ctx, dflt);
+  const auto out = ctx.buffer(runtime::Shape(size.begin(), size.end()), dt);
+  if (value) {
+    const double v = *value;
+    ctx.add_step(runtime::make_step([out, v, dt](runtime::Frame& f) {
+                   const std::int64_t n = f.layout(out).numel();
+                   std::byte* p = f.data(out);
+                   switch (dt) {
+                     case DType::float32: std::fill_n(reinterpret_cast<float*>(p), n, static_cast<float>(v)); break;
+                     case DType::float64: std::fill_n(reinterpret_cast<double*>(p), n, v); break;
+                     case DType::int64: std::fill_n(reinterpret_cast<std::int64_t*>(p), n, static_cast<std::int64_t>(v)); break;
+                     case DType::int32: std::fill_n(reinterpret_cast<std::int32_t*>(p), n, static_cast<std::int32_t>(v)); break;
+                     case DType::bool_: std::fill_n(reinterpret_cast<bool*>(p), n, v != 0); break;
+                     case DType::uint8: std::fill_n(reinterpret_cast<std::uint8_t*>(p), n, static_cast<std::uint8_t>(v)); break;
+                     case DType::int8: std::fill_n(reinterpret_cast<std::int8_t*>(p), n, static_cast<std::int8_t>(v)); break;
+                     default: std::memset(p, 0, f.layout(out).nbytes()); break;
+                   }
+                 }),
+                 {}, {out});
+  }
+  ctx.set_result(out);
+}
+template <int Value>
+struct Filled {
+  static void lower(runtime::LowerContext& ctx) {
+    fill(ctx, sizes_arg(ctx, 0, "size"), Value < 0 ? std::nullopt : std::optional<double>(Value), DType::float32);
+  }
+};
+struct Full {
+  static void lower(runtime::LowerContext& ctx) {
+    const Arg v = ctx.value(1, "fill_value");
+    const bool integral = v.get_if<std::int64_t>() || v.get_if<bool>();
+    fill(ctx, ctx.ints_arg(0, "size"), ctx.scalar_arg(1, "fill_value"), integral ? DType::int64 : DType::float32);
+  }
+};
+
+// Rows of a float32 table picked by int64 indices: out[..., :] = table[idx[...], :].
+inline void gather_rows(runtime::LowerContext& ctx, runtime::ValueId table, runtime::ValueId index) {
+  const auto& tl = ctx.layout(table);
+  const auto& il = ctx.layout(index);
+  if (tl.rank() != 2) ctx.fail("the table must be 2-d, got " + runtime::shape_str(tl.shape));
+  if (il.dtype != DType::int64 && il.dtype != DType::int32) ctx.fail("indices must be int64 or int32");
+  runtime::Shape shape = il.shape;
+  shape.push_back(tl.shape[1]);
+  const auto out = ctx.buffer(shape, tl.dtype);
+  const auto idx_plan = detail::plan_copy(il, runtime::Layout::contiguous(il.shape, il.dtype));
+  const auto row_plan = detail::plan_copy(runtime::Layout{tl.dtype, {tl.shape[1]}, {tl.strides[1]}},
+                                          runtime::Layout::contiguous({tl.shape[1]}, tl.dtype));
+  const std::int64_t rows = tl.shape[0], width = tl.shape[1], n = il.numel();
+  const std::int64_t row_stride = tl.strides[0] * static_cast<std::int64_t>(tl.itemsize());
+  const std::size_t item = tl.itemsize();
+  const bool i64 = il.dtype == DType::int64;
+  const std::string node = ctx.node().name();
+  // The index tensor is read through a contiguous copy in the step's scratch.
+  ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
+                 detail::run_copy(idx_plan, f.data(index), f.scratch(), 1);
+                 for (std::int64_t k = 0; k < n; ++k) {
+                   std::int64_t r = i64 ? reinterpret_cast<const std::int64_t*>(f.scratch())[k]
+                                        : reinterpret_cast<const std::int32_t*>(f.scratch())[k];
+                   if (r < 0) r += rows;
+                   if (r < 0 || r >= rows) r = 0;  // out of range: PyTorch raises; kiln reads row 0 rather than stray memory
+                   detail::run_copy(row_plan, f.data(table) + r * row_stride, f.data(out) + k * width * static_cast<std::int64_t>(item), 1);
+                 }
+               }),
+               {table, index}, {out}, il.nbytes());
+  ctx.set_result(out);
+}
+// aten.embedding(weight, indices, ...), F.embedding(input, weight, ...).
+struct AtenEmbedding {
+  static void lower(runtime::LowerContext& ctx) { gather_rows(ctx, ctx.tensor(0, "weight"), ctx.tensor(1, "indices")); }
+};
+struct FEmbedding {
+  static void lower(runtime::LowerContext& ctx) { gather_rows(ctx, ctx.tensor(1, "weight"), ctx.tensor(0, "input")); }
+};
+// index_select(x, dim, index) on dim 0 of a 2-d tensor is the same gather; other dims go through a view.
+struct IndexSelect {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto index = ctx.tensor(2, "index");
+    const auto& l = ctx.layout(in);
+    const auto d = checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(1, "dim"), static_cast<std::int64_t>(l.rank())); });
+    if (l.rank() != 2 || d != 0 || ctx.layout(index).rank() != 1)
+      ctx.fail("index_select is supported on dim 0 of a 2-d tensor with 1-d indices");
+    gather_rows(ctx, in, index);
+  }
+};
+
+}  // namespace shape_detail
+
+template <> struct Kernel<"Tensor.contiguous"> : shape_detail::Contiguous {};
+template <> struct Kernel<"aten.clone.default"> : shape_detail::Clone {};
+template <> struct Kernel<"torch.clone"> : shape_detail::Clone {};
+template <> struct Kernel<"Tensor.clone"> : shape_detail::Clone {};
+template <> struct Kernel<"aten.cat.default"> : shape_detail::Cat {};
+template <> struct Kernel<"aten.cat"> : shape_detail::Cat {};
+template <> struct Kernel<"torch.cat"> : shape_detail::Cat {};
+template <> struct Kernel<"torch.concat"> : shape_detail::Cat {};
+template <> struct Kernel<"aten.stack.default"> : shape_detail::Stack {};
+template <> struct Kernel<"torch.stack"> : shape_detail::Stack {};
+template <> struct Kernel<"aten.empty.memory_format"> : shape_detail::Filled<-1> {};
+template <> struct Kernel<"torch.empty"> : shape_detail::Filled<-1> {};
+template <> struct Kernel<"aten.zeros.default"> : shape_detail::Filled<0> {};
+template <> struct Kernel<"torch.zeros"> : shape_detail::Filled<0> {};
+template <> struct Kernel<"aten.ones.default"> : shape_detail::Filled<1> {};
+template <> struct Kernel<"torch.ones"> : shape_detail::Filled<1> {};
+template <> struct Kernel<"aten.full.default"> : shape_detail::Full {};
+template <> struct Kernel<"torch.full"> : shape_detail::Full {};
+template <> struct Kernel<"aten.embedding.default"> : shape_detail::AtenEmbedding {};
+template <> struct Kernel<"torch.nn.functional.embedding"> : shape_detail::FEmbedding {};
+template <> struct Kernel<"aten.index_select.default"> : shape_detail::IndexSelect {};
+template <> struct Kernel<"torch.index_select"> : shape_detail::IndexSelect {};
+
+}  // namespace kiln::kernels

@@ -1,0 +1,349 @@
+#pragma once
+// Kernels whose result is a view of their input: no step runs, the result is
+// the input's memory seen with another layout (runtime/layout.hpp's algebra).
+// Where a view is impossible (reshape of a transposed tensor), reshape-like
+// ops copy; `view` itself refuses, as PyTorch does.
+#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/kernels/kernel.hpp"
+
+namespace kiln::kernels {
+
+namespace shape_detail {
+
+// Sizes given as one list (`x.view([2, 3])`, aten's form) or as varargs from
+// argument `first` on (`x.view(2, 3)`); each may be a static value.
+inline std::vector<std::int64_t> sizes_arg(const runtime::LowerContext& ctx, std::size_t first, std::string_view kw) {
+  const auto& args = ctx.node().args();
+  if (args.size() == first + 1 || (args.size() <= first && !kw.empty())) {
+    const Arg v = ctx.value(first, kw);
+    if (v.is_list()) return ctx.ints_arg(first, kw);
+    if (v.get_if<std::int64_t>()) return {*v.get_if<std::int64_t>()};
+    ctx.fail("the sizes are not a list of ints");
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t i = first; i < args.size(); ++i) out.push_back(ctx.int_arg(i, ""));
+  return out;
+}
+
+// A copy of `in` into a new buffer of layout `out`, as one step.
+inline runtime::ValueId copy_into_new(runtime::LowerContext& ctx, runtime::ValueId in, runtime::Layout out) {
+  const runtime::ValueId dst = ctx.buffer(out);
+  // The source is seen with the destination's shape (a reshape copies in row-major order).
+  const auto plan = detail::plan_copy(ctx.layout(in), ctx.layout(dst));
+  ctx.add_step(runtime::make_step([plan, in, dst](runtime::Frame& f) { detail::run_copy(plan, f.data(in), f.data(dst), f.threads()); }),
+               {in}, {dst});
+  return dst;
+}
+
+// `in` reshaped to `sizes`: a view when the strides allow, else a copy (or a failure when `must_view`).
+inline void reshape(runtime::LowerContext& ctx, runtime::ValueId in, const std::vector<std::int64_t>& sizes, bool must_view) {
+  const runtime::Layout& l = ctx.layout(in);
+  runtime::Shape shape;
+  try {
+    shape = runtime::infer_size(sizes, l.numel());
+  } catch (const runtime::ShapeError& e) {
+    ctx.fail(e.what());
+  }
+  if (auto v = runtime::viewed(l, shape)) {
+    ctx.set_result(ctx.view(in, std::move(*v)));
+    return;
+  }
+  if (must_view)
+    ctx.fail("a tensor of shape " + runtime::shape_str(l.shape) + " and strides " + runtime::shape_str(l.strides) +
+             " cannot be viewed as " + runtime::shape_str(shape) + " without a copy (use reshape)");
+  // Copy in row-major order into a contiguous buffer of the input's shape, then view that.
+  const runtime::ValueId dense = copy_into_new(ctx, in, runtime::Layout::contiguous(l.shape, l.dtype));
+  ctx.set_result(ctx.view(dense, runtime::Layout::contiguous(shape, l.dtype)));
+}
+
+// Runs a layout function, turning its ShapeError into an error naming the node.
+template <class F>
+auto checked(const runtime::LowerContext& ctx, F f) {
+  try {
+    return f();
+  } catch (const runtime::ShapeError& e) {
+    ctx.fail(e.what());
+  }
+}
+
+struct View {
+  static void lower(runtime::LowerContext& ctx) { reshape(ctx, ctx.tensor(0, "self"), sizes_arg(ctx, 1, "size"), true); }
+};
+struct Reshape {
+  static void lower(runtime::LowerContext& ctx) { reshape(ctx, ctx.tensor(0, "input"), sizes_arg(ctx, 1, "shape"), false); }
+};
+// aten._reshape_alias(x, size, stride): the view with exactly these strides.
+struct ReshapeAlias {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    runtime::Layout l{ctx.layout(in).dtype, ctx.ints_arg(1, "size"), ctx.ints_arg(2, "stride")};
+    if (l.shape.size() != l.strides.size()) ctx.fail("size and stride have different lengths");
+    if (l.span_elements() > ctx.layout(in).span_elements() && ctx.layout(in).numel() > 0)
+      ctx.fail("the view reaches beyond its input's memory");
+    ctx.set_result(ctx.view(in, std::move(l)));
+  }
+};
+struct Permute {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto dims = sizes_arg(ctx, 1, "dims");
+    ctx.set_result(ctx.view(in, checked(ctx, [&] { return runtime::permuted(ctx.layout(in), dims); })));
+  }
+};
+struct Transpose {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto a = ctx.int_arg(1, "dim0"), b = ctx.int_arg(2, "dim1");
+    ctx.set_result(ctx.view(in, checked(ctx, [&] { return runtime::transposed(ctx.layout(in), a, b); })));
+  }
+};
+// t(): a 2-d transpose; 0-d and 1-d tensors are returned as they are.
+struct T {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto& l = ctx.layout(in);
+    if (l.rank() > 2) ctx.fail("t() expects a tensor of at most 2 dims, got " + runtime::shape_str(l.shape));
+    ctx.set_result(ctx.view(in, l.rank() == 2 ? runtime::transposed(l, 0, 1) : l));
+  }
+};
+struct Expand {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto sizes = sizes_arg(ctx, 1, "size");
+    ctx.set_result(ctx.view(in, checked(ctx, [&] { return runtime::expanded(ctx.layout(in), sizes); })));
+  }
+};
+// alias, detach, dropout-free identities: the same memory.
+struct Alias {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    ctx.set_result(ctx.view(in, ctx.layout(in)));
+  }
+};
+struct Unsqueeze {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto d = ctx.int_arg(1, "dim");
+    ctx.set_result(ctx.view(in, checked(ctx, [&] { return runtime::unsqueezed(ctx.layout(in), d); })));
+  }
+};
+// squeeze(), squeeze(dim), squeeze(dims).
+struct Squeeze {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto& l = ctx.layout(in);
+    if (!ctx.has(1, "dim")) {
+      ctx.set_result(ctx.view(in, runtime::squeezed_all(l)));
+      return;
+    }
+    const auto dims = ctx.ints_arg(1, "dim");
+    ctx.set_result(ctx.view(in, checked(ctx, [&] { return runtime::squeezed(l, dims); })));
+  }
+};
+struct Select {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto d = ctx.int_arg(1, "dim"), i = ctx.int_arg(2, "index");
+    auto v = checked(ctx, [&] { return runtime::selected(ctx.layout(in), d, i); });
+    ctx.set_result(ctx.view(in, std::move(v.layout), v.offset));
+  }
+};
+// aten.slice.Tensor(x, dim=0, start=None, end=None, step=1).
+struct SliceKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto d = ctx.int_arg(1, "dim", 0);
+    const auto start = ctx.optional_int(2, "start");
+    const auto end = ctx.optional_int(3, "end");
+    const auto step = ctx.int_arg(4, "step", 1);
+    auto v = checked(ctx, [&] { return runtime::sliced(ctx.layout(in), d, start, end, step); });
+    ctx.set_result(ctx.view(in, std::move(v.layout), v.offset));
+  }
+};
+// narrow(x, dim, start, length).
+struct Narrow {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto d = ctx.int_arg(1, "dim");
+    const auto& l = ctx.layout(in);
+    auto start = ctx.int_arg(2, "start");
+    const auto length = ctx.int_arg(3, "length");
+    const auto dd = checked(ctx, [&] { return runtime::normalize_dim(d, static_cast<std::int64_t>(l.rank())); });
+    if (start < 0) start += l.shape[dd];
+    if (start < 0 || length < 0 || start + length > l.shape[dd]) ctx.fail("narrow: start and length are out of range");
+    auto v = runtime::sliced(l, dd, start, start + length, 1);
+    ctx.set_result(ctx.view(in, std::move(v.layout), v.offset));
+  }
+};
+// flatten(x, start_dim=0, end_dim=-1).
+struct Flatten {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto& l = ctx.layout(in);
+    const auto r = static_cast<std::int64_t>(l.rank());
+    if (r == 0) {
+      reshape(ctx, in, {1}, false);
+      return;
+    }
+    const auto s = checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(1, "start_dim", 0), r, "start_dim"); });
+    const auto e = checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(2, "end_dim", -1), r, "end_dim"); });
+    if (s > e) ctx.fail("flatten: start_dim comes after end_dim");
+    std::vector<std::int64_t> shape(l.shape.begin(), l.shape.begin() + s);
+    std::int64_t m = 1;
+    for (auto k = s; k <= e; ++k) m *= l.shape[k];
+    shape.push_back(m);
+    shape.insert(shape.end(), l.shape.begin() + e + 1, l.shape.end());
+    reshape(ctx, in, shape, false);
+  }
+};
+// unflatten(x, dim, sizes).
+struct Unflatten {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto& l = ctx.layout(in);
+    const auto d = checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(1, "dim"), static_cast<std::int64_t>(l.rank())); });
+    auto sizes = runtime::infer_size(ctx.ints_arg(2, "sizes"), l.shape[d]);
+    std::vector<std::int64_t> shape(l.shape.begin(), l.shape.begin() + d);
+    shape.insert(shape.end(), sizes.begin(), sizes.end());
+    shape.insert(shape.end(), l.shape.begin() + d + 1, l.shape.end());
+    reshape(ctx, in, shape, false);
+  }
+};
+
+// The pieces of `in` along `dim` of the given sizes, as a tuple of views.
+inline void split_into(runtime::LowerContext& ctx, runtime::ValueId in, std::int64_t dim, const std::vector<std::int64_t>& sizes) {
+  const auto& l = ctx.layout(in);
+  const auto d = checked(ctx, [&] { return runtime::normalize_dim(dim, static_cast<std::int64_t>(l.rank())); });
+  std::int64_t total = 0;
+  for (auto s : sizes) {
+    if (s < 0) ctx.fail("split: a negative size");
+    total += s;
+  }
+  if (total != l.shape[d])
+    ctx.fail("split sizes add up to " + std::to_string(total) + " but dim " + std::to_string(dim) + " has " +
+             std::to_string(l.shape[d]));
+  std::vector<runtime::Lowered> items;
+  std::int64_t at = 0;
+  for (auto s : sizes) {
+    auto v = runtime::sliced(l, d, at, at + s, 1);
+    items.push_back(runtime::Lowered::tensor(ctx.view(in, std::move(v.layout), v.offset)));
+    at += s;
+  }
+  ctx.set_result(runtime::Lowered::tuple(std::move(items)));
+}
+// split(x, split_size_or_sections, dim=0): an int gives equal pieces (the last smaller).
+struct Split {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto dim = ctx.int_arg(2, "dim", 0);
+    const auto& l = ctx.layout(in);
+    const auto d = checked(ctx, [&] { return runtime::normalize_dim(dim, static_cast<std::int64_t>(l.rank())); });
+    // Positional, or under the name each level gives it.
+    std::string_view kw = "split_size_or_sections";
+    for (std::string_view k : {"split_size_or_sections", "split_size", "split_sizes"})
+      if (ctx.node().kwargs().find(k)) kw = k;
+    const Arg how = ctx.value(1, kw);
+    std::vector<std::int64_t> sizes;
+    if (const auto* n = how.get_if<std::int64_t>()) {
+      if (*n <= 0) ctx.fail("split size must be positive, got " + std::to_string(*n));
+      for (std::int64_t at = 0; at < l.shape[d]; at += *n) sizes.push_back(std::min(*n, l.shape[d] - at));
+      if (sizes.empty()) sizes.push_back(0);
+    } else if (how.is_list()) {
+      sizes = ctx.ints_arg(1, kw);
+    } else {
+      ctx.fail("split: the split size is neither an int nor a list of ints");
+    }
+    split_into(ctx, in, dim, sizes);
+  }
+};
+// chunk(x, chunks, dim=0): ceil(n / chunks) per piece, as torch.chunk.
+struct Chunk {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto chunks = ctx.int_arg(1, "chunks");
+    const auto dim = ctx.int_arg(2, "dim", 0);
+    if (chunks <= 0) ctx.fail("chunk: chunks must be positive");
+    const auto& l = ctx.layout(in);
+    const auto d = checked(ctx, [&] { return runtime::normalize_dim(dim, static_cast<std::int64_t>(l.rank())); });
+    const std::int64_t n = l.shape[d], each = (n + chunks - 1) / chunks;
+    std::vector<std::int64_t> sizes;
+    for (std::int64_t at = 0; at < n; at += each) sizes.push_back(std::min(each, n - at));
+    if (sizes.empty()) sizes.push_back(0);
+    split_into(ctx, in, dim, sizes);
+  }
+};
+// unbind(x, dim=0): a tuple of selects.
+struct Unbind {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const auto dim = ctx.int_arg(1, "dim", 0);
+    const auto& l = ctx.layout(in);
+    const auto d = checked(ctx, [&] { return runtime::normalize_dim(dim, static_cast<std::int64_t>(l.rank())); });
+    std::vector<runtime::Lowered> items;
+    for (std::int64_t i = 0; i < l.shape[d]; ++i) {
+      auto v = runtime::selected(l, d, i);
+      items.push_back(runtime::Lowered::tensor(ctx.view(in, std::move(v.layout), v.offset)));
+    }
+    ctx.set_result(runtime::Lowered::tuple(std::move(items)));
+  }
+};
+
+}  // namespace shape_detail
+
+template <> struct Kernel<"aten.view.default"> : shape_detail::View {};
+template <> struct Kernel<"aten._unsafe_view.default"> : shape_detail::View {};
+template <> struct Kernel<"Tensor.view"> : shape_detail::View {};
+template <> struct Kernel<"aten.reshape.default"> : shape_detail::Reshape {};
+template <> struct Kernel<"torch.reshape"> : shape_detail::Reshape {};
+template <> struct Kernel<"Tensor.reshape"> : shape_detail::Reshape {};
+template <> struct Kernel<"aten._reshape_alias.default"> : shape_detail::ReshapeAlias {};
+template <> struct Kernel<"aten.permute.default"> : shape_detail::Permute {};
+template <> struct Kernel<"torch.permute"> : shape_detail::Permute {};
+template <> struct Kernel<"Tensor.permute"> : shape_detail::Permute {};
+template <> struct Kernel<"aten.transpose.int"> : shape_detail::Transpose {};
+template <> struct Kernel<"torch.transpose"> : shape_detail::Transpose {};
+template <> struct Kernel<"Tensor.transpose"> : shape_detail::Transpose {};
+template <> struct Kernel<"aten.t.default"> : shape_detail::T {};
+template <> struct Kernel<"torch.t"> : shape_detail::T {};
+template <> struct Kernel<"Tensor.t"> : shape_detail::T {};
+template <> struct Kernel<"aten.expand.default"> : shape_detail::Expand {};
+template <> struct Kernel<"Tensor.expand"> : shape_detail::Expand {};
+template <> struct Kernel<"aten.broadcast_to.default"> : shape_detail::Expand {};
+template <> struct Kernel<"torch.broadcast_to"> : shape_detail::Expand {};
+template <> struct Kernel<"aten.alias.default"> : shape_detail::Alias {};
+template <> struct Kernel<"aten.detach.default"> : shape_detail::Alias {};
+template <> struct Kernel<"torch.detach"> : shape_detail::Alias {};
+template <> struct Kernel<"Tensor.detach"> : shape_detail::Alias {};
+template <> struct Kernel<"aten.unsqueeze.default"> : shape_detail::Unsqueeze {};
+template <> struct Kernel<"torch.unsqueeze"> : shape_detail::Unsqueeze {};
+template <> struct Kernel<"Tensor.unsqueeze"> : shape_detail::Unsqueeze {};
+template <> struct Kernel<"aten.squeeze.dim"> : shape_detail::Squeeze {};
+template <> struct Kernel<"aten.squeeze.dims"> : shape_detail::Squeeze {};
+template <> struct Kernel<"aten.squeeze.default"> : shape_detail::Squeeze {};
+template <> struct Kernel<"torch.squeeze"> : shape_detail::Squeeze {};
+template <> struct Kernel<"Tensor.squeeze"> : shape_detail::Squeeze {};
+template <> struct Kernel<"aten.select.int"> : shape_detail::Select {};
+template <> struct Kernel<"torch.select"> : shape_detail::Select {};
+template <> struct Kernel<"Tensor.select"> : shape_detail::Select {};
+template <> struct Kernel<"aten.slice.Tensor"> : shape_detail::SliceKernel {};
+template <> struct Kernel<"aten.narrow.default"> : shape_detail::Narrow {};
+template <> struct Kernel<"torch.narrow"> : shape_detail::Narrow {};
+template <> struct Kernel<"Tensor.narrow"> : shape_detail::Narrow {};
+template <> struct Kernel<"aten.flatten.using_ints"> : shape_detail::Flatten {};
+template <> struct Kernel<"torch.flatten"> : shape_detail::Flatten {};
+template <> struct Kernel<"Tensor.flatten"> : shape_detail::Flatten {};
+template <> struct Kernel<"aten.unflatten.int"> : shape_detail::Unflatten {};
+template <> struct Kernel<"torch.unflatten"> : shape_detail::Unflatten {};
+template <> struct Kernel<"Tensor.unflatten"> : shape_detail::Unflatten {};
+template <> struct Kernel<"aten.split.Tensor"> : shape_detail::Split {};
+template <> struct Kernel<"aten.split_with_sizes.default"> : shape_detail::Split {};
+template <> struct Kernel<"torch.split"> : shape_detail::Split {};
+template <> struct Kernel<"Tensor.split"> : shape_detail::Split {};
+template <> struct Kernel<"aten.chunk.default"> : shape_detail::Chunk {};
+template <> struct Kernel<"torch.chunk"> : shape_detail::Chunk {};
+template <> struct Kernel<"Tensor.chunk"> : shape_detail::Chunk {};
+template <> struct Kernel<"aten.unbind.int"> : shape_detail::Unbind {};
+template <> struct Kernel<"torch.unbind"> : shape_detail::Unbind {};
+template <> struct Kernel<"Tensor.unbind"> : shape_detail::Unbind {};
+
+}  // namespace kiln::kernels

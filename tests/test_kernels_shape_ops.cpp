@@ -1,0 +1,246 @@
+// Shape and view kernels: results read element by element and compared with
+// index arithmetic written out here; views must cost no step.
+#include <doctest/doctest.h>
+
+#include "kiln/runtime/compiled_graph.hpp"
+#include "runtime_test_support.hpp"
+
+using namespace kiln;
+using runtime::CompiledGraph;
+using runtime::Tensor;
+using test::meta;
+using test::random_tensor;
+
+namespace {
+// The value at a multi-index of a tensor of any strides.
+float at(const Tensor& t, std::initializer_list<std::int64_t> idx) {
+  std::int64_t off = 0, k = 0;
+  for (auto i : idx) off += i * t.strides()[k++];
+  return t.data<float>()[off];
+}
+// x[i, j, k] of a row-major [A, B, C] tensor.
+float at3(const Tensor& x, std::int64_t i, std::int64_t j, std::int64_t k) {
+  return x.data<float>()[(i * x.shape()[1] + j) * x.shape()[2] + k];
+}
+}  // namespace
+
+TEST_CASE("aten.permute, transpose and t are views with no step") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 7, 33}));
+  Node* p = g.call_function(aten::permute, {x, ArgList{2, 0, 1}});
+  Node* tr = g.call_function(aten::transpose_int, {x, -1, 0});
+  Node* m = g.placeholder("m", meta({7, 1}));
+  Node* tt = g.call_function(aten::t, {m});
+  g.output(ArgList{p, tr, tt});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({2, 7, 33}, 1), tm = random_tensor({7, 1}, 2);
+  auto out = cg.run({tx, tm});
+  CHECK(out[0].shape() == runtime::Shape{33, 2, 7});
+  CHECK(out[1].shape() == runtime::Shape{33, 7, 2});
+  CHECK(out[2].shape() == runtime::Shape{1, 7});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 7; ++j)
+      for (std::int64_t k = 0; k < 33; ++k) {
+        bad += at(out[0], {k, i, j}) != at3(tx, i, j, k);
+        bad += at(out[1], {k, j, i}) != at3(tx, i, j, k);
+      }
+  for (std::int64_t j = 0; j < 7; ++j) bad += at(out[2], {0, j}) != tm.data<float>()[j];
+  CHECK(bad == 0);
+}
+
+TEST_CASE("view of a contiguous tensor is a view, reshape of a transposed one copies, view of it fails") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({6, 4}));
+  Node* v = g.call_function(aten::view, {x, ArgList{3, -1, 2}});
+  Node* tr = g.call_function(aten::t, {x});
+  Node* r = g.call_function(aten::reshape, {tr, ArgList{24}});
+  g.output(ArgList{v, r});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 1);  // the reshape's copy
+  Tensor tx = random_tensor({6, 4}, 3);
+  auto out = cg.run({tx});
+  CHECK(out[0].shape() == runtime::Shape{3, 4, 2});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 24; ++i) bad += test::element(out[0], i) != tx.data<float>()[i];
+  // reshape(t(x)) reads x column by column.
+  for (std::int64_t i = 0; i < 24; ++i) bad += test::element(out[1], i) != tx.data<float>()[(i % 6) * 4 + i / 6];
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* y = h.placeholder("y", meta({6, 4}));
+  h.output(ArgList{h.call_function(aten::view, {h.call_function(aten::t, {y}), ArgList{24}}, {}, "flat")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node flat (aten.view.default): a tensor of shape [4, 6]"),
+                       runtime::CompileError);
+  Graph k;
+  Node* z = k.placeholder("z", meta({6, 4}));
+  k.output(ArgList{k.call_function(aten::view, {z, ArgList{5, -1}}, {}, "bad")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(k, {}), doctest::Contains("shape [5, -1] is invalid for 24 elements"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("select, slice with negative and out-of-range bounds, unsqueeze, squeeze, expand") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({5, 7}));
+  Node* sel = g.call_function(aten::select_int, {x, -1, 2});
+  Node* sl = g.call_function(aten::slice_Tensor, {x, 1, -5, 100, 2});
+  Node* un = g.call_function(aten::unsqueeze, {x, -1});
+  Node* sq = g.call_function(aten::squeeze_dim, {un, 2});
+  Node* one = g.placeholder("one", meta({1, 7}));
+  Node* ex = g.call_function(aten::expand, {one, ArgList{3, -1}});
+  g.output(ArgList{sel, sl, sq, ex});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({5, 7}, 4), t1 = random_tensor({1, 7}, 5);
+  auto out = cg.run({tx, t1});
+  CHECK(out[0].shape() == runtime::Shape{5});
+  CHECK(out[1].shape() == runtime::Shape{5, 3});  // columns 2, 4, 6
+  CHECK(out[2].shape() == runtime::Shape{5, 7});
+  CHECK(out[3].shape() == runtime::Shape{3, 7});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 5; ++i) {
+    bad += at(out[0], {i}) != tx.data<float>()[i * 7 + 2];
+    for (std::int64_t j = 0; j < 3; ++j) bad += at(out[1], {i, j}) != tx.data<float>()[i * 7 + 2 + 2 * j];
+    for (std::int64_t j = 0; j < 7; ++j) bad += at(out[2], {i, j}) != tx.data<float>()[i * 7 + j];
+  }
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 7; ++j) bad += at(out[3], {i, j}) != t1.data<float>()[j];
+  CHECK(bad == 0);
+}
+
+TEST_CASE("split, split_with_sizes, unbind and chunk give tuples of views read through getitem") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({7, 4}));
+  Node* sp = g.call_function(aten::split_Tensor, {x, 3});  // 3, 3, 1 rows
+  Node* s2 = g.call_function(OpRef("torch.split"), {x, ArgList{1, 3}}, {{"dim", Arg(1)}});
+  Node* ub = g.call_function(aten::unbind_int, {x, 1});
+  Node* ch = g.call_function(OpRef("torch.chunk"), {x, 3});  // ceil(7 / 3) = 3: 3, 3, 1
+  auto get = [&](Node* n, int i) { return g.call_function(OpRef("operator.getitem"), {n, i}); };
+  g.output(ArgList{get(sp, 2), get(s2, 1), get(ub, 3), get(ch, 1)});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({7, 4}, 6);
+  auto out = cg.run({tx});
+  CHECK(out[0].shape() == runtime::Shape{1, 4});
+  CHECK(out[1].shape() == runtime::Shape{7, 3});
+  CHECK(out[2].shape() == runtime::Shape{7});
+  CHECK(out[3].shape() == runtime::Shape{3, 4});
+  int bad = 0;
+  for (std::int64_t j = 0; j < 4; ++j) bad += at(out[0], {0, j}) != tx.data<float>()[6 * 4 + j];
+  for (std::int64_t i = 0; i < 7; ++i) {
+    for (std::int64_t j = 0; j < 3; ++j) bad += at(out[1], {i, j}) != tx.data<float>()[i * 4 + 1 + j];
+    bad += at(out[2], {i}) != tx.data<float>()[i * 4 + 3];
+  }
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 4; ++j) bad += at(out[3], {i, j}) != tx.data<float>()[(3 + i) * 4 + j];
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* y = h.placeholder("y", meta({7, 4}));
+  h.output(ArgList{h.call_function(aten::split_with_sizes, {y, ArgList{3, 3}}, {}, "sp")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("split sizes add up to 6 but dim 0 has 7"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("cat and stack copy strided inputs into place, along negative dims") {
+  Graph g;
+  Node* a = g.placeholder("a", meta({3, 5}));
+  Node* b = g.placeholder("b", meta({3, 2}));
+  Node* c = g.call_function(aten::cat, {ArgList{a, b, a}, -1});
+  Node* at_ = g.call_function(aten::t, {a});
+  Node* st = g.call_function(aten::stack, {ArgList{at_, at_}, -1});  // [5, 3, 2]
+  g.output(ArgList{c, st});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor ta = random_tensor({3, 5}, 7), tb0 = random_tensor({2, 3}, 8);
+  Tensor tb = tb0.transpose(0, 1);  // a non-contiguous input
+  auto out = cg.run({ta, tb});
+  CHECK(out[0].shape() == runtime::Shape{3, 12});
+  CHECK(out[1].shape() == runtime::Shape{5, 3, 2});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 12; ++j) {
+      const float want = j < 5 ? ta.data<float>()[i * 5 + j] : j < 7 ? tb0.data<float>()[(j - 5) * 3 + i] : ta.data<float>()[i * 5 + j - 7];
+      bad += at(out[0], {i, j}) != want;
+    }
+  for (std::int64_t i = 0; i < 5; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 2; ++k) bad += at(out[1], {i, j, k}) != ta.data<float>()[j * 5 + i];
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* x = h.placeholder("x", meta({3, 5}));
+  Node* y = h.placeholder("y", meta({4, 2}));
+  h.output(ArgList{h.call_function(aten::cat, {ArgList{x, y}, 1}, {}, "cat")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node cat (aten.cat.default): cat: input 1 has shape [4, 2]"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("shapes are static values: getattr shape, getitem, size and a view sized by them") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 6, 4}));
+  Node* shape = g.call_function(OpRef("builtins.getattr"), {x, "shape"});
+  Node* d0 = g.call_function(OpRef("operator.getitem"), {shape, 0});
+  Node* d2 = g.call_method("size", {x, -1});
+  Node* v = g.call_method("view", {x, d0, -1, d2});
+  Node* f = g.call_method("flatten", {v, 1});
+  g.output(ArgList{f});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({2, 6, 4}, 9);
+  auto out = cg.run({tx});
+  CHECK(out[0].shape() == runtime::Shape{2, 24});
+  CHECK(test::max_abs_diff(out[0], tx.view({2, 24})) == 0);
+}
+
+TEST_CASE("indexing a tensor: ints, slices, None and an ellipsis") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({4, 5, 6}));
+  Node* i1 = g.call_function(OpRef("operator.getitem"), {x, ArgList{Arg(1), Slice{{Arg(1), Arg(), Arg(2)}}}});
+  Node* i2 = g.call_function(OpRef("operator.getitem"), {x, ArgList{EnumConst{"Ellipsis"}, Arg(-1), Arg()}});
+  g.output(ArgList{i1, i2});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({4, 5, 6}, 10);
+  auto out = cg.run({tx});
+  CHECK(out[0].shape() == runtime::Shape{2, 6});   // x[1, 1::2]
+  CHECK(out[1].shape() == runtime::Shape{4, 5, 1});  // x[..., -1, None]
+  int bad = 0;
+  for (std::int64_t j = 0; j < 2; ++j)
+    for (std::int64_t k = 0; k < 6; ++k) bad += at(out[0], {j, k}) != at3(tx, 1, 1 + 2 * j, k);
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 5; ++j) bad += at(out[1], {i, j, 0}) != at3(tx, i, j, 5);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("factories fill, clone and contiguous copy, embedding gathers rows") {
+  Graph g;
+  Node* ids = g.placeholder("ids", meta({2, 3}, DType::int64));
+  Node* table = g.get_attr("table", meta({10, 4}));
+  Node* emb = g.call_function(aten::embedding, {table, ids});
+  Node* full = g.call_function(aten::full, {ArgList{2, 2}, 1.5});
+  Node* ones = g.call_function(aten::ones, {ArgList{3}});
+  Node* x = g.placeholder("x", meta({3, 4}));
+  Node* cl = g.call_function(aten::clone, {g.call_function(aten::t, {x})});
+  g.output(ArgList{emb, full, ones, cl});
+  Tensor tt = random_tensor({10, 4}, 11);
+  auto cg = CompiledGraph::compile(g, {{"table", tt}});
+  const std::vector<std::int64_t> idv{3, 0, 9, -1, 5, 3};
+  Tensor tids = Tensor::from_values<std::int64_t>({2, 3}, idv);
+  Tensor tx = random_tensor({3, 4}, 12);
+  auto out = cg.run({tids, tx});
+  CHECK(out[0].shape() == runtime::Shape{2, 3, 4});
+  int bad = 0;
+  for (int k = 0; k < 6; ++k)
+    for (int c = 0; c < 4; ++c) bad += out[0].data<float>()[k * 4 + c] != tt.data<float>()[((idv[k] + 10) % 10) * 4 + c];
+  for (int k = 0; k < 4; ++k) bad += out[1].data<float>()[k] != 1.5f;
+  for (int k = 0; k < 3; ++k) bad += out[2].data<float>()[k] != 1.0f;
+  CHECK(out[3].shape() == runtime::Shape{4, 3});
+  // clone keeps the transposed dim order (dense, strides [1, 4]); seen through a
+  // context, whose outputs are the arena's views (CompiledGraph::run copies them).
+  auto rc = cg.make_context();
+  CHECK(rc.run({tids, tx})[3].strides() == runtime::Shape{1, 4});
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) bad += at(out[3], {i, j}) != tx.data<float>()[j * 4 + i];
+  CHECK(bad == 0);
+  CHECK(out[1].dtype() == DType::float32);
+}
