@@ -79,18 +79,23 @@ inline DType promote(const runtime::LowerContext& ctx, const Operand& a, const O
   return cat == 2 ? DType::float32 : cat == 1 ? DType::int64 : DType::bool_;
 }
 
-struct Add {
-  double alpha = 1;
+// add, sub and rsub are all ca * a + cb * b (alpha folded into the
+// coefficients); with a scalar operand they are x * scale + shift, as is mul by
+// a scalar. One expression each keeps the instantiations (compile time) down.
+struct Linear {
+  double ca = 1, cb = 1;
   auto operator()(auto&& a, auto&& b) const {
-    using T = elem_t<decltype(a + b)>;
-    return a + static_cast<T>(alpha) * b;
+    using T = elem_t<decltype(a)>;
+    return a * static_cast<T>(ca) + b * static_cast<T>(cb);
   }
 };
-struct Sub {
-  double alpha = 1;
-  auto operator()(auto&& a, auto&& b) const {
-    using T = elem_t<decltype(a - b)>;
-    return a - static_cast<T>(alpha) * b;
+struct Affine {
+  double scale = 1, shift = 0;
+  std::int64_t iscale = 1, ishift = 0;  // exact for int64 tensors
+  auto operator()(auto&& x) const {
+    using T = elem_t<decltype(x)>;
+    if constexpr (std::is_integral_v<T>) return x * static_cast<T>(iscale) + static_cast<T>(ishift);
+    else return x * static_cast<T>(scale) + static_cast<T>(shift);
   }
 };
 struct Mul {
@@ -126,25 +131,76 @@ struct Maximum {
   auto operator()(auto&& a, auto&& b) const { return xt::maximum(a, b); }
 };
 
-// out = op(a, b) into a new buffer of the promoted dtype (float32 for true division).
-template <class Op>
-runtime::ValueId lower_binary(runtime::LowerContext& ctx, const Op& op, const Operand& a, const Operand& b,
-                              bool float_result = false, bool integers = true) {
+// The dtype a binary op computes in: promoted, float32 for true division, int64 for bools.
+inline DType binary_dtype(const runtime::LowerContext& ctx, const Operand& a, const Operand& b, bool float_result,
+                          bool integers) {
   if (!a.tensor && !b.tensor) ctx.fail("neither operand is a tensor");
   DType dt = promote(ctx, a, b);
   if (float_result) dt = DType::float32;
   if (dt == DType::bool_) dt = DType::int64;  // arithmetic on bools computes in int64
   if (dt == DType::int64 && !integers) ctx.fail("this op takes float32 tensors (got integers)");
+  return dt;
+}
+
+// A scalar as a 0-d constant of `dt` (it broadcasts like any tensor).
+inline runtime::ValueId scalar_constant(runtime::LowerContext& ctx, const Scalar& s, DType dt) {
+  runtime::Tensor t = runtime::Tensor::empty({}, dt);
+  if (dt == DType::float32) *t.data<float>() = s.as<float>();
+  else *t.data<std::int64_t>() = s.as<std::int64_t>();
+  return ctx.constant_value(std::move(t), ctx.node().name() + ".scalar");
+}
+
+// out = op(a, b) into a new buffer of the promoted dtype. A float32 scalar
+// stays a scalar in the expression; int64 ops (shape arithmetic, small) take
+// scalars as 0-d constants, which saves their instantiations.
+template <class Op>
+runtime::ValueId lower_binary(runtime::LowerContext& ctx, const Op& op, const Operand& a, const Operand& b,
+                              bool float_result = false, bool integers = true) {
+  const DType dt = binary_dtype(ctx, a, b, float_result, integers);
+  if (dt == DType::int64) {
+    const auto as_tensor = [&](const Operand& o) { return o.tensor ? cast_to(ctx, *o.tensor, dt) : scalar_constant(ctx, o.scalar, dt); };
+    const runtime::ValueId ta = as_tensor(a), tb = as_tensor(b);
+    return lower_map<std::int64_t, std::int64_t, std::int64_t>(ctx, dt, {ta, tb}, op);
+  }
   const auto cast = [&](const Operand& o) { return o.tensor ? cast_to(ctx, *o.tensor, dt) : runtime::ValueId{}; };
   const runtime::ValueId ta = cast(a), tb = cast(b);
-  auto lower_typed = [&](auto tag) -> runtime::ValueId {
-    using T = typename decltype(tag)::type;
-    if (a.tensor && b.tensor) return lower_map<T, T, T>(ctx, dt, {ta, tb}, op);
-    if (a.tensor) return lower_map<T, T>(ctx, dt, {ta}, [op, s = b.scalar.as<T>()](auto&& x) { return op(x, s); });
-    return lower_map<T, T>(ctx, dt, {tb}, [op, s = a.scalar.as<T>()](auto&& x) { return op(s, x); });
-  };
-  if (dt == DType::float32) return lower_typed(TypeTag<float>{});
-  return lower_typed(TypeTag<std::int64_t>{});
+  if (a.tensor && b.tensor) return lower_map<float, float, float>(ctx, dt, {ta, tb}, op);
+  if (a.tensor) return lower_map<float, float>(ctx, dt, {ta}, [op, s = b.scalar.as<float>()](auto&& x) { return op(x, s); });
+  return lower_map<float, float>(ctx, dt, {tb}, [op, s = a.scalar.as<float>()](auto&& x) { return op(s, x); });
+}
+
+// ca * a + cb * b for add, sub, rsub and mul by a scalar.
+inline runtime::ValueId lower_linear(runtime::LowerContext& ctx, const Operand& a, const Operand& b, double ca, double cb) {
+  const DType dt = binary_dtype(ctx, a, b, false, true);
+  if (a.tensor && b.tensor) {
+    const runtime::ValueId ta = cast_to(ctx, *a.tensor, dt), tb = cast_to(ctx, *b.tensor, dt);
+    if (dt == DType::float32) return lower_map<float, float, float>(ctx, dt, {ta, tb}, Linear{ca, cb});
+    return lower_map<std::int64_t, std::int64_t, std::int64_t>(ctx, dt, {ta, tb}, Linear{ca, cb});
+  }
+  const bool tensor_first = a.tensor.has_value();
+  const Scalar& s = tensor_first ? b.scalar : a.scalar;
+  const double c_tensor = tensor_first ? ca : cb, c_scalar = tensor_first ? cb : ca;
+  const Affine f{c_tensor, c_scalar * s.f, static_cast<std::int64_t>(c_tensor), static_cast<std::int64_t>(c_scalar) * s.i};
+  const runtime::ValueId t = cast_to(ctx, tensor_first ? *a.tensor : *b.tensor, dt);
+  if (dt == DType::float32) return lower_map<float, float>(ctx, dt, {t}, f);
+  return lower_map<std::int64_t, std::int64_t>(ctx, dt, {t}, f);
+}
+
+inline runtime::ValueId lower_mul(runtime::LowerContext& ctx, const Operand& a, const Operand& b) {
+  if (a.tensor && b.tensor) {
+    const DType dt = binary_dtype(ctx, a, b, false, true);
+    const runtime::ValueId ta = cast_to(ctx, *a.tensor, dt), tb = cast_to(ctx, *b.tensor, dt);
+    if (dt == DType::float32) return lower_map<float, float, float>(ctx, dt, {ta, tb}, Mul{});
+    return lower_map<std::int64_t, std::int64_t, std::int64_t>(ctx, dt, {ta, tb}, Mul{});
+  }
+  // x * s is the affine x * s + 0 (exact up to the sign of a zero).
+  const DType dt = binary_dtype(ctx, a, b, false, true);
+  const Operand& t = a.tensor ? a : b;
+  const Scalar& s = a.tensor ? b.scalar : a.scalar;
+  const runtime::ValueId x = cast_to(ctx, *t.tensor, dt);
+  const Affine f{s.f, 0, s.i, 0};
+  if (dt == DType::float32) return lower_map<float, float>(ctx, dt, {x}, f);
+  return lower_map<std::int64_t, std::int64_t>(ctx, dt, {x}, f);
 }
 
 // Python's arithmetic on two static numbers (ints stay ints, `/` gives a float, `//` floors).
@@ -168,10 +224,10 @@ struct BinaryKernel {
     const Operand b = read_operand(ctx, 1, K == BinaryOp::pow ? "exponent" : "other");
     if (InPlace) check_no_later_reads(ctx, 0, "self");
     runtime::ValueId out = 0;
-    if constexpr (K == BinaryOp::add) out = lower_binary(ctx, Add{ctx.scalar_arg(2, "alpha", 1.0)}, a, b);
-    else if constexpr (K == BinaryOp::sub) out = lower_binary(ctx, Sub{ctx.scalar_arg(2, "alpha", 1.0)}, a, b);
-    else if constexpr (K == BinaryOp::rsub) out = lower_binary(ctx, Sub{ctx.scalar_arg(2, "alpha", 1.0)}, b, a);
-    else if constexpr (K == BinaryOp::mul) out = lower_binary(ctx, Mul{}, a, b);
+    if constexpr (K == BinaryOp::add) out = lower_linear(ctx, a, b, 1, ctx.scalar_arg(2, "alpha", 1.0));
+    else if constexpr (K == BinaryOp::sub) out = lower_linear(ctx, a, b, 1, -ctx.scalar_arg(2, "alpha", 1.0));
+    else if constexpr (K == BinaryOp::rsub) out = lower_linear(ctx, a, b, -ctx.scalar_arg(2, "alpha", 1.0), 1);
+    else if constexpr (K == BinaryOp::mul) out = lower_mul(ctx, a, b);
     else if constexpr (K == BinaryOp::floordiv) out = lower_binary(ctx, FloorDiv{}, a, b);
     else if constexpr (K == BinaryOp::pow) out = lower_binary(ctx, Pow{}, a, b, false, false);
     else if constexpr (K == BinaryOp::minimum) out = lower_binary(ctx, Minimum{}, a, b);

@@ -1,9 +1,10 @@
 #pragma once
 // The engine of every element-wise kernel: out = f(in0, in1, ...) where each
 // input has been expanded (stride 0) to the output's shape when lowering. The
-// plan picks a flat 1-d form when every operand is contiguous (xtensor then
-// assigns linearly with xsimd) and keeps the strided layouts otherwise; runs
-// split dim 0 into chunks, over OpenMP threads above a size threshold.
+// plan turns the operands into rows of one inner run; xtensor assigns each run
+// (linearly, with xsimd, where the run is contiguous in every operand) and
+// rows, or pieces of a single run, spread over OpenMP threads above a size
+// threshold.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -19,79 +20,115 @@ namespace kiln::kernels::detail {
 
 // Below this many elements a loop runs on the calling thread only.
 inline constexpr std::int64_t kParallelElements = 32768;
+inline constexpr std::size_t kMaxMapRank = 8;
 
+// Operands (the output first) as rows of one inner dimension: the outer dims,
+// walked by index, and the inner run that xtensor assigns. Adjacent dims that
+// are contiguous with each other in every operand merge, so contiguous
+// operands are a single run and broadcasting a bias is a run per row.
 template <std::size_t N>
 struct MapPlan {
-  runtime::ValueId out = 0;
-  runtime::Layout out_layout;
-  std::array<runtime::ValueId, N> in{};
-  std::array<runtime::Layout, N> in_layout;  // same shape as out_layout
-  std::int64_t rows_per_chunk = 1;           // of dim 0
+  std::array<runtime::ValueId, N + 1> ids{};
+  std::size_t outer_rank = 0;
+  std::array<std::int64_t, kMaxMapRank> outer_shape{};
+  std::array<std::array<std::int64_t, kMaxMapRank>, N + 1> outer_strides{};
+  std::array<std::int64_t, N + 1> inner_stride{};
+  std::int64_t rows = 1, inner = 1;
+  std::int64_t rows_per_chunk = 1;  // rows per OpenMP work item, or
+  std::int64_t inner_chunk = 1;     // elements per work item when there is one row
 };
 
-// Plans a map of inputs (with their own layouts) into a new contiguous `out`.
+// Plans a map of inputs (any layouts that broadcast to it) into a new contiguous `out`.
 template <std::size_t N>
 MapPlan<N> plan_map(runtime::ValueId out, const runtime::Layout& out_layout,
                     const std::array<runtime::ValueId, N>& ins, const std::array<runtime::Layout, N>& in_layouts) {
   MapPlan<N> p;
-  p.out = out;
-  p.in = ins;
-  bool flat = true;
+  std::array<runtime::Layout, N + 1> ls;
+  ls[0] = out_layout;
+  p.ids[0] = out;
   for (std::size_t i = 0; i < N; ++i) {
-    p.in_layout[i] = runtime::expanded(in_layouts[i], out_layout.shape);
-    flat = flat && p.in_layout[i].is_contiguous();
+    ls[i + 1] = runtime::expanded(in_layouts[i], out_layout.shape);
+    p.ids[i + 1] = ins[i];
   }
-  p.out_layout = out_layout;
-  if (flat || out_layout.rank() == 0) {
-    // One dimension of numel elements for every operand.
-    const runtime::Shape n{out_layout.numel()};
-    p.out_layout = runtime::Layout{out_layout.dtype, n, {1}};
-    for (auto& l : p.in_layout) l = runtime::Layout{l.dtype, n, {1}};
+  // Dims of size 1 drop out; the rest merge right to left while every operand allows.
+  runtime::Shape shape;
+  std::array<runtime::Shape, N + 1> strides;
+  for (std::size_t k = 0; k < out_layout.rank(); ++k) {
+    if (out_layout.shape[k] == 1) continue;
+    bool merge = !shape.empty();
+    for (std::size_t i = 0; merge && i <= N; ++i) merge = strides[i].back() == out_layout.shape[k] * ls[i].strides[k];
+    if (merge) {
+      shape.back() *= out_layout.shape[k];
+      for (std::size_t i = 0; i <= N; ++i) strides[i].back() = ls[i].strides[k];
+    } else {
+      shape.push_back(out_layout.shape[k]);
+      for (std::size_t i = 0; i <= N; ++i) strides[i].push_back(ls[i].strides[k]);
+    }
   }
-  const std::int64_t rows = p.out_layout.shape[0];
-  const std::int64_t per_row = rows ? p.out_layout.numel() / rows : 1;
-  p.rows_per_chunk = std::max<std::int64_t>(1, kParallelElements / std::max<std::int64_t>(per_row, 1));
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (auto& st : strides) st.push_back(1);
+  }
+  if (shape.size() > kMaxMapRank + 1) throw runtime::ShapeError("element-wise ops take up to 9 dims that do not merge");
+  p.outer_rank = shape.size() - 1;
+  for (std::size_t k = 0; k < p.outer_rank; ++k) {
+    p.outer_shape[k] = shape[k];
+    p.rows *= shape[k];
+    for (std::size_t i = 0; i <= N; ++i) p.outer_strides[i][k] = strides[i][k];
+  }
+  p.inner = shape.back();
+  for (std::size_t i = 0; i <= N; ++i) p.inner_stride[i] = strides[i].back();
+  p.rows_per_chunk = std::max<std::int64_t>(1, kParallelElements / std::max<std::int64_t>(p.inner, 1));
+  p.inner_chunk = kParallelElements;
+  if (out_layout.numel() == 0) p.rows = 0;
   return p;
 }
 
-// An adaptor over rows [begin, begin + count) of dim 0 of `l` at `base`.
-// xtensor wants the storage size of a strided adaptor to be the element count
-// (it never reads the storage linearly unless the strides are row-major), so
-// broadcast (stride 0) and sliced layouts pass numel, not the addressed span.
+// A 1-d strided adaptor over n elements (fixed rank: cheap to build and to compile).
 template <class T>
-auto xadapt_rows(T* base, const runtime::Layout& l, std::int64_t begin, std::int64_t count) {
-  XShape shape = xshape(l);
-  shape[0] = static_cast<std::size_t>(count);
-  std::size_t numel = 1;
-  for (auto d : shape) numel *= d;
-  return xt::adapt(base + begin * l.strides[0], numel, xt::no_ownership(), std::move(shape), xstrides(l));
+auto xrun(T* data, std::int64_t n, std::int64_t stride) {
+  using S = std::array<std::size_t, 1>;
+  using St = std::array<std::ptrdiff_t, 1>;
+  return xt::adapt(data, static_cast<std::size_t>(n), xt::no_ownership(), S{static_cast<std::size_t>(n)},
+                   St{static_cast<std::ptrdiff_t>(stride)});
 }
 
+// Assigns elements [from, from + n) of the inner run of `row`.
 template <class Out, class... Ins, class F, std::size_t... I>
-void run_map_rows(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f, std::int64_t begin,
-                  std::int64_t count, std::index_sequence<I...>) {
-  auto o = xadapt_rows(fr.data_as<Out>(p.out), p.out_layout, begin, count);
-  xt::noalias(o) = f(xadapt_rows(static_cast<const Ins*>(fr.data_as<Ins>(p.in[I])), p.in_layout[I], begin, count)...);
+void run_map_piece(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f, std::int64_t row,
+                   std::int64_t from, std::int64_t n, std::index_sequence<I...>) {
+  std::array<std::int64_t, sizeof...(Ins) + 1> off{};
+  for (std::size_t k = p.outer_rank, rest = static_cast<std::size_t>(row); k-- > 0;) {
+    const auto idx = static_cast<std::int64_t>(rest % static_cast<std::size_t>(p.outer_shape[k]));
+    rest /= static_cast<std::size_t>(p.outer_shape[k]);
+    for (std::size_t i = 0; i < off.size(); ++i) off[i] += idx * p.outer_strides[i][k];
+  }
+  for (std::size_t i = 0; i < off.size(); ++i) off[i] += from * p.inner_stride[i];
+  auto o = xrun(fr.data_as<Out>(p.ids[0]) + off[0], n, p.inner_stride[0]);
+  xt::noalias(o) = f(xrun(static_cast<const Ins*>(fr.data_as<Ins>(p.ids[I + 1])) + off[I + 1], n, p.inner_stride[I + 1])...);
 }
 
 // Runs a planned map; F takes one xtensor expression per input.
 template <class Out, class... Ins, class F>
 void run_map(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f) {
-  const std::int64_t rows = p.out_layout.shape[0];
-  if (p.out_layout.numel() == 0) return;
-  const std::int64_t chunks = (rows + p.rows_per_chunk - 1) / p.rows_per_chunk;
   const auto seq = std::index_sequence_for<Ins...>{};
-  if (chunks <= 1 || fr.threads() <= 1) {
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t b = c * p.rows_per_chunk;
-      run_map_rows<Out, Ins...>(fr, p, f, b, std::min(p.rows_per_chunk, rows - b), seq);
-    }
-    return;
-  }
+  const bool parallel = fr.threads() > 1 && p.rows * p.inner >= kParallelElements;
+  if (!parallel) {
+    for (std::int64_t r = 0; r < p.rows; ++r) run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
+  } else if (p.rows == 1) {
+    // One long run: pieces of it.
+    const std::int64_t pieces = (p.inner + p.inner_chunk - 1) / p.inner_chunk;
 #pragma omp parallel for num_threads(fr.threads()) schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t b = c * p.rows_per_chunk;
-    run_map_rows<Out, Ins...>(fr, p, f, b, std::min(p.rows_per_chunk, rows - b), seq);
+    for (std::int64_t c = 0; c < pieces; ++c) {
+      const std::int64_t b = c * p.inner_chunk;
+      run_map_piece<Out, Ins...>(fr, p, f, 0, b, std::min(p.inner_chunk, p.inner - b), seq);
+    }
+  } else {
+    const std::int64_t chunks = (p.rows + p.rows_per_chunk - 1) / p.rows_per_chunk;
+#pragma omp parallel for num_threads(fr.threads()) schedule(static)
+    for (std::int64_t c = 0; c < chunks; ++c)
+      for (std::int64_t r = c * p.rows_per_chunk, e = std::min(p.rows, r + p.rows_per_chunk); r < e; ++r)
+        run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
   }
 }
 
@@ -110,6 +147,7 @@ runtime::ValueId lower_map(runtime::LowerContext& ctx, DType out_dtype,
       ctx.fail(e.what());
     }
   }
+  if (shape.size() > kMaxMapRank + 1) ctx.fail("element-wise ops take tensors of rank <= 9, got " + runtime::shape_str(shape));
   const auto out = ctx.buffer(shape, out_dtype);
   auto plan = plan_map<N>(out, ctx.layout(out), ins, layouts);
   ctx.add_step(runtime::make_step([plan = std::move(plan), f = std::move(f)](runtime::Frame& fr) {

@@ -233,8 +233,10 @@ struct DropoutKernel {
 inline std::optional<DType> requested_dtype(const runtime::LowerContext& ctx) {
   const Arg kw = ctx.value(1000, "dtype");
   if (const auto* d = kw.get_if<DType>()) return *d;
-  for (std::size_t i = 1; i < ctx.node().args().size(); ++i)
-    if (const auto* d = ctx.value(i, "").get_if<DType>()) return *d;
+  for (std::size_t i = 1; i < ctx.node().args().size(); ++i) {
+    const Arg a = ctx.value(i, "");
+    if (const auto* d = a.get_if<DType>()) return *d;
+  }
   return std::nullopt;
 }
 
