@@ -31,17 +31,25 @@ decltype(auto) with_dtype(runtime::LowerContext& ctx, DType d, const char* what,
   }
 }
 
-// The dtype of `src` converted to `to` (a new buffer; float to int truncates, nonzero is true).
-inline runtime::ValueId cast_to(runtime::LowerContext& ctx, runtime::ValueId src, DType to) {
+// `src` converted to `to` (float32, int64 or bool) in a new buffer: float to
+// int truncates, nonzero is true. The same dtype gives `src` itself unless
+// `copy`. Only these targets are instantiated (each pair is a map: compile time).
+inline runtime::ValueId cast_to(runtime::LowerContext& ctx, runtime::ValueId src, DType to, bool copy = false) {
   const DType from = ctx.layout(src).dtype;
-  if (from == to) return src;
-  return with_dtype(ctx, to, "the target dtype", [&](auto out_tag) {
+  if (from == to && !copy) return src;
+  const auto cast_into = [&](auto out_tag) {
     using Out = typename decltype(out_tag)::type;
     return with_dtype(ctx, from, "the input", [&](auto in_tag) {
       using In = typename decltype(in_tag)::type;
       return lower_map<Out, In>(ctx, to, {src}, [](auto&& x) { return xt::cast<Out>(x); });
     });
-  });
+  };
+  switch (to) {
+    case DType::float32: return cast_into(TypeTag<float>{});
+    case DType::int64: return cast_into(TypeTag<std::int64_t>{});
+    case DType::bool_: return cast_into(TypeTag<bool>{});
+    default: ctx.fail("casting to " + std::string(dtype_name(to)) + " is not supported (float32, int64 and bool are)");
+  }
 }
 
 // Promotion category: bool < integer < floating.

@@ -249,16 +249,7 @@ struct ToDtypeKernel {
     const DType to = requested_dtype(ctx).value_or(from);
     const bool copy = AlwaysCopy || ctx.bool_arg(1000, "copy", false);
     if (from == to && !copy) return ctx.set_result(ctx.view(in, ctx.layout(in), 0));
-    if (to != DType::float32 && to != DType::int64 && to != DType::bool_)
-      ctx.fail("casting to " + std::string(dtype_name(to)) + " is not supported (float32, int64 and bool are)");
-    if (from == to) {
-      const runtime::ValueId out = with_dtype(ctx, from, "the input", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        return lower_map<T, T>(ctx, to, {in}, [](auto&& x) { return xt::cast<T>(x); });
-      });
-      return ctx.set_result(out);
-    }
-    ctx.set_result(cast_to(ctx, in, to));
+    ctx.set_result(cast_to(ctx, in, to, true));
   }
 };
 
