@@ -9,9 +9,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
-#include <xtensor/xnoalias.hpp>
+#include <xtensor/xassign.hpp>
 
 #include "kiln/kernels/detail/xt_adapt.hpp"
 #include "kiln/runtime/lower_context.hpp"
@@ -84,13 +86,24 @@ MapPlan<N> plan_map(runtime::ValueId out, const runtime::Layout& out_layout,
   return p;
 }
 
-// A 1-d strided adaptor over n elements (fixed rank: cheap to build and to compile).
+// Strided runs are gathered into stack blocks of this many elements, so that
+// xtensor only ever sees contiguous 1-d runs.
+inline constexpr std::int64_t kGatherBlock = 256;
+
+// A contiguous 1-d adaptor over n elements (fixed rank and row-major layout).
 template <class T>
-auto xrun(T* data, std::int64_t n, std::int64_t stride) {
-  using S = std::array<std::size_t, 1>;
-  using St = std::array<std::ptrdiff_t, 1>;
-  return xt::adapt(data, static_cast<std::size_t>(n), xt::no_ownership(), S{static_cast<std::size_t>(n)},
-                   St{static_cast<std::ptrdiff_t>(stride)});
+auto xrun(T* data, std::int64_t n) {
+  return xt::adapt(data, static_cast<std::size_t>(n), xt::no_ownership(),
+                   std::array<std::size_t, 1>{static_cast<std::size_t>(n)});
+}
+
+// out = e over contiguous runs: xtensor's linear assignment (xsimd where the
+// types allow) called directly, so its strided and stepper paths, which these
+// runs never need, are not instantiated for every op.
+template <class O, class E>
+void assign_run(O&& out, const E& e) {
+  using traits = xt::xassign_traits<std::decay_t<O>, E>;
+  xt::linear_assigner<traits::simd_assign()>::run(out, e);
 }
 
 // Assigns elements [from, from + n) of the inner run of `row`.
@@ -104,8 +117,26 @@ void run_map_piece(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, c
     for (std::size_t i = 0; i < off.size(); ++i) off[i] += idx * p.outer_strides[i][k];
   }
   for (std::size_t i = 0; i < off.size(); ++i) off[i] += from * p.inner_stride[i];
-  auto o = xrun(fr.data_as<Out>(p.ids[0]) + off[0], n, p.inner_stride[0]);
-  xt::noalias(o) = f(xrun(static_cast<const Ins*>(fr.data_as<Ins>(p.ids[I + 1])) + off[I + 1], n, p.inner_stride[I + 1])...);
+  Out* out = fr.data_as<Out>(p.ids[0]) + off[0];  // the output's inner run has stride 1
+  const std::tuple<const Ins*...> src{fr.data_as<Ins>(p.ids[I + 1]) + off[I + 1]...};
+  if (((p.inner_stride[I + 1] == 1) && ...)) {
+    assign_run(xrun(out, n), f(xrun(std::get<I>(src), n)...));
+    return;
+  }
+  std::tuple<std::array<Ins, kGatherBlock>...> blocks;
+  for (std::int64_t b = 0; b < n; b += kGatherBlock) {
+    const std::int64_t m = std::min(kGatherBlock, n - b);
+    // Each operand's run: in place when it has stride 1, else gathered into its block.
+    const auto run_of = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      const auto* s = std::get<J>(src);
+      const std::int64_t st = p.inner_stride[J + 1];
+      if (st == 1) return s + b;
+      auto& blk = std::get<J>(blocks);
+      for (std::int64_t i = 0; i < m; ++i) blk[i] = s[(b + i) * st];
+      return static_cast<const std::tuple_element_t<J, std::tuple<Ins...>>*>(blk.data());
+    };
+    assign_run(xrun(out + b, m), f(xrun(run_of(std::integral_constant<std::size_t, I>{}), m)...));
+  }
 }
 
 // Runs a planned map; F takes one xtensor expression per input.
