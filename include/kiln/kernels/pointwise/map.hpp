@@ -1,0 +1,191 @@
+#pragma once
+// The engine of every element-wise kernel: out = f(in0, in1, ...) where each
+// input has been expanded (stride 0) to the output's shape when lowering. The
+// plan turns the operands into rows of one inner run; xtensor assigns each run
+// (linearly, with xsimd, where the run is contiguous in every operand) and
+// rows, or pieces of a single run, spread over OpenMP threads above a size
+// threshold.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include <xtensor/xassign.hpp>
+
+#include "kiln/kernels/detail/xt_adapt.hpp"
+#include "kiln/runtime/lower_context.hpp"
+
+namespace kiln::kernels::detail {
+
+// Below this many elements a loop runs on the calling thread only.
+inline constexpr std::int64_t kParallelElements = 32768;
+inline constexpr std::size_t kMaxMapRank = 8;
+
+// Operands (the output first) as rows of one inner dimension: the outer dims,
+// walked by index, and the inner run that xtensor assigns. Adjacent dims that
+// are contiguous with each other in every operand merge, so contiguous
+// operands are a single run and broadcasting a bias is a run per row.
+template <std::size_t N>
+struct MapPlan {
+  std::array<runtime::ValueId, N + 1> ids{};
+  std::size_t outer_rank = 0;
+  std::array<std::int64_t, kMaxMapRank> outer_shape{};
+  std::array<std::array<std::int64_t, kMaxMapRank>, N + 1> outer_strides{};
+  std::array<std::int64_t, N + 1> inner_stride{};
+  std::int64_t rows = 1, inner = 1;
+  std::int64_t rows_per_chunk = 1;  // rows per OpenMP work item, or
+  std::int64_t inner_chunk = 1;     // elements per work item when there is one row
+};
+
+// Plans a map of inputs (any layouts that broadcast to it) into a new contiguous `out`.
+template <std::size_t N>
+MapPlan<N> plan_map(runtime::ValueId out, const runtime::Layout& out_layout,
+                    const std::array<runtime::ValueId, N>& ins, const std::array<runtime::Layout, N>& in_layouts) {
+  MapPlan<N> p;
+  std::array<runtime::Layout, N + 1> ls;
+  ls[0] = out_layout;
+  p.ids[0] = out;
+  for (std::size_t i = 0; i < N; ++i) {
+    ls[i + 1] = runtime::expanded(in_layouts[i], out_layout.shape);
+    p.ids[i + 1] = ins[i];
+  }
+  // Dims of size 1 drop out; the rest merge right to left while every operand allows.
+  runtime::Shape shape;
+  std::array<runtime::Shape, N + 1> strides;
+  for (std::size_t k = 0; k < out_layout.rank(); ++k) {
+    if (out_layout.shape[k] == 1) continue;
+    bool merge = !shape.empty();
+    for (std::size_t i = 0; merge && i <= N; ++i) merge = strides[i].back() == out_layout.shape[k] * ls[i].strides[k];
+    if (merge) {
+      shape.back() *= out_layout.shape[k];
+      for (std::size_t i = 0; i <= N; ++i) strides[i].back() = ls[i].strides[k];
+    } else {
+      shape.push_back(out_layout.shape[k]);
+      for (std::size_t i = 0; i <= N; ++i) strides[i].push_back(ls[i].strides[k]);
+    }
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    for (auto& st : strides) st.push_back(1);
+  }
+  if (shape.size() > kMaxMapRank + 1) throw runtime::ShapeError("element-wise ops take up to 9 dims that do not merge");
+  p.outer_rank = shape.size() - 1;
+  for (std::size_t k = 0; k < p.outer_rank; ++k) {
+    p.outer_shape[k] = shape[k];
+    p.rows *= shape[k];
+    for (std::size_t i = 0; i <= N; ++i) p.outer_strides[i][k] = strides[i][k];
+  }
+  p.inner = shape.back();
+  for (std::size_t i = 0; i <= N; ++i) p.inner_stride[i] = strides[i].back();
+  p.rows_per_chunk = std::max<std::int64_t>(1, kParallelElements / std::max<std::int64_t>(p.inner, 1));
+  p.inner_chunk = kParallelElements;
+  if (out_layout.numel() == 0) p.rows = 0;
+  return p;
+}
+
+// Strided runs are gathered into stack blocks of this many elements, so that
+// xtensor only ever sees contiguous 1-d runs.
+inline constexpr std::int64_t kGatherBlock = 256;
+
+// A contiguous 1-d adaptor over n elements (fixed rank and row-major layout).
+template <class T>
+auto xrun(T* data, std::int64_t n) {
+  return xt::adapt(data, static_cast<std::size_t>(n), xt::no_ownership(),
+                   std::array<std::size_t, 1>{static_cast<std::size_t>(n)});
+}
+
+// out = e over contiguous runs: xtensor's linear assignment (xsimd where the
+// types allow) called directly, so its strided and stepper paths, which these
+// runs never need, are not instantiated for every op.
+template <class O, class E>
+void assign_run(O&& out, const E& e) {
+  using traits = xt::xassign_traits<std::decay_t<O>, E>;
+  xt::linear_assigner<traits::simd_assign()>::run(out, e);
+}
+
+// Assigns elements [from, from + n) of the inner run of `row`.
+template <class Out, class... Ins, class F, std::size_t... I>
+void run_map_piece(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f, std::int64_t row,
+                   std::int64_t from, std::int64_t n, std::index_sequence<I...>) {
+  std::array<std::int64_t, sizeof...(Ins) + 1> off{};
+  for (std::size_t k = p.outer_rank, rest = static_cast<std::size_t>(row); k-- > 0;) {
+    const auto idx = static_cast<std::int64_t>(rest % static_cast<std::size_t>(p.outer_shape[k]));
+    rest /= static_cast<std::size_t>(p.outer_shape[k]);
+    for (std::size_t i = 0; i < off.size(); ++i) off[i] += idx * p.outer_strides[i][k];
+  }
+  for (std::size_t i = 0; i < off.size(); ++i) off[i] += from * p.inner_stride[i];
+  Out* out = fr.data_as<Out>(p.ids[0]) + off[0];  // the output's inner run has stride 1
+  const std::tuple<const Ins*...> src{fr.data_as<Ins>(p.ids[I + 1]) + off[I + 1]...};
+  if (((p.inner_stride[I + 1] == 1) && ...)) {
+    assign_run(xrun(out, n), f(xrun(std::get<I>(src), n)...));
+    return;
+  }
+  std::tuple<std::array<Ins, kGatherBlock>...> blocks;
+  for (std::int64_t b = 0; b < n; b += kGatherBlock) {
+    const std::int64_t m = std::min(kGatherBlock, n - b);
+    // Each operand's run: in place when it has stride 1, else gathered into its block.
+    const auto run_of = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+      const auto* s = std::get<J>(src);
+      const std::int64_t st = p.inner_stride[J + 1];
+      if (st == 1) return s + b;
+      auto& blk = std::get<J>(blocks);
+      for (std::int64_t i = 0; i < m; ++i) blk[i] = s[(b + i) * st];
+      return static_cast<const std::tuple_element_t<J, std::tuple<Ins...>>*>(blk.data());
+    };
+    assign_run(xrun(out + b, m), f(xrun(run_of(std::integral_constant<std::size_t, I>{}), m)...));
+  }
+}
+
+// Runs a planned map; F takes one xtensor expression per input.
+template <class Out, class... Ins, class F>
+void run_map(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f) {
+  const auto seq = std::index_sequence_for<Ins...>{};
+  const bool parallel = fr.threads() > 1 && p.rows * p.inner >= kParallelElements;
+  if (!parallel) {
+    for (std::int64_t r = 0; r < p.rows; ++r) run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
+  } else if (p.rows == 1) {
+    // One long run: pieces of it.
+    const std::int64_t pieces = (p.inner + p.inner_chunk - 1) / p.inner_chunk;
+#pragma omp parallel for num_threads(fr.threads()) schedule(static)
+    for (std::int64_t c = 0; c < pieces; ++c) {
+      const std::int64_t b = c * p.inner_chunk;
+      run_map_piece<Out, Ins...>(fr, p, f, 0, b, std::min(p.inner_chunk, p.inner - b), seq);
+    }
+  } else {
+    const std::int64_t chunks = (p.rows + p.rows_per_chunk - 1) / p.rows_per_chunk;
+#pragma omp parallel for num_threads(fr.threads()) schedule(static)
+    for (std::int64_t c = 0; c < chunks; ++c)
+      for (std::int64_t r = c * p.rows_per_chunk, e = std::min(p.rows, r + p.rows_per_chunk); r < e; ++r)
+        run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
+  }
+}
+
+// Lowers a map into a new buffer of `out_dtype` with the broadcast shape of the inputs.
+template <class Out, class... Ins, class F>
+runtime::ValueId lower_map(runtime::LowerContext& ctx, DType out_dtype,
+                           const std::array<runtime::ValueId, sizeof...(Ins)>& ins, F f) {
+  constexpr std::size_t N = sizeof...(Ins);
+  std::array<runtime::Layout, N> layouts;
+  runtime::Shape shape;
+  for (std::size_t i = 0; i < N; ++i) {
+    layouts[i] = ctx.layout(ins[i]);
+    try {
+      shape = i == 0 ? layouts[i].shape : runtime::broadcast_shapes(shape, layouts[i].shape);
+    } catch (const runtime::ShapeError& e) {
+      ctx.fail(e.what());
+    }
+  }
+  if (shape.size() > kMaxMapRank + 1) ctx.fail("element-wise ops take tensors of rank <= 9, got " + runtime::shape_str(shape));
+  const auto out = ctx.buffer(shape, out_dtype);
+  auto plan = plan_map<N>(out, ctx.layout(out), ins, layouts);
+  ctx.add_step(runtime::make_step([plan = std::move(plan), f = std::move(f)](runtime::Frame& fr) {
+                 run_map<Out, Ins...>(fr, plan, f);
+               }),
+               std::vector<runtime::ValueId>(ins.begin(), ins.end()), {out});
+  return out;
+}
+
+}  // namespace kiln::kernels::detail

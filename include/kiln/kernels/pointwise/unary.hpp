@@ -1,0 +1,355 @@
+#pragma once
+// Unary element-wise ops as one table: a functor per op (its parameters read
+// from the node once, its math an xtensor expression) and one generic lower,
+// UnaryKernel<Op>, that every level of every op inherits from.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <xtensor/xmath.hpp>
+#include <xtensor/xoperation.hpp>
+
+#include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/pointwise/dtypes.hpp"
+#include "kiln/kernels/pointwise/inplace.hpp"
+
+namespace kiln::kernels::detail {
+
+// The element type of an xtensor expression or a scalar.
+template <class E>
+using elem_t = typename std::decay_t<E>::value_type;
+
+// The input tensor: `input` in torch functions, `self` in aten overloads.
+inline runtime::ValueId input_tensor(const runtime::LowerContext& ctx) {
+  return ctx.find_arg(0, "input") ? ctx.tensor(0, "input") : ctx.tensor(0, "self");
+}
+
+// Ops whose math is float-only take float32; those marked IntegerToo take int64 as well.
+struct FloatOnly {
+  static constexpr bool integers = false;
+  static constexpr std::size_t inplace_pos = 0;  // 0: no `inplace` argument
+};
+struct IntegerToo : FloatOnly {
+  static constexpr bool integers = true;
+};
+
+struct Relu : IntegerToo {
+  static constexpr std::size_t inplace_pos = 1;
+  static Relu read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::maximum(x, elem_t<decltype(x)>(0)); }
+};
+struct Sigmoid : FloatOnly {
+  static Sigmoid read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return 1.0f / (1.0f + xt::exp(-x)); }
+};
+struct Tanh : FloatOnly {
+  static Tanh read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::tanh(x); }
+};
+struct GeluErf : FloatOnly {
+  auto operator()(auto&& x) const { return 0.5f * x * (1.0f + xt::erf(x * 0.70710678118654752f)); }
+};
+struct GeluTanh : FloatOnly {
+  auto operator()(auto&& x) const {
+    return 0.5f * x * (1.0f + xt::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  }
+};
+struct Silu : FloatOnly {
+  static constexpr std::size_t inplace_pos = 1;
+  static Silu read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return x / (1.0f + xt::exp(-x)); }
+};
+struct Exp : FloatOnly {
+  static Exp read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::exp(x); }
+};
+struct Log : FloatOnly {
+  static Log read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::log(x); }
+};
+struct Neg : IntegerToo {
+  static Neg read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return -x; }
+};
+struct Abs : IntegerToo {
+  static Abs read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::abs(x); }
+};
+struct Sqrt : FloatOnly {
+  static Sqrt read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::sqrt(x); }
+};
+struct Rsqrt : FloatOnly {
+  static Rsqrt read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return 1.0f / xt::sqrt(x); }
+};
+struct Reciprocal : FloatOnly {
+  static Reciprocal read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return 1.0f / x; }
+};
+struct Hardswish : FloatOnly {
+  static constexpr std::size_t inplace_pos = 1;
+  static Hardswish read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return x * xt::clip(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+};
+struct LeakyRelu : FloatOnly {
+  static constexpr std::size_t inplace_pos = 2;
+  float slope = 0.01f;
+  static LeakyRelu read(const runtime::LowerContext& ctx) {
+    LeakyRelu op;
+    op.slope = static_cast<float>(ctx.scalar_arg(1, "negative_slope", 0.01));
+    return op;
+  }
+  auto operator()(auto&& x) const { return xt::where(x > 0.0f, x, x * slope); }
+};
+// clamp, clamp_min, clamp_max and hardtanh: bounds that are absent clamp nothing.
+struct Clamp : IntegerToo {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool integral_bounds = true;
+  void set_lo(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw) {
+    if (!ctx.has(pos, kw)) return;
+    lo = ctx.scalar_arg(pos, kw);
+    integral_bounds = integral_bounds && !ctx.value(pos, kw).get_if<double>();
+  }
+  void set_hi(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw) {
+    if (!ctx.has(pos, kw)) return;
+    hi = ctx.scalar_arg(pos, kw);
+    integral_bounds = integral_bounds && !ctx.value(pos, kw).get_if<double>();
+  }
+  static Clamp read(const runtime::LowerContext& ctx) {
+    Clamp c;
+    c.set_lo(ctx, 1, "min");
+    c.set_hi(ctx, 2, "max");
+    if (!ctx.has(1, "min") && !ctx.has(2, "max")) ctx.fail("clamp needs min or max (both are None)");
+    return c;
+  }
+  bool takes_integers() const { return integral_bounds; }
+  template <class T>
+  static T bound(double v) {
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+  auto operator()(auto&& x) const {
+    using T = elem_t<decltype(x)>;
+    // Bounds go in as prvalues: xtensor keeps lvalue scalars by reference.
+    return xt::clip(x, bound<T>(lo), bound<T>(hi));
+  }
+};
+struct ClampMin : Clamp {
+  static Clamp read(const runtime::LowerContext& ctx) {
+    Clamp c;
+    c.set_lo(ctx, 1, "min");
+    return c;
+  }
+};
+struct ClampMax : Clamp {
+  static Clamp read(const runtime::LowerContext& ctx) {
+    Clamp c;
+    c.set_hi(ctx, 1, "max");
+    return c;
+  }
+};
+struct Hardtanh : Clamp {
+  static constexpr std::size_t inplace_pos = 3;
+  static Clamp read(const runtime::LowerContext& ctx) {
+    Clamp c;
+    c.integral_bounds = false;
+    c.lo = ctx.scalar_arg(1, "min_val", -1.0);
+    c.hi = ctx.scalar_arg(2, "max_val", 1.0);
+    return c;
+  }
+};
+struct NanToNum : FloatOnly {
+  float nan = 0.0f;
+  float posinf = std::numeric_limits<float>::max();
+  float neginf = std::numeric_limits<float>::lowest();
+  static NanToNum read(const runtime::LowerContext& ctx) {
+    NanToNum n;
+    n.nan = static_cast<float>(ctx.scalar_arg(1, "nan", 0.0));
+    if (ctx.has(2, "posinf")) n.posinf = static_cast<float>(ctx.scalar_arg(2, "posinf"));
+    if (ctx.has(3, "neginf")) n.neginf = static_cast<float>(ctx.scalar_arg(3, "neginf"));
+    return n;
+  }
+  auto operator()(auto&& x) const {
+    return xt::where(xt::isnan(x), nan, xt::where(xt::isinf(x), xt::where(x > 0.0f, posinf, neginf), x));
+  }
+};
+
+template <class Op>
+bool op_takes_integers(const Op& op) {
+  if constexpr (requires { op.takes_integers(); }) return Op::integers && op.takes_integers();
+  else return Op::integers;
+}
+
+// out = op(input) into a new contiguous buffer, float32 (and int64 where the op allows).
+template <class Op>
+void lower_unary(runtime::LowerContext& ctx, const Op& op, bool in_place) {
+  const auto in = input_tensor(ctx);
+  if (in_place) check_no_later_reads(ctx, 0, "input");
+  const DType dt = ctx.layout(in).dtype;
+  runtime::ValueId out = 0;
+  if (dt == DType::float32) out = lower_map<float, float>(ctx, dt, {in}, op);
+  else if (dt == DType::int64 && op_takes_integers(op)) out = lower_map<std::int64_t, std::int64_t>(ctx, dt, {in}, op);
+  else ctx.fail("input is " + std::string(dtype_name(dt)) + "; this op takes float32" +
+                (op_takes_integers(op) ? " or int64" : ""));
+  ctx.set_result(out);
+}
+
+// The kernel of a unary op; InPlace for the aten overloads that mutate (relu_).
+template <class Op, bool InPlace = false>
+struct UnaryKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    bool in_place = InPlace;
+    if constexpr (Op::inplace_pos != 0) in_place = in_place || ctx.bool_arg(Op::inplace_pos, "inplace", false);
+    lower_unary(ctx, Op::read(ctx), in_place);
+  }
+};
+
+// gelu's `approximate` picks one of two expressions.
+struct GeluKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    const std::string approximate = ctx.string_arg(1, "approximate", "none");
+    if (approximate == "tanh") lower_unary(ctx, GeluTanh{}, false);
+    else if (approximate == "none") lower_unary(ctx, GeluErf{}, false);
+    else ctx.fail("gelu: approximate must be 'none' or 'tanh', got '" + approximate + "'");
+  }
+};
+
+// Dropout in inference is the identity: a view of the input.
+struct DropoutKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = input_tensor(ctx);
+    if (ctx.bool_arg(2, ctx.node().target_name().starts_with("aten.") ? "train" : "training",
+                     !ctx.node().target_name().starts_with("aten.")))
+      ctx.fail("dropout in training mode is not supported (the executor runs inference)");
+    ctx.set_result(ctx.view(in, ctx.layout(in), 0));
+  }
+};
+
+// The dtype a `.to(...)`/_to_copy call asks for: a dtype argument anywhere, or `dtype=`.
+inline std::optional<DType> requested_dtype(const runtime::LowerContext& ctx) {
+  const Arg kw = ctx.value(1000, "dtype");
+  if (const auto* d = kw.get_if<DType>()) return *d;
+  for (std::size_t i = 1; i < ctx.node().args().size(); ++i) {
+    const Arg a = ctx.value(i, "");
+    if (const auto* d = a.get_if<DType>()) return *d;
+  }
+  return std::nullopt;
+}
+
+// aten._to_copy and Tensor.to: a cast (or, for Tensor.to to the same dtype, the tensor itself).
+template <bool AlwaysCopy>
+struct ToDtypeKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = input_tensor(ctx);
+    const DType from = ctx.layout(in).dtype;
+    const DType to = requested_dtype(ctx).value_or(from);
+    const bool copy = AlwaysCopy || ctx.bool_arg(1000, "copy", false);
+    if (from == to && !copy) return ctx.set_result(ctx.view(in, ctx.layout(in), 0));
+    ctx.set_result(cast_to(ctx, in, to, true));
+  }
+};
+
+}  // namespace kiln::kernels::detail
+
+namespace kiln::kernels {
+
+#define KILN_UNARY(key, ...) \
+  template <>                \
+  struct Kernel<key> : __VA_ARGS__ {}
+
+// Every level an exported graph writes each unary op at.
+KILN_UNARY("aten.relu.default", detail::UnaryKernel<detail::Relu>);
+KILN_UNARY("aten.relu_.default", detail::UnaryKernel<detail::Relu, true>);
+KILN_UNARY("torch.relu", detail::UnaryKernel<detail::Relu>);
+KILN_UNARY("torch.relu_", detail::UnaryKernel<detail::Relu, true>);
+KILN_UNARY("torch.nn.functional.relu", detail::UnaryKernel<detail::Relu>);
+KILN_UNARY("Tensor.relu", detail::UnaryKernel<detail::Relu>);
+KILN_UNARY("Tensor.relu_", detail::UnaryKernel<detail::Relu, true>);
+KILN_UNARY("aten.sigmoid.default", detail::UnaryKernel<detail::Sigmoid>);
+KILN_UNARY("torch.sigmoid", detail::UnaryKernel<detail::Sigmoid>);
+KILN_UNARY("torch.nn.functional.sigmoid", detail::UnaryKernel<detail::Sigmoid>);
+KILN_UNARY("Tensor.sigmoid", detail::UnaryKernel<detail::Sigmoid>);
+KILN_UNARY("aten.tanh.default", detail::UnaryKernel<detail::Tanh>);
+KILN_UNARY("torch.tanh", detail::UnaryKernel<detail::Tanh>);
+KILN_UNARY("torch.nn.functional.tanh", detail::UnaryKernel<detail::Tanh>);
+KILN_UNARY("Tensor.tanh", detail::UnaryKernel<detail::Tanh>);
+KILN_UNARY("aten.gelu.default", detail::GeluKernel);
+KILN_UNARY("torch.nn.functional.gelu", detail::GeluKernel);
+KILN_UNARY("aten.silu.default", detail::UnaryKernel<detail::Silu>);
+KILN_UNARY("aten.silu_.default", detail::UnaryKernel<detail::Silu, true>);
+KILN_UNARY("torch.nn.functional.silu", detail::UnaryKernel<detail::Silu>);
+KILN_UNARY("aten.exp.default", detail::UnaryKernel<detail::Exp>);
+KILN_UNARY("torch.exp", detail::UnaryKernel<detail::Exp>);
+KILN_UNARY("Tensor.exp", detail::UnaryKernel<detail::Exp>);
+KILN_UNARY("aten.log.default", detail::UnaryKernel<detail::Log>);
+KILN_UNARY("torch.log", detail::UnaryKernel<detail::Log>);
+KILN_UNARY("Tensor.log", detail::UnaryKernel<detail::Log>);
+KILN_UNARY("aten.neg.default", detail::UnaryKernel<detail::Neg>);
+KILN_UNARY("torch.neg", detail::UnaryKernel<detail::Neg>);
+KILN_UNARY("Tensor.neg", detail::UnaryKernel<detail::Neg>);
+KILN_UNARY("operator.neg", detail::UnaryKernel<detail::Neg>);
+KILN_UNARY("aten.abs.default", detail::UnaryKernel<detail::Abs>);
+KILN_UNARY("torch.abs", detail::UnaryKernel<detail::Abs>);
+KILN_UNARY("Tensor.abs", detail::UnaryKernel<detail::Abs>);
+KILN_UNARY("aten.sqrt.default", detail::UnaryKernel<detail::Sqrt>);
+KILN_UNARY("torch.sqrt", detail::UnaryKernel<detail::Sqrt>);
+KILN_UNARY("Tensor.sqrt", detail::UnaryKernel<detail::Sqrt>);
+KILN_UNARY("aten.rsqrt.default", detail::UnaryKernel<detail::Rsqrt>);
+KILN_UNARY("torch.rsqrt", detail::UnaryKernel<detail::Rsqrt>);
+KILN_UNARY("Tensor.rsqrt", detail::UnaryKernel<detail::Rsqrt>);
+KILN_UNARY("aten.reciprocal.default", detail::UnaryKernel<detail::Reciprocal>);
+KILN_UNARY("torch.reciprocal", detail::UnaryKernel<detail::Reciprocal>);
+KILN_UNARY("Tensor.reciprocal", detail::UnaryKernel<detail::Reciprocal>);
+KILN_UNARY("aten.hardswish.default", detail::UnaryKernel<detail::Hardswish>);
+KILN_UNARY("torch.nn.functional.hardswish", detail::UnaryKernel<detail::Hardswish>);
+KILN_UNARY("aten.hardtanh.default", detail::UnaryKernel<detail::Hardtanh>);
+KILN_UNARY("torch.nn.functional.hardtanh", detail::UnaryKernel<detail::Hardtanh>);
+KILN_UNARY("aten.leaky_relu.default", detail::UnaryKernel<detail::LeakyRelu>);
+KILN_UNARY("torch.nn.functional.leaky_relu", detail::UnaryKernel<detail::LeakyRelu>);
+KILN_UNARY("aten.clamp.default", detail::UnaryKernel<detail::Clamp>);
+KILN_UNARY("torch.clamp", detail::UnaryKernel<detail::Clamp>);
+KILN_UNARY("torch.clip", detail::UnaryKernel<detail::Clamp>);
+KILN_UNARY("Tensor.clamp", detail::UnaryKernel<detail::Clamp>);
+KILN_UNARY("Tensor.clip", detail::UnaryKernel<detail::Clamp>);
+KILN_UNARY("aten.clamp_min.default", detail::UnaryKernel<detail::ClampMin>);
+KILN_UNARY("torch.clamp_min", detail::UnaryKernel<detail::ClampMin>);
+KILN_UNARY("Tensor.clamp_min", detail::UnaryKernel<detail::ClampMin>);
+KILN_UNARY("aten.clamp_max.default", detail::UnaryKernel<detail::ClampMax>);
+KILN_UNARY("torch.clamp_max", detail::UnaryKernel<detail::ClampMax>);
+KILN_UNARY("Tensor.clamp_max", detail::UnaryKernel<detail::ClampMax>);
+KILN_UNARY("aten.nan_to_num.default", detail::UnaryKernel<detail::NanToNum>);
+KILN_UNARY("torch.nan_to_num", detail::UnaryKernel<detail::NanToNum>);
+KILN_UNARY("Tensor.nan_to_num", detail::UnaryKernel<detail::NanToNum>);
+KILN_UNARY("aten.dropout.default", detail::DropoutKernel);
+KILN_UNARY("torch.nn.functional.dropout", detail::DropoutKernel);
+KILN_UNARY("aten._to_copy.default", detail::ToDtypeKernel<true>);
+KILN_UNARY("Tensor.to", detail::ToDtypeKernel<false>);
+
+#undef KILN_UNARY
+
+inline constexpr auto unary_kernels = boost::hana::tuple_t<
+    Kernel<"aten.relu.default">, Kernel<"aten.relu_.default">, Kernel<"torch.relu">, Kernel<"torch.relu_">,
+    Kernel<"torch.nn.functional.relu">, Kernel<"Tensor.relu">, Kernel<"Tensor.relu_">,
+    Kernel<"aten.sigmoid.default">, Kernel<"torch.sigmoid">, Kernel<"torch.nn.functional.sigmoid">,
+    Kernel<"Tensor.sigmoid">, Kernel<"aten.tanh.default">, Kernel<"torch.tanh">, Kernel<"torch.nn.functional.tanh">,
+    Kernel<"Tensor.tanh">, Kernel<"aten.gelu.default">, Kernel<"torch.nn.functional.gelu">,
+    Kernel<"aten.silu.default">, Kernel<"aten.silu_.default">, Kernel<"torch.nn.functional.silu">,
+    Kernel<"aten.exp.default">, Kernel<"torch.exp">, Kernel<"Tensor.exp">, Kernel<"aten.log.default">,
+    Kernel<"torch.log">, Kernel<"Tensor.log">, Kernel<"aten.neg.default">, Kernel<"torch.neg">, Kernel<"Tensor.neg">,
+    Kernel<"operator.neg">, Kernel<"aten.abs.default">, Kernel<"torch.abs">, Kernel<"Tensor.abs">,
+    Kernel<"aten.sqrt.default">, Kernel<"torch.sqrt">, Kernel<"Tensor.sqrt">, Kernel<"aten.rsqrt.default">,
+    Kernel<"torch.rsqrt">, Kernel<"Tensor.rsqrt">, Kernel<"aten.reciprocal.default">, Kernel<"torch.reciprocal">,
+    Kernel<"Tensor.reciprocal">, Kernel<"aten.hardswish.default">, Kernel<"torch.nn.functional.hardswish">,
+    Kernel<"aten.hardtanh.default">, Kernel<"torch.nn.functional.hardtanh">, Kernel<"aten.leaky_relu.default">,
+    Kernel<"torch.nn.functional.leaky_relu">, Kernel<"aten.clamp.default">, Kernel<"torch.clamp">,
+    Kernel<"torch.clip">, Kernel<"Tensor.clamp">, Kernel<"Tensor.clip">, Kernel<"aten.clamp_min.default">,
+    Kernel<"torch.clamp_min">, Kernel<"Tensor.clamp_min">, Kernel<"aten.clamp_max.default">,
+    Kernel<"torch.clamp_max">, Kernel<"Tensor.clamp_max">, Kernel<"aten.nan_to_num.default">,
+    Kernel<"torch.nan_to_num">, Kernel<"Tensor.nan_to_num">, Kernel<"aten.dropout.default">,
+    Kernel<"torch.nn.functional.dropout">, Kernel<"aten._to_copy.default">, Kernel<"Tensor.to">>;
+
+}  // namespace kiln::kernels

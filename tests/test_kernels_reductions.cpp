@@ -1,0 +1,167 @@
+// Reductions (sum, mean, amax, amin) at every level against naive loops, over
+// dim lists with negative dims and keepdim, on transposed and odd-sized inputs.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <limits>
+
+#include "kiln/core.hpp"
+#include "kiln/ops.hpp"
+#include "kiln/runtime/compiled_graph.hpp"
+#include "runtime_test_support.hpp"
+
+using namespace kiln;
+using runtime::CompiledGraph;
+using runtime::Tensor;
+using test::random_tensor;
+
+namespace {
+
+enum class Kind { sum, mean, amax, amin };
+
+// The naive reduction of `in` over `dims` (all when empty), as a contiguous tensor of the kept shape.
+std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind kind, runtime::Shape& out_shape,
+                          bool keepdim) {
+  const auto rank = static_cast<std::int64_t>(in.rank());
+  std::vector<bool> red(in.rank(), dims.empty());
+  for (auto d : dims) red[d < 0 ? d + rank : d] = true;
+  out_shape.clear();
+  for (std::size_t k = 0; k < in.rank(); ++k)
+    if (!red[k]) out_shape.push_back(in.shape()[k]);
+    else if (keepdim) out_shape.push_back(1);
+  std::int64_t out_n = 1;
+  for (std::size_t k = 0; k < in.rank(); ++k)
+    if (!red[k]) out_n *= in.shape()[k];
+  const double init = kind == Kind::amax ? -std::numeric_limits<double>::infinity()
+                      : kind == Kind::amin ? std::numeric_limits<double>::infinity()
+                                           : 0.0;
+  std::vector<double> acc(out_n, init);
+  std::vector<std::int64_t> count(out_n, 0);
+  std::vector<std::int64_t> idx(in.rank(), 0);
+  for (std::int64_t i = 0; i < in.numel(); ++i) {
+    std::int64_t r = i, o = 0, mul = 1;
+    for (std::int64_t k = rank - 1; k >= 0; --k) {
+      idx[k] = r % in.shape()[k];
+      r /= in.shape()[k];
+    }
+    for (std::int64_t k = rank - 1; k >= 0; --k)
+      if (!red[k]) o += idx[k] * mul, mul *= in.shape()[k];
+    const double v = in.dtype() == DType::float32 ? double(in.at<float>(idx)) : double(in.at<std::int64_t>(idx));
+    if (kind == Kind::amax) acc[o] = std::max(acc[o], v);
+    else if (kind == Kind::amin) acc[o] = std::min(acc[o], v);
+    else acc[o] += v;
+    ++count[o];
+  }
+  if (kind == Kind::mean)
+    for (std::int64_t o = 0; o < out_n; ++o) acc[o] /= double(count[o]);
+  return acc;
+}
+
+void check_reduce(std::string_view target, Kind kind, runtime::Shape shape, std::optional<std::vector<std::int64_t>> dims,
+                  bool keepdim, bool transposed = true, DType dt = DType::float32, bool method = false,
+                  int threads = 1) {
+  CAPTURE(target);
+  CAPTURE(runtime::shape_str(shape));
+  CAPTURE(keepdim);
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({shape.begin(), shape.end()}, dt));
+  ArgList args{x};
+  ArgDict kwargs;
+  if (dims) {
+    ArgList l;
+    for (auto d : *dims) l.push_back(Arg(d));
+    if (dims->size() == 1) args.push_back(Arg((*dims)[0]));  // an int dim, as x.sum(1) writes it
+    else args.push_back(Arg(l));
+    kwargs.set("keepdim", Arg(keepdim));
+  }
+  Node* y = method ? g.call_method(target, args, kwargs) : g.call_function(OpRef(target), args, kwargs);
+  g.output(ArgList{y});
+  runtime::CompileOptions opts;
+  opts.threads = threads;
+  auto cg = CompiledGraph::compile(g, {}, opts);
+  // A transposed input: the last two dims swapped in memory.
+  Tensor in = random_tensor(shape, 5, dt);
+  if (transposed && shape.size() >= 2) {
+    runtime::Shape swapped = shape;
+    std::swap(swapped[swapped.size() - 1], swapped[swapped.size() - 2]);
+    const auto r = static_cast<std::int64_t>(shape.size());
+    in = random_tensor(swapped, 5, dt).transpose(r - 1, r - 2);
+  }
+  auto out = cg.run({in});
+  runtime::Shape want_shape;
+  const auto want = naive(in, dims.value_or(std::vector<std::int64_t>{}), kind, want_shape, dims && keepdim);
+  REQUIRE(out[0].shape() == want_shape);
+  CHECK(out[0].dtype() == dt);
+  int bad = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double got = dt == DType::float32 ? double(out[0].data<float>()[i]) : double(out[0].data<std::int64_t>()[i]);
+    if (std::abs(got - want[i]) > 1e-4 * (1 + std::abs(want[i]))) {
+      if (bad < 3) MESSAGE("element " << i << ": got " << got << ", want " << want[i]);
+      ++bad;
+    }
+  }
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("mean and sum over dim lists, negative dims and keepdim at every level") {
+  for (bool keepdim : {false, true}) {
+    check_reduce("aten.mean.dim", Kind::mean, {2, 3, 7, 7}, std::vector<std::int64_t>{-1, -2}, keepdim);
+    check_reduce("aten.mean.dim", Kind::mean, {2, 3, 7, 7}, std::vector<std::int64_t>{-1, -2}, keepdim, false);
+    check_reduce("torch.mean", Kind::mean, {33, 7}, std::vector<std::int64_t>{0}, keepdim);
+    check_reduce("mean", Kind::mean, {5, 33, 7}, std::vector<std::int64_t>{1}, keepdim, true, DType::float32, true);
+    check_reduce("aten.sum.dim_IntList", Kind::sum, {5, 33, 7}, std::vector<std::int64_t>{0, 2}, keepdim);
+    check_reduce("torch.sum", Kind::sum, {1, 33}, std::vector<std::int64_t>{-1}, keepdim);
+    check_reduce("sum", Kind::sum, {7, 1, 3}, std::vector<std::int64_t>{1}, keepdim, true, DType::float32, true);
+  }
+  check_reduce("aten.mean.default", Kind::mean, {33, 7}, std::nullopt, false);
+  check_reduce("aten.sum.default", Kind::sum, {7}, std::nullopt, false);
+  check_reduce("torch.sum", Kind::sum, {1}, std::nullopt, false);
+  check_reduce("torch.sum", Kind::sum, {5, 7}, std::vector<std::int64_t>{1}, false, true, DType::int64);
+}
+
+TEST_CASE("amax and amin over dims") {
+  for (bool keepdim : {false, true}) {
+    check_reduce("aten.amax.default", Kind::amax, {33, 7}, std::vector<std::int64_t>{1}, keepdim);
+    check_reduce("torch.amax", Kind::amax, {5, 7, 33}, std::vector<std::int64_t>{0, -1}, keepdim);
+    check_reduce("aten.amin.default", Kind::amin, {5, 7, 33}, std::vector<std::int64_t>{1}, keepdim);
+    check_reduce("amin", Kind::amin, {33, 7}, std::vector<std::int64_t>{0}, keepdim, true, DType::int64, true);
+  }
+  check_reduce("aten.amax.default", Kind::amax, {7, 33}, std::nullopt, false);
+}
+
+TEST_CASE("a large mean runs over several threads") {
+  check_reduce("aten.mean.dim", Kind::mean, {8, 64, 9, 9}, std::vector<std::int64_t>{-1, -2}, true, false,
+               DType::float32, false, 4);
+  check_reduce("torch.sum", Kind::sum, {257, 300}, std::vector<std::int64_t>{0}, false, true, DType::float32, false, 4);
+}
+
+TEST_CASE("the dtype keyword may be None") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({3, 5}));
+  g.output(ArgList{g.call_function(OpRef("torch.mean"), {x}, {{"dim", Arg(ArgList{Arg(1)})}, {"dtype", Arg()}})});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor in = random_tensor({3, 5}, 8);
+  auto out = cg.run({in});
+  REQUIRE(out[0].shape() == runtime::Shape{3});
+  for (int i = 0; i < 3; ++i) {
+    double s = 0;
+    for (int j = 0; j < 5; ++j) s += in.data<float>()[i * 5 + j];
+    CHECK(out[0].data<float>()[i] == doctest::Approx(s / 5).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("a reduction over a dim out of range, or a mean of int64, is refused naming the node") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({3, 5}));
+  g.output(ArgList{g.call_function(OpRef("aten.sum.dim_IntList"), {x, ArgList{Arg(2)}}, {}, "bad_sum")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                       doctest::Contains("node bad_sum (aten.sum.dim_IntList): dim 2 is out of range for a tensor of rank 2"),
+                       runtime::CompileError);
+  Graph h;
+  Node* y = h.placeholder("y", test::meta({3, 5}, DType::int64));
+  h.output(ArgList{h.call_function(OpRef("torch.mean"), {y}, {}, "int_mean")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node int_mean (torch.mean): input is int64"),
+                       runtime::CompileError);
+}
