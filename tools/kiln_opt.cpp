@@ -8,6 +8,8 @@
 #ifdef KILN_HAVE_RUNTIME
 #include <memory>
 
+#define KILN_KERNELS_IMPLEMENTATION  // this file compiles every kernel
+#include "kiln/kernels/registry.hpp"
 #include "kiln/runtime/numeric_check.hpp"
 
 namespace {
