@@ -162,6 +162,16 @@ struct Hardtanh : Clamp {
     return c;
   }
 };
+struct Relu6 : Clamp {
+  static constexpr std::size_t inplace_pos = 1;
+  static Clamp read(const runtime::LowerContext&) {
+    Clamp c;
+    c.integral_bounds = false;
+    c.lo = 0;
+    c.hi = 6;
+    return c;
+  }
+};
 struct NanToNum : FloatOnly {
   float nan = 0.0f;
   float posinf = std::numeric_limits<float>::max();
@@ -328,6 +338,14 @@ KILN_UNARY("aten.dropout.default", detail::DropoutKernel);
 KILN_UNARY("torch.nn.functional.dropout", detail::DropoutKernel);
 KILN_UNARY("aten._to_copy.default", detail::ToDtypeKernel<true>);
 KILN_UNARY("Tensor.to", detail::ToDtypeKernel<false>);
+KILN_UNARY("aten.hardtanh_.default", detail::UnaryKernel<detail::Hardtanh, true>);
+KILN_UNARY("torch.nn.functional.relu6", detail::UnaryKernel<detail::Relu6>);
+KILN_UNARY("aten.hardswish_.default", detail::UnaryKernel<detail::Hardswish, true>);
+KILN_UNARY("aten.leaky_relu_.default", detail::UnaryKernel<detail::LeakyRelu, true>);
+KILN_UNARY("aten.clamp_.default", detail::UnaryKernel<detail::Clamp, true>);
+KILN_UNARY("Tensor.clamp_", detail::UnaryKernel<detail::Clamp, true>);
+KILN_UNARY("aten.sigmoid_.default", detail::UnaryKernel<detail::Sigmoid, true>);
+KILN_UNARY("aten.tanh_.default", detail::UnaryKernel<detail::Tanh, true>);
 
 #undef KILN_UNARY
 
@@ -350,6 +368,6 @@ inline constexpr auto unary_kernels = boost::hana::tuple_t<
     Kernel<"torch.clamp_min">, Kernel<"Tensor.clamp_min">, Kernel<"aten.clamp_max.default">,
     Kernel<"torch.clamp_max">, Kernel<"Tensor.clamp_max">, Kernel<"aten.nan_to_num.default">,
     Kernel<"torch.nan_to_num">, Kernel<"Tensor.nan_to_num">, Kernel<"aten.dropout.default">,
-    Kernel<"torch.nn.functional.dropout">, Kernel<"aten._to_copy.default">, Kernel<"Tensor.to">>;
+    Kernel<"torch.nn.functional.dropout">, Kernel<"aten._to_copy.default">, Kernel<"Tensor.to">, Kernel<"aten.hardtanh_.default">, Kernel<"torch.nn.functional.relu6">, Kernel<"aten.hardswish_.default">, Kernel<"aten.leaky_relu_.default">, Kernel<"aten.clamp_.default">, Kernel<"Tensor.clamp_">, Kernel<"aten.sigmoid_.default">, Kernel<"aten.tanh_.default">>;
 
 }  // namespace kiln::kernels
