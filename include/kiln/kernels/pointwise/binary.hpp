@@ -19,7 +19,7 @@
 #include "kiln/kernels/pointwise/inplace.hpp"
 #include "kiln/kernels/pointwise/unary.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 // A static number operand: a Python scalar or a 0-d constant tensor.
 struct Scalar {
@@ -306,7 +306,7 @@ struct WhereKernel {
   }
 };
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail
 
 namespace kiln::kernels {
 
@@ -314,8 +314,8 @@ namespace kiln::kernels {
   template <>                 \
   struct Kernel<key> : __VA_ARGS__ {}
 
-using detail::BinaryKernel;
-using detail::BinaryOp;
+using pointwise_detail::BinaryKernel;
+using pointwise_detail::BinaryOp;
 
 KILN_BINARY("aten.add.Tensor", BinaryKernel<BinaryOp::add>);
 KILN_BINARY("aten.add.Scalar", BinaryKernel<BinaryOp::add>);
@@ -357,8 +357,8 @@ KILN_BINARY("aten.minimum.default", BinaryKernel<BinaryOp::minimum>);
 KILN_BINARY("torch.minimum", BinaryKernel<BinaryOp::minimum>);
 KILN_BINARY("aten.maximum.default", BinaryKernel<BinaryOp::maximum>);
 KILN_BINARY("torch.maximum", BinaryKernel<BinaryOp::maximum>);
-KILN_BINARY("aten.where.self", detail::WhereKernel);
-KILN_BINARY("torch.where", detail::WhereKernel);
+KILN_BINARY("aten.where.self", pointwise_detail::WhereKernel);
+KILN_BINARY("torch.where", pointwise_detail::WhereKernel);
 KILN_BINARY("aten.sub_.Tensor", BinaryKernel<BinaryOp::sub, true>);
 KILN_BINARY("aten.div_.Tensor", BinaryKernel<BinaryOp::div, true>);
 KILN_BINARY("Tensor.add_", BinaryKernel<BinaryOp::add, true>);
