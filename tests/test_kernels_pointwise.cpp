@@ -447,3 +447,41 @@ TEST_CASE("shapes that do not broadcast are refused naming the node") {
                        doctest::Contains("node bad_add (aten.add.Tensor): shapes [3, 4] and [5] do not broadcast"),
                        runtime::CompileError);
 }
+
+TEST_CASE("sliced inputs (row and column slices, a step) are read through their strides") {
+  Graph g;
+  Node* a = g.placeholder("a", test::meta({5, 7}));
+  Node* b = g.placeholder("b", test::meta({7}));
+  Node* s = g.call_function(OpRef("aten.sub.Tensor"), {a, b});
+  g.output(ArgList{g.call_function(OpRef("torch.nn.functional.relu6"), {s}),
+                   g.call_function(OpRef("aten.hardtanh_.default"), {a, -0.5, 0.5})});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor base = random_tensor({9, 20}, 91);
+  for (std::int64_t i = 0; i < base.numel(); ++i) base.data<float>()[i] *= 4;  // reach both bounds of relu6
+  Tensor ta = base.slice(0, 2, 7).slice(1, 3, 17, 2);  // [5, 7] with strides [20, 2]
+  Tensor tb = random_tensor({3, 7}, 92).select(0, 1);
+  REQUIRE(ta.shape() == runtime::Shape{5, 7});
+  REQUIRE_FALSE(ta.is_contiguous());
+  auto out = cg.run({ta, tb});
+  CHECK(mismatches(out[0], {ta, tb}, [](std::vector<double> v) { return std::clamp(double(float(v[0] - v[1])), 0.0, 6.0); }) == 0);
+  CHECK(mismatches(out[1], {ta}, [](std::vector<double> v) { return std::clamp(v[0], -0.5, 0.5); }) == 0);
+}
+
+TEST_CASE("operator.iadd on a tensor is in place: refused when the tensor is read later, a number when static") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({3}));
+  Node* y = g.call_function(OpRef("torch.exp"), {x}, {}, "y");
+  Node* acc = g.call_function(OpRef("operator.iadd"), {y, x}, {}, "acc");
+  g.output(ArgList{g.call_function(OpRef("torch.mul"), {y, acc}, {}, "reads_y")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                       doctest::Contains("node acc (operator.iadd): writes in place to y, which reads_y reads later"),
+                       runtime::CompileError);
+  Graph h;
+  Node* z = h.placeholder("z", test::meta({3}));
+  Node* n = h.call_function(OpRef("operator.iadd"), {2, 3});
+  h.output(ArgList{h.call_function(OpRef("operator.mul"), {z, n})});
+  auto cg = CompiledGraph::compile(h, {});
+  Tensor tz = random_tensor({3}, 93);
+  auto out = cg.run({tz});
+  CHECK(mismatches(out[0], {tz}, [](std::vector<double> v) { return 5 * v[0]; }) == 0);
+}

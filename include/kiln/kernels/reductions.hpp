@@ -19,7 +19,7 @@
 
 namespace kiln::kernels {
 
-namespace detail {
+namespace reduction_detail {
 
 enum class Reduce { sum, mean, amax, amin };
 
@@ -168,11 +168,11 @@ struct ReduceKernel {
   }
 };
 
-}  // namespace detail
+}  // namespace reduction_detail
 
 #define KILN_REDUCE(key, kind) \
   template <>                  \
-  struct Kernel<key> : detail::ReduceKernel<detail::Reduce::kind> {}
+  struct Kernel<key> : reduction_detail::ReduceKernel<reduction_detail::Reduce::kind> {}
 
 KILN_REDUCE("aten.mean.dim", mean);
 KILN_REDUCE("aten.mean.default", mean);

@@ -19,7 +19,7 @@
 #include "kiln/kernels/pointwise/inplace.hpp"
 #include "kiln/kernels/pointwise/unary.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 // A static number operand: a Python scalar or a 0-d constant tensor.
 struct Scalar {
@@ -239,6 +239,9 @@ struct BinaryKernel {
       else if (mode == "floor") out = lower_binary(ctx, FloorDiv{}, a, b);
       else ctx.fail("div: rounding_mode must be None, 'trunc' or 'floor', got '" + mode + "'");
     }
+    if (InPlace && a.tensor && ctx.layout(out).dtype != ctx.layout(*a.tensor).dtype)
+      ctx.fail("the in-place result is " + std::string(dtype_name(ctx.layout(out).dtype)) + " but self is " +
+               std::string(dtype_name(ctx.layout(*a.tensor).dtype)));
     if (InPlace && a.tensor && ctx.layout(out).shape != ctx.layout(*a.tensor).shape)
       ctx.fail("the in-place result " + runtime::shape_str(ctx.layout(out).shape) + " does not fit self " +
                runtime::shape_str(ctx.layout(*a.tensor).shape));
@@ -303,7 +306,7 @@ struct WhereKernel {
   }
 };
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail
 
 namespace kiln::kernels {
 
@@ -311,8 +314,8 @@ namespace kiln::kernels {
   template <>                 \
   struct Kernel<key> : __VA_ARGS__ {}
 
-using detail::BinaryKernel;
-using detail::BinaryOp;
+using pointwise_detail::BinaryKernel;
+using pointwise_detail::BinaryOp;
 
 KILN_BINARY("aten.add.Tensor", BinaryKernel<BinaryOp::add>);
 KILN_BINARY("aten.add.Scalar", BinaryKernel<BinaryOp::add>);
@@ -320,7 +323,7 @@ KILN_BINARY("aten.add_.Tensor", BinaryKernel<BinaryOp::add, true>);
 KILN_BINARY("torch.add", BinaryKernel<BinaryOp::add>);
 KILN_BINARY("Tensor.add", BinaryKernel<BinaryOp::add>);
 KILN_BINARY("operator.add", BinaryKernel<BinaryOp::add>);
-KILN_BINARY("operator.iadd", BinaryKernel<BinaryOp::add>);
+KILN_BINARY("operator.iadd", BinaryKernel<BinaryOp::add, true>);
 KILN_BINARY("aten.sub.Tensor", BinaryKernel<BinaryOp::sub>);
 KILN_BINARY("aten.sub.Scalar", BinaryKernel<BinaryOp::sub>);
 KILN_BINARY("torch.sub", BinaryKernel<BinaryOp::sub>);
@@ -354,8 +357,17 @@ KILN_BINARY("aten.minimum.default", BinaryKernel<BinaryOp::minimum>);
 KILN_BINARY("torch.minimum", BinaryKernel<BinaryOp::minimum>);
 KILN_BINARY("aten.maximum.default", BinaryKernel<BinaryOp::maximum>);
 KILN_BINARY("torch.maximum", BinaryKernel<BinaryOp::maximum>);
-KILN_BINARY("aten.where.self", detail::WhereKernel);
-KILN_BINARY("torch.where", detail::WhereKernel);
+KILN_BINARY("aten.where.self", pointwise_detail::WhereKernel);
+KILN_BINARY("torch.where", pointwise_detail::WhereKernel);
+KILN_BINARY("aten.sub_.Tensor", BinaryKernel<BinaryOp::sub, true>);
+KILN_BINARY("aten.div_.Tensor", BinaryKernel<BinaryOp::div, true>);
+KILN_BINARY("Tensor.add_", BinaryKernel<BinaryOp::add, true>);
+KILN_BINARY("Tensor.sub_", BinaryKernel<BinaryOp::sub, true>);
+KILN_BINARY("Tensor.mul_", BinaryKernel<BinaryOp::mul, true>);
+KILN_BINARY("Tensor.div_", BinaryKernel<BinaryOp::div, true>);
+KILN_BINARY("operator.imul", BinaryKernel<BinaryOp::mul, true>);
+KILN_BINARY("operator.isub", BinaryKernel<BinaryOp::sub, true>);
+KILN_BINARY("operator.itruediv", BinaryKernel<BinaryOp::div, true>);
 
 #undef KILN_BINARY
 
@@ -370,6 +382,6 @@ inline constexpr auto binary_kernels = boost::hana::tuple_t<
     Kernel<"operator.floordiv">, Kernel<"aten.floor_divide.default">, Kernel<"torch.floor_divide">,
     Kernel<"aten.pow.Tensor_Scalar">, Kernel<"aten.pow.Tensor_Tensor">, Kernel<"torch.pow">, Kernel<"Tensor.pow">,
     Kernel<"operator.pow">, Kernel<"aten.minimum.default">, Kernel<"torch.minimum">, Kernel<"aten.maximum.default">,
-    Kernel<"torch.maximum">, Kernel<"aten.where.self">, Kernel<"torch.where">>;
+    Kernel<"torch.maximum">, Kernel<"aten.where.self">, Kernel<"torch.where">, Kernel<"aten.sub_.Tensor">, Kernel<"aten.div_.Tensor">, Kernel<"Tensor.add_">, Kernel<"Tensor.sub_">, Kernel<"Tensor.mul_">, Kernel<"Tensor.div_">, Kernel<"operator.imul">, Kernel<"operator.isub">, Kernel<"operator.itruediv">>;
 
 }  // namespace kiln::kernels

@@ -11,7 +11,7 @@
 
 #include "kiln/kernels/pointwise/map.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 template <class T>
 struct TypeTag {
@@ -55,4 +55,4 @@ inline runtime::ValueId cast_to(runtime::LowerContext& ctx, runtime::ValueId src
 // Promotion category: bool < integer < floating.
 inline int dtype_category(DType d) { return d == DType::bool_ ? 0 : is_floating_point(d) ? 2 : 1; }
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail

@@ -6,7 +6,7 @@
 
 #include "kiln/runtime/lower_context.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 // Fails when a node after this one reads the tensor this node writes in place (args[pos]).
 inline void check_no_later_reads(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw) {
@@ -19,4 +19,4 @@ inline void check_no_later_reads(const runtime::LowerContext& ctx, std::size_t p
                " reads later; an in-place write read later is not supported yet");
 }
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail

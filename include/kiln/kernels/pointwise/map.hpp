@@ -2,9 +2,10 @@
 // The engine of every element-wise kernel: out = f(in0, in1, ...) where each
 // input has been expanded (stride 0) to the output's shape when lowering. The
 // plan turns the operands into rows of one inner run; xtensor assigns each run
-// (linearly, with xsimd, where the run is contiguous in every operand) and
+// linearly with xsimd (strided runs are gathered into stack blocks first), and
 // rows, or pieces of a single run, spread over OpenMP threads above a size
 // threshold.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -13,12 +14,13 @@
 #include <type_traits>
 #include <utility>
 
+#include <xtensor/xadapt.hpp>
 #include <xtensor/xassign.hpp>
+#include <xtensor/xtensor.hpp>
 
-#include "kiln/kernels/detail/xt_adapt.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 // Below this many elements a loop runs on the calling thread only.
 inline constexpr std::int64_t kParallelElements = 32768;
@@ -188,4 +190,4 @@ runtime::ValueId lower_map(runtime::LowerContext& ctx, DType out_dtype,
   return out;
 }
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail

@@ -11,7 +11,7 @@
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/pointwise/dtypes.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 inline DType quantized_dtype(const runtime::LowerContext& ctx, std::size_t pos) {
   const Arg a = ctx.value(pos, "dtype");
@@ -93,16 +93,16 @@ struct DequantizePerChannelKernel {
   }
 };
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail
 
 namespace kiln::kernels {
 
 template <>
-struct Kernel<"quantized_decomposed.quantize_per_tensor.default"> : detail::QuantizePerTensorKernel {};
+struct Kernel<"quantized_decomposed.quantize_per_tensor.default"> : pointwise_detail::QuantizePerTensorKernel {};
 template <>
-struct Kernel<"quantized_decomposed.dequantize_per_tensor.default"> : detail::DequantizePerTensorKernel {};
+struct Kernel<"quantized_decomposed.dequantize_per_tensor.default"> : pointwise_detail::DequantizePerTensorKernel {};
 template <>
-struct Kernel<"quantized_decomposed.dequantize_per_channel.default"> : detail::DequantizePerChannelKernel {};
+struct Kernel<"quantized_decomposed.dequantize_per_channel.default"> : pointwise_detail::DequantizePerChannelKernel {};
 
 inline constexpr auto quantize_kernels =
     boost::hana::tuple_t<Kernel<"quantized_decomposed.quantize_per_tensor.default">,

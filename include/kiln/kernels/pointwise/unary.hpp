@@ -14,7 +14,7 @@
 #include "kiln/kernels/pointwise/dtypes.hpp"
 #include "kiln/kernels/pointwise/inplace.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::kernels::pointwise_detail {
 
 // The element type of an xtensor expression or a scalar.
 template <class E>
@@ -162,6 +162,16 @@ struct Hardtanh : Clamp {
     return c;
   }
 };
+struct Relu6 : Clamp {
+  static constexpr std::size_t inplace_pos = 1;
+  static Clamp read(const runtime::LowerContext&) {
+    Clamp c;
+    c.integral_bounds = false;
+    c.lo = 0;
+    c.hi = 6;
+    return c;
+  }
+};
 struct NanToNum : FloatOnly {
   float nan = 0.0f;
   float posinf = std::numeric_limits<float>::max();
@@ -253,7 +263,7 @@ struct ToDtypeKernel {
   }
 };
 
-}  // namespace kiln::kernels::detail
+}  // namespace kiln::kernels::pointwise_detail
 
 namespace kiln::kernels {
 
@@ -262,72 +272,80 @@ namespace kiln::kernels {
   struct Kernel<key> : __VA_ARGS__ {}
 
 // Every level an exported graph writes each unary op at.
-KILN_UNARY("aten.relu.default", detail::UnaryKernel<detail::Relu>);
-KILN_UNARY("aten.relu_.default", detail::UnaryKernel<detail::Relu, true>);
-KILN_UNARY("torch.relu", detail::UnaryKernel<detail::Relu>);
-KILN_UNARY("torch.relu_", detail::UnaryKernel<detail::Relu, true>);
-KILN_UNARY("torch.nn.functional.relu", detail::UnaryKernel<detail::Relu>);
-KILN_UNARY("Tensor.relu", detail::UnaryKernel<detail::Relu>);
-KILN_UNARY("Tensor.relu_", detail::UnaryKernel<detail::Relu, true>);
-KILN_UNARY("aten.sigmoid.default", detail::UnaryKernel<detail::Sigmoid>);
-KILN_UNARY("torch.sigmoid", detail::UnaryKernel<detail::Sigmoid>);
-KILN_UNARY("torch.nn.functional.sigmoid", detail::UnaryKernel<detail::Sigmoid>);
-KILN_UNARY("Tensor.sigmoid", detail::UnaryKernel<detail::Sigmoid>);
-KILN_UNARY("aten.tanh.default", detail::UnaryKernel<detail::Tanh>);
-KILN_UNARY("torch.tanh", detail::UnaryKernel<detail::Tanh>);
-KILN_UNARY("torch.nn.functional.tanh", detail::UnaryKernel<detail::Tanh>);
-KILN_UNARY("Tensor.tanh", detail::UnaryKernel<detail::Tanh>);
-KILN_UNARY("aten.gelu.default", detail::GeluKernel);
-KILN_UNARY("torch.nn.functional.gelu", detail::GeluKernel);
-KILN_UNARY("aten.silu.default", detail::UnaryKernel<detail::Silu>);
-KILN_UNARY("aten.silu_.default", detail::UnaryKernel<detail::Silu, true>);
-KILN_UNARY("torch.nn.functional.silu", detail::UnaryKernel<detail::Silu>);
-KILN_UNARY("aten.exp.default", detail::UnaryKernel<detail::Exp>);
-KILN_UNARY("torch.exp", detail::UnaryKernel<detail::Exp>);
-KILN_UNARY("Tensor.exp", detail::UnaryKernel<detail::Exp>);
-KILN_UNARY("aten.log.default", detail::UnaryKernel<detail::Log>);
-KILN_UNARY("torch.log", detail::UnaryKernel<detail::Log>);
-KILN_UNARY("Tensor.log", detail::UnaryKernel<detail::Log>);
-KILN_UNARY("aten.neg.default", detail::UnaryKernel<detail::Neg>);
-KILN_UNARY("torch.neg", detail::UnaryKernel<detail::Neg>);
-KILN_UNARY("Tensor.neg", detail::UnaryKernel<detail::Neg>);
-KILN_UNARY("operator.neg", detail::UnaryKernel<detail::Neg>);
-KILN_UNARY("aten.abs.default", detail::UnaryKernel<detail::Abs>);
-KILN_UNARY("torch.abs", detail::UnaryKernel<detail::Abs>);
-KILN_UNARY("Tensor.abs", detail::UnaryKernel<detail::Abs>);
-KILN_UNARY("aten.sqrt.default", detail::UnaryKernel<detail::Sqrt>);
-KILN_UNARY("torch.sqrt", detail::UnaryKernel<detail::Sqrt>);
-KILN_UNARY("Tensor.sqrt", detail::UnaryKernel<detail::Sqrt>);
-KILN_UNARY("aten.rsqrt.default", detail::UnaryKernel<detail::Rsqrt>);
-KILN_UNARY("torch.rsqrt", detail::UnaryKernel<detail::Rsqrt>);
-KILN_UNARY("Tensor.rsqrt", detail::UnaryKernel<detail::Rsqrt>);
-KILN_UNARY("aten.reciprocal.default", detail::UnaryKernel<detail::Reciprocal>);
-KILN_UNARY("torch.reciprocal", detail::UnaryKernel<detail::Reciprocal>);
-KILN_UNARY("Tensor.reciprocal", detail::UnaryKernel<detail::Reciprocal>);
-KILN_UNARY("aten.hardswish.default", detail::UnaryKernel<detail::Hardswish>);
-KILN_UNARY("torch.nn.functional.hardswish", detail::UnaryKernel<detail::Hardswish>);
-KILN_UNARY("aten.hardtanh.default", detail::UnaryKernel<detail::Hardtanh>);
-KILN_UNARY("torch.nn.functional.hardtanh", detail::UnaryKernel<detail::Hardtanh>);
-KILN_UNARY("aten.leaky_relu.default", detail::UnaryKernel<detail::LeakyRelu>);
-KILN_UNARY("torch.nn.functional.leaky_relu", detail::UnaryKernel<detail::LeakyRelu>);
-KILN_UNARY("aten.clamp.default", detail::UnaryKernel<detail::Clamp>);
-KILN_UNARY("torch.clamp", detail::UnaryKernel<detail::Clamp>);
-KILN_UNARY("torch.clip", detail::UnaryKernel<detail::Clamp>);
-KILN_UNARY("Tensor.clamp", detail::UnaryKernel<detail::Clamp>);
-KILN_UNARY("Tensor.clip", detail::UnaryKernel<detail::Clamp>);
-KILN_UNARY("aten.clamp_min.default", detail::UnaryKernel<detail::ClampMin>);
-KILN_UNARY("torch.clamp_min", detail::UnaryKernel<detail::ClampMin>);
-KILN_UNARY("Tensor.clamp_min", detail::UnaryKernel<detail::ClampMin>);
-KILN_UNARY("aten.clamp_max.default", detail::UnaryKernel<detail::ClampMax>);
-KILN_UNARY("torch.clamp_max", detail::UnaryKernel<detail::ClampMax>);
-KILN_UNARY("Tensor.clamp_max", detail::UnaryKernel<detail::ClampMax>);
-KILN_UNARY("aten.nan_to_num.default", detail::UnaryKernel<detail::NanToNum>);
-KILN_UNARY("torch.nan_to_num", detail::UnaryKernel<detail::NanToNum>);
-KILN_UNARY("Tensor.nan_to_num", detail::UnaryKernel<detail::NanToNum>);
-KILN_UNARY("aten.dropout.default", detail::DropoutKernel);
-KILN_UNARY("torch.nn.functional.dropout", detail::DropoutKernel);
-KILN_UNARY("aten._to_copy.default", detail::ToDtypeKernel<true>);
-KILN_UNARY("Tensor.to", detail::ToDtypeKernel<false>);
+KILN_UNARY("aten.relu.default", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
+KILN_UNARY("aten.relu_.default", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>);
+KILN_UNARY("torch.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
+KILN_UNARY("torch.relu_", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>);
+KILN_UNARY("torch.nn.functional.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
+KILN_UNARY("Tensor.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
+KILN_UNARY("Tensor.relu_", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>);
+KILN_UNARY("aten.sigmoid.default", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
+KILN_UNARY("torch.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
+KILN_UNARY("torch.nn.functional.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
+KILN_UNARY("Tensor.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
+KILN_UNARY("aten.tanh.default", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
+KILN_UNARY("torch.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
+KILN_UNARY("torch.nn.functional.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
+KILN_UNARY("Tensor.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
+KILN_UNARY("aten.gelu.default", pointwise_detail::GeluKernel);
+KILN_UNARY("torch.nn.functional.gelu", pointwise_detail::GeluKernel);
+KILN_UNARY("aten.silu.default", pointwise_detail::UnaryKernel<pointwise_detail::Silu>);
+KILN_UNARY("aten.silu_.default", pointwise_detail::UnaryKernel<pointwise_detail::Silu, true>);
+KILN_UNARY("torch.nn.functional.silu", pointwise_detail::UnaryKernel<pointwise_detail::Silu>);
+KILN_UNARY("aten.exp.default", pointwise_detail::UnaryKernel<pointwise_detail::Exp>);
+KILN_UNARY("torch.exp", pointwise_detail::UnaryKernel<pointwise_detail::Exp>);
+KILN_UNARY("Tensor.exp", pointwise_detail::UnaryKernel<pointwise_detail::Exp>);
+KILN_UNARY("aten.log.default", pointwise_detail::UnaryKernel<pointwise_detail::Log>);
+KILN_UNARY("torch.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>);
+KILN_UNARY("Tensor.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>);
+KILN_UNARY("aten.neg.default", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
+KILN_UNARY("torch.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
+KILN_UNARY("Tensor.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
+KILN_UNARY("operator.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
+KILN_UNARY("aten.abs.default", pointwise_detail::UnaryKernel<pointwise_detail::Abs>);
+KILN_UNARY("torch.abs", pointwise_detail::UnaryKernel<pointwise_detail::Abs>);
+KILN_UNARY("Tensor.abs", pointwise_detail::UnaryKernel<pointwise_detail::Abs>);
+KILN_UNARY("aten.sqrt.default", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>);
+KILN_UNARY("torch.sqrt", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>);
+KILN_UNARY("Tensor.sqrt", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>);
+KILN_UNARY("aten.rsqrt.default", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>);
+KILN_UNARY("torch.rsqrt", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>);
+KILN_UNARY("Tensor.rsqrt", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>);
+KILN_UNARY("aten.reciprocal.default", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>);
+KILN_UNARY("torch.reciprocal", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>);
+KILN_UNARY("Tensor.reciprocal", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>);
+KILN_UNARY("aten.hardswish.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish>);
+KILN_UNARY("torch.nn.functional.hardswish", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish>);
+KILN_UNARY("aten.hardtanh.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh>);
+KILN_UNARY("torch.nn.functional.hardtanh", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh>);
+KILN_UNARY("aten.leaky_relu.default", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu>);
+KILN_UNARY("torch.nn.functional.leaky_relu", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu>);
+KILN_UNARY("aten.clamp.default", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
+KILN_UNARY("torch.clamp", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
+KILN_UNARY("torch.clip", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
+KILN_UNARY("Tensor.clamp", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
+KILN_UNARY("Tensor.clip", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
+KILN_UNARY("aten.clamp_min.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>);
+KILN_UNARY("torch.clamp_min", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>);
+KILN_UNARY("Tensor.clamp_min", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>);
+KILN_UNARY("aten.clamp_max.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>);
+KILN_UNARY("torch.clamp_max", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>);
+KILN_UNARY("Tensor.clamp_max", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>);
+KILN_UNARY("aten.nan_to_num.default", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>);
+KILN_UNARY("torch.nan_to_num", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>);
+KILN_UNARY("Tensor.nan_to_num", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>);
+KILN_UNARY("aten.dropout.default", pointwise_detail::DropoutKernel);
+KILN_UNARY("torch.nn.functional.dropout", pointwise_detail::DropoutKernel);
+KILN_UNARY("aten._to_copy.default", pointwise_detail::ToDtypeKernel<true>);
+KILN_UNARY("Tensor.to", pointwise_detail::ToDtypeKernel<false>);
+KILN_UNARY("aten.hardtanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh, true>);
+KILN_UNARY("torch.nn.functional.relu6", pointwise_detail::UnaryKernel<pointwise_detail::Relu6>);
+KILN_UNARY("aten.hardswish_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish, true>);
+KILN_UNARY("aten.leaky_relu_.default", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu, true>);
+KILN_UNARY("aten.clamp_.default", pointwise_detail::UnaryKernel<pointwise_detail::Clamp, true>);
+KILN_UNARY("Tensor.clamp_", pointwise_detail::UnaryKernel<pointwise_detail::Clamp, true>);
+KILN_UNARY("aten.sigmoid_.default", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid, true>);
+KILN_UNARY("aten.tanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Tanh, true>);
 
 #undef KILN_UNARY
 
@@ -350,6 +368,6 @@ inline constexpr auto unary_kernels = boost::hana::tuple_t<
     Kernel<"torch.clamp_min">, Kernel<"Tensor.clamp_min">, Kernel<"aten.clamp_max.default">,
     Kernel<"torch.clamp_max">, Kernel<"Tensor.clamp_max">, Kernel<"aten.nan_to_num.default">,
     Kernel<"torch.nan_to_num">, Kernel<"Tensor.nan_to_num">, Kernel<"aten.dropout.default">,
-    Kernel<"torch.nn.functional.dropout">, Kernel<"aten._to_copy.default">, Kernel<"Tensor.to">>;
+    Kernel<"torch.nn.functional.dropout">, Kernel<"aten._to_copy.default">, Kernel<"Tensor.to">, Kernel<"aten.hardtanh_.default">, Kernel<"torch.nn.functional.relu6">, Kernel<"aten.hardswish_.default">, Kernel<"aten.leaky_relu_.default">, Kernel<"aten.clamp_.default">, Kernel<"Tensor.clamp_">, Kernel<"aten.sigmoid_.default">, Kernel<"aten.tanh_.default">>;
 
 }  // namespace kiln::kernels
