@@ -4,10 +4,23 @@
 #include <boost/hana/type.hpp>
 
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/onednn/layer_norm.hpp"
 #include "kiln/kernels/onednn/matmul.hpp"
+#include "kiln/kernels/onednn/softmax.hpp"
 
 namespace kiln::kernels {
 
-inline constexpr auto onednn_kernels = boost::hana::tuple_t<Kernel<"aten.mm.default">>;
+inline constexpr auto onednn_kernels = boost::hana::tuple_t<
+    // matrix products (onednn/matmul.hpp)
+    Kernel<"aten.mm.default">, Kernel<"torch.mm">, Kernel<"aten.bmm.default">, Kernel<"aten.bmm">, Kernel<"torch.bmm">,
+    Kernel<"aten.addmm.default">, Kernel<"torch.addmm">, Kernel<"aten.baddbmm.default">, Kernel<"torch.baddbmm">,
+    Kernel<"aten.matmul.default">, Kernel<"torch.matmul">, Kernel<"Tensor.matmul">, Kernel<"operator.matmul">,
+    Kernel<"aten.linear.default">, Kernel<"torch.nn.functional.linear">,
+    // softmax (onednn/softmax.hpp)
+    Kernel<"aten._softmax.default">, Kernel<"aten._log_softmax.default">, Kernel<"torch.nn.functional.softmax">,
+    Kernel<"torch.softmax">, Kernel<"Tensor.softmax">, Kernel<"torch.nn.functional.log_softmax">, Kernel<"torch.log_softmax">,
+    Kernel<"Tensor.log_softmax">,
+    // layer norm (onednn/layer_norm.hpp)
+    Kernel<"torch.nn.functional.layer_norm">, Kernel<"aten.layer_norm.default">, Kernel<"aten.native_layer_norm.default">>;
 
 }  // namespace kiln::kernels

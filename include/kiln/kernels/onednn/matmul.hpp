@@ -1,30 +1,403 @@
 #pragma once
-// Matrix products on oneDNN's matmul primitive.
+// Matrix products on oneDNN's matmul primitive: mm, addmm, bmm, baddbmm,
+// matmul (with torch.matmul's 1-d and batch-broadcast rules) and linear, at
+// the aten, torch and method levels. Constant weights are reordered once into
+// the layout the primitive chooses; a bias of one row goes into the
+// primitive, a full one (or scaled by beta) is summed in; a following
+// gelu/relu/... and a residual add are folded in (onednn/epilogue.hpp).
+#include <optional>
+
+#include "kiln/kernels/detail/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
+#include "kiln/kernels/onednn/epilogue.hpp"
 
 namespace kiln::kernels {
 
-template <>
-struct Kernel<"aten.mm.default"> {
+namespace onednn_detail {
+
+using runtime::Layout;
+using runtime::ValueId;
+
+// `l` with `rank` dims: leading 1s added (stride of the whole), as matmul's batch broadcast reads it.
+inline Layout with_rank(const Layout& l, std::size_t rank) {
+  Layout out = l;
+  while (out.rank() < rank) {
+    out.shape.insert(out.shape.begin(), 1);
+    out.strides.insert(out.strides.begin(), out.rank() > 1 ? out.shape[1] * out.strides[1] : 1);
+  }
+  return out;
+}
+
+// Whether oneDNN's matmul takes this strided operand as it is: the last two
+// dims must be row- or column-major (one of them unit-stride) and the batch
+// dims laid out outside them.
+inline bool matmul_friendly(const Layout& l) {
+  const std::size_t r = l.rank();
+  if (r < 2) return false;
+  const auto rows = l.shape[r - 2], cols = l.shape[r - 1];
+  const auto rs = l.strides[r - 2], cs = l.strides[r - 1];
+  const bool row_major = cs == 1 || cols == 1;
+  const bool col_major = rs == 1 || rows == 1;
+  if (!row_major && !col_major) return false;
+  const std::int64_t matrix = rows * cols;
+  for (std::size_t k = 0; k + 2 < r; ++k)
+    if (l.shape[k] != 1 && l.strides[k] < matrix) return false;
+  for (auto s : l.strides)
+    if (s == 0) return false;
+  return true;
+}
+
+// The operand as the primitive reads it: itself, or a contiguous copy made in the step's scratch.
+struct Operand {
+  ValueId value;
+  Layout layout;             // as the primitive sees it
+  dnnl::memory::desc md;     // its descriptor (a packed weight's is the primitive's choice)
+  bool staged = false;       // copied into scratch first
+  detail::CopyPlan copy{};
+  std::size_t scratch_offset = 0;
+};
+
+class MatmulStep final : public runtime::Step {
+ public:
+  MatmulStep(dnnl::primitive prim, std::vector<Operand> ins, std::vector<int> in_args, ValueId dst, dnnl::memory::desc dst_md,
+             std::optional<ValueId> pre_fill, detail::CopyPlan pre_copy, dnnl::memory::desc scratchpad, std::size_t scratchpad_offset)
+      : prim_(std::move(prim)), ins_(std::move(ins)), in_args_(std::move(in_args)), dst_(dst), dst_md_(std::move(dst_md)),
+        pre_fill_(pre_fill), pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset) {}
+
+  std::unique_ptr<runtime::StepLocal> make_local() const override {
+    auto l = std::make_unique<Local>();
+    l->stream = dnnl::stream(onednn::engine());
+    for (std::size_t i = 0; i < ins_.size(); ++i) {
+      dnnl::memory m(ins_[i].md, onednn::engine(), DNNL_MEMORY_NONE);
+      l->args.emplace(in_args_[i], m);
+      l->mems.push_back(m);
+    }
+    l->dst = dnnl::memory(dst_md_, onednn::engine(), DNNL_MEMORY_NONE);
+    l->args.emplace(DNNL_ARG_DST, l->dst);
+    if (scratchpad_.get_size() > 0) {
+      l->scratch = dnnl::memory(scratchpad_, onednn::engine(), DNNL_MEMORY_NONE);
+      l->args.emplace(DNNL_ARG_SCRATCHPAD, l->scratch);
+    }
+    return l;
+  }
+
+  void run(runtime::Frame& f) const override {
+    Local& l = f.local<Local>();
+    for (std::size_t i = 0; i < ins_.size(); ++i) {
+      const Operand& o = ins_[i];
+      if (o.staged) {
+        std::byte* to = f.scratch() + o.scratch_offset;
+        detail::run_copy(o.copy, f.data(o.value), to, f.threads());
+        l.mems[i].set_data_handle(to);
+      } else {
+        l.mems[i].set_data_handle(f.data(o.value));
+      }
+    }
+    if (pre_fill_) detail::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
+    l.dst.set_data_handle(f.data(dst_));
+    if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
+    prim_.execute(l.stream, l.args);
+    l.stream.wait();
+  }
+
+ private:
+  struct Local : runtime::StepLocal {
+    dnnl::stream stream;
+    std::unordered_map<int, dnnl::memory> args;
+    std::vector<dnnl::memory> mems;
+    dnnl::memory dst, scratch;
+  };
+  dnnl::primitive prim_;
+  std::vector<Operand> ins_;
+  std::vector<int> in_args_;
+  ValueId dst_;
+  dnnl::memory::desc dst_md_;
+  std::optional<ValueId> pre_fill_;
+  detail::CopyPlan pre_copy_;
+  dnnl::memory::desc scratchpad_;
+  std::size_t scratchpad_offset_;
+};
+
+struct MatmulSpec {
+  ValueId a, b;
+  std::optional<ValueId> bias;  // broadcast to the result
+  double alpha = 1.0, beta = 1.0;
+  bool fold_epilogue = true;
+};
+
+inline std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
+
+// Lowers out = alpha * (a @ b) + beta * bias for a of [..., M, K] and b of
+// [..., K, N] (equal ranks >= 2, batch dims equal or 1 in b).
+inline void lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
+                         std::optional<runtime::Shape> result_shape = std::nullopt) {
+  if (la_in.dtype != DType::float32 || lb_in.dtype != DType::float32)
+    ctx.fail("matrix products take float32, got " + std::string(dtype_name(la_in.dtype)) + " and " +
+             std::string(dtype_name(lb_in.dtype)));
+  const std::size_t rank = std::max(la_in.rank(), lb_in.rank());
+  Layout la = with_rank(la_in, rank), lb = with_rank(lb_in, rank);
+  const auto M = la.shape[rank - 2], K = la.shape[rank - 1], N = lb.shape[rank - 1];
+  if (lb.shape[rank - 2] != K)
+    ctx.fail("the operands " + runtime::shape_str(la_in.shape) + " and " + runtime::shape_str(lb_in.shape) + " do not chain");
+  runtime::Shape out_shape(rank);
+  for (std::size_t k = 0; k + 2 < rank; ++k) {
+    if (la.shape[k] != lb.shape[k] && la.shape[k] != 1 && lb.shape[k] != 1)
+      ctx.fail("batch dims of " + runtime::shape_str(la_in.shape) + " and " + runtime::shape_str(lb_in.shape) + " do not broadcast");
+    if (la.shape[k] == 1 && lb.shape[k] != 1) ctx.fail("broadcasting the first operand's batch dims is not supported");
+    out_shape[k] = la.shape[k];
+  }
+  out_shape[rank - 2] = M;
+  out_shape[rank - 1] = N;
+
+  std::size_t scratch = 0;
+  auto operand = [&](ValueId v, const Layout& l) {
+    Operand o{v, l, {}};
+    if (!matmul_friendly(l)) {
+      o.staged = true;
+      o.layout = Layout::contiguous(l.shape, l.dtype);
+      o.copy = detail::plan_copy(l, o.layout);
+      o.scratch_offset = scratch;
+      scratch += align64(o.layout.nbytes());
+    }
+    o.md = onednn::desc_of(o.layout);
+    return o;
+  };
+  Operand A = operand(spec.a, la);
+
+  // A constant weight is packed once in the layout the primitive prefers.
+  const std::optional<runtime::Tensor> wconst = ctx.constant(spec.b);
+  Operand B{spec.b, lb, {}};
+  dnnl::memory::desc b_md_for_pd;
+  if (wconst) {
+    b_md_for_pd = dnnl::memory::desc(dnnl::memory::dims(lb.shape.begin(), lb.shape.end()), dnnl::memory::data_type::f32,
+                                      dnnl::memory::format_tag::any);
+  } else {
+    B = operand(spec.b, lb);
+    b_md_for_pd = onednn::desc_of(B.layout);
+  }
+
+  // The bias: one row into the primitive, anything else summed from dst.
+  dnnl::primitive_attr attr = onednn::primitive_attr_for(ctx);
+  dnnl::post_ops po;
+  std::optional<ValueId> bias_arg, pre_fill;
+  std::optional<runtime::Tensor> bias_row;
+  if (spec.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(spec.alpha)});
+  if (spec.bias) {
+    const Layout& bl = ctx.layout(*spec.bias);
+    const auto bconst = ctx.constant(*spec.bias);
+    const bool row = bl.numel() == N && (bl.rank() == 1 || bl.shape[bl.rank() - 1] == N);
+    if (row && (bconst || (spec.alpha == 1.0 && spec.beta == 1.0))) {
+      if (bconst && (spec.alpha != 1.0 || spec.beta != 1.0)) {
+        // oneDNN adds the bias before the output scale: pre-divide by alpha.
+        const runtime::Tensor b = bconst->contiguous();
+        runtime::Tensor scaled = runtime::Tensor::empty({N});
+        for (std::int64_t j = 0; j < N; ++j)
+          scaled.data<float>()[j] = static_cast<float>(spec.beta / spec.alpha * b.data<float>()[j]);
+        bias_arg = ctx.constant_value(std::move(scaled), ctx.node().name() + ".bias");
+      } else {
+        bias_arg = *spec.bias;
+      }
+    } else {
+      pre_fill = *spec.bias;
+      po.append_sum(static_cast<float>(spec.beta));
+    }
+  }
+
+  // The result, and what follows it folded in.
+  // The primitive's dst, and the node's result: the same memory, maybe seen
+  // with another shape (a linear on [batch, seq, K] runs as one [batch*seq, K] product).
+  const Layout out_layout = Layout::contiguous(out_shape, DType::float32);
+  const Layout final_layout = result_shape ? Layout::contiguous(*result_shape, DType::float32) : out_layout;
+  onednn::Epilogue e;
+  if (spec.fold_epilogue && !pre_fill) e = onednn::find_epilogue(ctx, ctx.node(), final_layout, N, false);
+  for (int i = 0; i < e.post_ops.len(); ++i) {
+    if (e.post_ops.kind(i) == dnnl::primitive::kind::eltwise) {
+      dnnl::algorithm alg;
+      float scale, alpha, beta;
+      e.post_ops.get_params_eltwise(i, scale, alg, alpha, beta);
+      po.append_eltwise(scale, alg, alpha, beta);
+    } else {
+      po.append_sum(1.0f);
+    }
+  }
+  ValueId out;
+  if (e.addend) {
+    // In place when the add is the addend's only reader (a view of it read
+    // later would see the sum otherwise); else copied into a new dst.
+    const runtime::ValueInfo& ai = ctx.info(*e.addend);
+    const bool in_place = ai.storage == runtime::Storage::arena && ai.layout == final_layout && e.addend_node->num_users() == 1;
+    if (in_place) {
+      out = ctx.view(*e.addend, out_layout);
+    } else {
+      out = ctx.buffer(out_layout);
+      pre_fill = *e.addend;
+    }
+  } else {
+    out = ctx.buffer(out_layout);
+  }
+  attr.set_post_ops(po);
+
+  const dnnl::memory::desc a_md = onednn::desc_of(A.layout), c_md = onednn::desc_of(out_layout);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    if (bias_arg) {
+      Layout brow = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
+      brow.shape[rank - 1] = N;
+      brow.strides = runtime::contiguous_strides(brow.shape);
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md_for_pd, onednn::desc_of(brow), c_md), attr, onednn::engine());
+    } else {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md_for_pd, c_md), attr, onednn::engine());
+    }
+  } catch (const dnnl::error& err) {
+    ctx.fail(std::string("oneDNN refused the matmul: ") + err.what());
+  }
+  if (wconst) {
+    // wconst is the weight seen with lb's strides (a transposed view of a linear's [N, K] weight, say).
+    const ValueId packed = ctx.constant_value(onednn::reorder_once(*wconst, onednn::desc_of(lb), pd.weights_desc()),
+                                              ctx.node().name() + ".packed_weight");
+    B = Operand{packed, lb, {}};
+  }
+
+  if (wconst) B.md = pd.weights_desc();
+  std::vector<Operand> ins{A, B};
+  std::vector<int> args{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS};
+  if (bias_arg) {
+    Layout bl = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
+    bl.shape[rank - 1] = N;
+    bl.strides = runtime::contiguous_strides(bl.shape);
+    ins.push_back(Operand{*bias_arg, bl, onednn::desc_of(bl)});
+    args.push_back(DNNL_ARG_BIAS);
+  }
+  detail::CopyPlan pre_copy{};
+  if (pre_fill) {
+    // A bias broadcasts to the product's shape; an addend has the node's result shape.
+    const bool is_addend = e.addend && *pre_fill == *e.addend;
+    const Layout& target = is_addend ? final_layout : out_layout;
+    pre_copy = detail::plan_copy(runtime::expanded(ctx.layout(*pre_fill), target.shape), target);
+  }
+  const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
+  const std::size_t pad_offset = scratch;
+  scratch += align64(scratchpad.get_size());
+
+  std::vector<ValueId> reads;
+  for (const Operand& o : ins) reads.push_back(o.value);
+  if (pre_fill) reads.push_back(*pre_fill);
+  ctx.add_step(std::make_unique<MatmulStep>(dnnl::matmul(pd), ins, args, out, c_md, pre_fill, pre_copy, scratchpad, pad_offset),
+               reads, {out}, scratch);
+  const ValueId result = result_shape ? ctx.view(out, final_layout) : out;
+  for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
+  ctx.set_result(result);
+}
+
+// a [M, K] @ b [K, N] with M from every leading dim of a when they fold into
+// one (linear on [batch, seq, hidden]), else batched; the result viewed as `out_shape`.
+inline void lower_flattened(runtime::LowerContext& ctx, MatmulSpec spec, runtime::Shape out_shape) {
+  const Layout& la = ctx.layout(spec.a);
+  if (la.rank() > 2 && ctx.layout(spec.b).rank() == 2) {
+    const auto K = la.shape.back();
+    if (auto flat = runtime::viewed(la, std::vector<std::int64_t>{la.numel() / std::max<std::int64_t>(K, 1), K})) {
+      spec.a = ctx.view(spec.a, *flat);
+      lower_matmul(ctx, spec, ctx.layout(spec.a), ctx.layout(spec.b), out_shape);
+      return;
+    }
+  }
+  lower_matmul(ctx, spec, ctx.layout(spec.a), ctx.layout(spec.b),
+               out_shape == runtime::Shape() ? std::nullopt : std::optional<runtime::Shape>(out_shape));
+}
+
+struct Mm {
   static void lower(runtime::LowerContext& ctx) {
-    const auto a = ctx.tensor(0, "self");
-    const auto b = ctx.tensor(1, "mat2");
-    const auto& la = ctx.layout(a);
-    const auto& lb = ctx.layout(b);
-    if (la.rank() != 2 || lb.rank() != 2) ctx.fail("mm takes two 2-d tensors, got " + runtime::shape_str(la.shape) + " and " + runtime::shape_str(lb.shape));
-    if (la.shape[1] != lb.shape[0]) ctx.fail("mm: " + runtime::shape_str(la.shape) + " @ " + runtime::shape_str(lb.shape) + " do not chain");
-    if (la.dtype != DType::float32 || lb.dtype != DType::float32) ctx.fail("mm takes float32");
-    const auto out = ctx.buffer({la.shape[0], lb.shape[1]}, DType::float32);
-    const auto ma = onednn::desc_of(la), mb = onednn::desc_of(lb), mc = onednn::desc_of(ctx.layout(out));
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(ma, mb, mc), onednn::primitive_attr_for(ctx), onednn::engine());
-    auto step = std::make_unique<onednn::PrimitiveStep>(
-        dnnl::matmul(pd),
-        std::vector<onednn::PrimitiveStep::Bound>{{DNNL_ARG_SRC, a, ma}, {DNNL_ARG_WEIGHTS, b, mb}, {DNNL_ARG_DST, out, mc}},
-        pd.scratchpad_desc());
-    onednn::add_primitive_step(ctx, std::move(step), {a, b}, {out});
-    ctx.set_result(out);
+    MatmulSpec s{ctx.tensor(0, "self"), ctx.tensor(1, "mat2")};
+    if (ctx.layout(s.a).rank() != 2 || ctx.layout(s.b).rank() != 2)
+      ctx.fail("mm takes two 2-d tensors, got " + runtime::shape_str(ctx.layout(s.a).shape) + " and " +
+               runtime::shape_str(ctx.layout(s.b).shape));
+    lower_matmul(ctx, s, ctx.layout(s.a), ctx.layout(s.b));
   }
 };
+struct Bmm {
+  static void lower(runtime::LowerContext& ctx) {
+    MatmulSpec s{ctx.tensor(0, "self"), ctx.tensor(1, "mat2")};
+    if (ctx.layout(s.a).rank() != 3 || ctx.layout(s.b).rank() != 3 || ctx.layout(s.a).shape[0] != ctx.layout(s.b).shape[0])
+      ctx.fail("bmm takes two 3-d tensors of one batch, got " + runtime::shape_str(ctx.layout(s.a).shape) + " and " +
+               runtime::shape_str(ctx.layout(s.b).shape));
+    lower_matmul(ctx, s, ctx.layout(s.a), ctx.layout(s.b));
+  }
+};
+// addmm(bias, a, b, beta=1, alpha=1) and baddbmm likewise.
+template <std::size_t Rank>
+struct AddMm {
+  static void lower(runtime::LowerContext& ctx) {
+    MatmulSpec s{ctx.tensor(1, "mat1"), ctx.tensor(2, "mat2")};
+    if (Rank == 3) s = MatmulSpec{ctx.tensor(1, "batch1"), ctx.tensor(2, "batch2")};
+    s.bias = ctx.tensor(0, "input");
+    s.beta = ctx.scalar_arg(3, "beta", 1.0);
+    s.alpha = ctx.scalar_arg(4, "alpha", 1.0);
+    if (ctx.layout(s.a).rank() != Rank || ctx.layout(s.b).rank() != Rank)
+      ctx.fail("expects " + std::to_string(Rank) + "-d operands, got " + runtime::shape_str(ctx.layout(s.a).shape) + " and " +
+               runtime::shape_str(ctx.layout(s.b).shape));
+    lower_matmul(ctx, s, ctx.layout(s.a), ctx.layout(s.b));
+  }
+};
+// torch.matmul: 1-d operands become a row or a column (dropped again in the result); batch dims broadcast.
+struct Matmul {
+  static void lower(runtime::LowerContext& ctx) {
+    MatmulSpec s{ctx.tensor(0, "input"), ctx.tensor(1, "other")};
+    const Layout la = ctx.layout(s.a), lb = ctx.layout(s.b);
+    if (la.rank() == 0 || lb.rank() == 0) ctx.fail("matmul of a 0-d tensor");
+    runtime::Shape out;
+    if (la.rank() == 1) s.a = ctx.view(s.a, runtime::unsqueezed(la, 0));
+    if (lb.rank() == 1) s.b = ctx.view(s.b, runtime::unsqueezed(lb, 1));
+    const Layout& a = ctx.layout(s.a);
+    const Layout& b = ctx.layout(s.b);
+    const std::size_t rank = std::max(a.rank(), b.rank());
+    const Layout ar = with_rank(a, rank), br = with_rank(b, rank);
+    for (std::size_t k = 0; k + 2 < rank; ++k) out.push_back(std::max(ar.shape[k], br.shape[k]));
+    if (la.rank() > 1) out.push_back(a.shape[a.rank() - 2]);
+    if (lb.rank() > 1) out.push_back(b.shape.back());
+    if (b.rank() < a.rank() && la.rank() > 2) {
+      lower_flattened(ctx, s, out);
+      return;
+    }
+    lower_matmul(ctx, s, a, b, out);
+  }
+};
+// linear(input, weight [N, K], bias=None) = input @ weight.T + bias.
+struct Linear {
+  static void lower(runtime::LowerContext& ctx) {
+    MatmulSpec s{ctx.tensor(0, "input"), ctx.tensor(1, "weight")};
+    const Layout& w = ctx.layout(s.b);
+    if (w.rank() != 2) ctx.fail("linear's weight must be 2-d, got " + runtime::shape_str(w.shape));
+    s.b = ctx.view(s.b, runtime::transposed(w, 0, 1));
+    s.bias = ctx.optional_tensor(2, "bias");
+    runtime::Shape out = ctx.layout(s.a).shape;
+    if (out.empty()) ctx.fail("linear of a 0-d input");
+    out.back() = ctx.layout(s.b).shape[1];
+    if (ctx.layout(s.a).rank() == 1) {
+      s.a = ctx.view(s.a, runtime::unsqueezed(ctx.layout(s.a), 0));
+      lower_matmul(ctx, s, ctx.layout(s.a), ctx.layout(s.b), out);
+      return;
+    }
+    lower_flattened(ctx, s, out);
+  }
+};
+
+}  // namespace onednn_detail
+
+template <> struct Kernel<"aten.mm.default"> : onednn_detail::Mm {};
+template <> struct Kernel<"torch.mm"> : onednn_detail::Mm {};
+template <> struct Kernel<"aten.bmm.default"> : onednn_detail::Bmm {};
+template <> struct Kernel<"aten.bmm"> : onednn_detail::Bmm {};
+template <> struct Kernel<"torch.bmm"> : onednn_detail::Bmm {};
+template <> struct Kernel<"aten.addmm.default"> : onednn_detail::AddMm<2> {};
+template <> struct Kernel<"torch.addmm"> : onednn_detail::AddMm<2> {};
+template <> struct Kernel<"aten.baddbmm.default"> : onednn_detail::AddMm<3> {};
+template <> struct Kernel<"torch.baddbmm"> : onednn_detail::AddMm<3> {};
+template <> struct Kernel<"aten.matmul.default"> : onednn_detail::Matmul {};
+template <> struct Kernel<"torch.matmul"> : onednn_detail::Matmul {};
+template <> struct Kernel<"Tensor.matmul"> : onednn_detail::Matmul {};
+template <> struct Kernel<"operator.matmul"> : onednn_detail::Matmul {};
+template <> struct Kernel<"aten.linear.default"> : onednn_detail::Linear {};
+template <> struct Kernel<"torch.nn.functional.linear"> : onednn_detail::Linear {};
 
 }  // namespace kiln::kernels

@@ -1,0 +1,96 @@
+#pragma once
+// Layer normalization over the trailing dims, on oneDNN's
+// layer_normalization primitive (the input seen as [rows, C]); weight and
+// bias as its scale and shift.
+#include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/onednn/common.hpp"
+#include "kiln/kernels/shape/views.hpp"
+
+namespace kiln::kernels {
+
+namespace onednn_detail {
+
+// Returns the normalized tensor; `normalized` are the trailing dims' sizes.
+inline runtime::ValueId lower_layer_norm(runtime::LowerContext& ctx, runtime::ValueId in,
+                                         const std::vector<std::int64_t>& normalized, std::optional<runtime::ValueId> weight,
+                                         std::optional<runtime::ValueId> bias, double eps) {
+  const runtime::Layout l0 = ctx.layout(in);
+  if (l0.dtype != DType::float32) ctx.fail("layer_norm takes float32, got " + std::string(dtype_name(l0.dtype)));
+  if (normalized.empty() || normalized.size() > l0.rank()) ctx.fail("normalized_shape does not fit the input");
+  std::int64_t C = 1;
+  for (std::size_t k = 0; k < normalized.size(); ++k) {
+    if (l0.shape[l0.rank() - normalized.size() + k] != normalized[k])
+      ctx.fail("normalized_shape " + runtime::shape_str(normalized) + " does not match the input's trailing dims " +
+               runtime::shape_str(l0.shape));
+    C *= normalized[k];
+  }
+  const std::int64_t R = l0.numel() / std::max<std::int64_t>(C, 1);
+  const std::vector<std::int64_t> rows_shape{R, C};
+  auto flat = runtime::viewed(l0, rows_shape);
+  runtime::ValueId src;
+  if (flat && flat->strides[1] == 1 && (R == 1 || flat->strides[0] == C)) {
+    src = ctx.view(in, *flat);
+  } else {
+    const auto dense = shape_detail::copy_into_new(ctx, in, runtime::Layout::contiguous(l0.shape, l0.dtype));
+    src = ctx.view(dense, runtime::Layout::contiguous({R, C}));
+  }
+  const auto out = ctx.buffer(runtime::Layout::contiguous({R, C}));
+  const auto md = onednn::desc_of(ctx.layout(src));
+  dnnl::normalization_flags flags = dnnl::normalization_flags::none;
+  const runtime::Layout vec = runtime::Layout::contiguous({C});
+  std::vector<onednn::PrimitiveStep::Bound> bound{{DNNL_ARG_SRC, src, md}, {DNNL_ARG_DST, out, md}};
+  std::vector<runtime::ValueId> reads{src};
+  auto param = [&](std::optional<runtime::ValueId> v, dnnl::normalization_flags flag, int arg, const char* what) {
+    if (!v) return;
+    if (ctx.layout(*v).numel() != C || ctx.layout(*v).dtype != DType::float32)
+      ctx.fail(std::string(what) + " must hold " + std::to_string(C) + " float32 values");
+    runtime::ValueId p = *v;
+    if (!ctx.layout(p).is_contiguous()) p = shape_detail::copy_into_new(ctx, p, vec);
+    p = ctx.view(p, vec);
+    flags = flags | flag;
+    bound.push_back({arg, p, onednn::desc_of(vec)});
+    reads.push_back(p);
+  };
+  param(weight, dnnl::normalization_flags::use_scale, DNNL_ARG_SCALE, "weight");
+  param(bias, dnnl::normalization_flags::use_shift, DNNL_ARG_SHIFT, "bias");
+  dnnl::layer_normalization_forward::primitive_desc pd;
+  try {
+    pd = dnnl::layer_normalization_forward::primitive_desc(
+        dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, md, static_cast<float>(eps), flags),
+        onednn::primitive_attr_for(ctx), onednn::engine());
+  } catch (const dnnl::error& e) {
+    ctx.fail(std::string("oneDNN refused the layer norm: ") + e.what());
+  }
+  onednn::add_primitive_step(
+      ctx, std::make_unique<onednn::PrimitiveStep>(dnnl::layer_normalization_forward(pd), bound, pd.scratchpad_desc()), reads,
+      {out});
+  return ctx.view(out, runtime::Layout::contiguous(l0.shape));
+}
+
+// F.layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5), aten.layer_norm likewise.
+struct LayerNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    ctx.set_result(lower_layer_norm(ctx, ctx.tensor(0, "input"), ctx.ints_arg(1, "normalized_shape"),
+                                    ctx.optional_tensor(2, "weight"), ctx.optional_tensor(3, "bias"), ctx.scalar_arg(4, "eps", 1e-5)));
+  }
+};
+// aten.native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd).
+struct NativeLayerNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    for (const Node* u : ctx.node().users()) {
+      const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
+      if (!i || (*i != 0 && u->num_users() > 0)) ctx.fail("its mean and rstd outputs are read, which is not supported yet");
+    }
+    const auto out = lower_layer_norm(ctx, ctx.tensor(0, "input"), ctx.ints_arg(1, "normalized_shape"),
+                                      ctx.optional_tensor(2, "weight"), ctx.optional_tensor(3, "bias"), ctx.scalar_arg(4, "eps"));
+    ctx.set_result(runtime::Lowered::tuple({runtime::Lowered::tensor(out), runtime::Lowered{}, runtime::Lowered{}}));
+  }
+};
+
+}  // namespace onednn_detail
+
+template <> struct Kernel<"torch.nn.functional.layer_norm"> : onednn_detail::LayerNorm {};
+template <> struct Kernel<"aten.layer_norm.default"> : onednn_detail::LayerNorm {};
+template <> struct Kernel<"aten.native_layer_norm.default"> : onednn_detail::NativeLayerNorm {};
+
+}  // namespace kiln::kernels
