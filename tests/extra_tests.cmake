@@ -101,7 +101,7 @@ if(KILN_HAVE_TORCH)
         set_tests_properties(export_model_${_model}_${level} PROPERTIES
           FIXTURES_SETUP model_${_model}_${level} LABELS "torch;model" TIMEOUT 600)
         add_test(NAME kiln_run_${_model}_${level}
-          COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --rtol 1e-4 --atol 1e-5 --threads 2 --iterations 1 --warmup 0)
+          COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err 1e-4 --threads 2 --iterations 1 --warmup 0)
         set_tests_properties(kiln_run_${_model}_${level} PROPERTIES
           FIXTURES_REQUIRED model_${_model}_${level} LABELS "torch;model" TIMEOUT 600
           PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")

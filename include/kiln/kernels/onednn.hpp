@@ -4,8 +4,11 @@
 #include <boost/hana/type.hpp>
 
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/onednn/batch_norm.hpp"
+#include "kiln/kernels/onednn/convolution.hpp"
 #include "kiln/kernels/onednn/layer_norm.hpp"
 #include "kiln/kernels/onednn/matmul.hpp"
+#include "kiln/kernels/onednn/pooling.hpp"
 #include "kiln/kernels/onednn/softmax.hpp"
 
 namespace kiln::kernels {
@@ -21,6 +24,16 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"torch.softmax">, Kernel<"Tensor.softmax">, Kernel<"torch.nn.functional.log_softmax">, Kernel<"torch.log_softmax">,
     Kernel<"Tensor.log_softmax">,
     // layer norm (onednn/layer_norm.hpp)
-    Kernel<"torch.nn.functional.layer_norm">, Kernel<"aten.layer_norm.default">, Kernel<"aten.native_layer_norm.default">>;
+    Kernel<"torch.nn.functional.layer_norm">, Kernel<"aten.layer_norm.default">, Kernel<"aten.native_layer_norm.default">,
+    // convolution (onednn/convolution.hpp)
+    Kernel<"aten.convolution.default">, Kernel<"torch.conv2d">, Kernel<"torch.nn.functional.conv2d">,
+    // batch norm (onednn/batch_norm.hpp)
+    Kernel<"torch.nn.functional.batch_norm">, Kernel<"aten.batch_norm.default">, Kernel<"torch.batch_norm">,
+    Kernel<"aten.native_batch_norm.default">, Kernel<"aten._native_batch_norm_legit_no_training.default">,
+    // pooling (onednn/pooling.hpp)
+    Kernel<"torch.nn.functional.max_pool2d">, Kernel<"torch.max_pool2d">, Kernel<"aten.max_pool2d.default">,
+    Kernel<"aten.max_pool2d_with_indices.default">, Kernel<"torch.nn.functional.avg_pool2d">, Kernel<"aten.avg_pool2d.default">,
+    Kernel<"torch.nn.functional.adaptive_avg_pool2d">, Kernel<"aten.adaptive_avg_pool2d.default">,
+    Kernel<"aten._adaptive_avg_pool2d.default">>;
 
 }  // namespace kiln::kernels

@@ -274,27 +274,31 @@ inline Layout expanded(const Layout& l, std::span<const std::int64_t> shape) {
   return out;
 }
 
-// A dense layout of `shape` whose dims are laid out in the same order as
-// `like`'s (channels-last stays channels-last through element-wise ops);
-// contiguous when `like` has another shape or overlapping or gappy strides.
-inline Layout dense_like(const Layout& like, DType dtype) {
-  Layout out = Layout::contiguous(like.shape, dtype);
+// A dense layout of `shape` (same rank as `like`) with its dims laid out in
+// the order of `like`'s strides: channels-last stays channels-last through
+// element-wise ops and pooling. Row-major when `like` is not dense itself
+// (overlapping or gappy strides).
+inline Layout dense_in_order_of(const Layout& like, const Shape& shape, DType dtype) {
+  Layout out = Layout::contiguous(shape, dtype);
   const std::size_t r = like.rank();
-  std::vector<std::size_t> order(r);
+  if (shape.size() != r) return out;
+  std::vector<std::size_t> order(r);  // outermost first
   for (std::size_t k = 0; k < r; ++k) order[k] = k;
-  // Innermost first: by stride, ties (size-1 dims) keep the row-major order.
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return like.strides[a] > like.strides[b]; });
-  Shape st(r);
   std::int64_t acc = 1;
-  for (std::size_t k = r; k-- > 0;) {
+  for (std::size_t k = r; k-- > 0;) {  // is `like` dense in this order?
     const std::size_t d = order[k];
-    if (like.shape[d] != 1 && like.strides[d] != acc) return out;  // not dense: keep row-major
-    st[d] = acc;
+    if (like.shape[d] != 1 && like.strides[d] != acc) return out;
     acc *= like.shape[d];
   }
-  out.strides = std::move(st);
+  acc = 1;
+  for (std::size_t k = r; k-- > 0;) {
+    out.strides[order[k]] = acc;
+    acc *= std::max<std::int64_t>(shape[order[k]], 1);
+  }
   return out;
 }
+inline Layout dense_like(const Layout& like, DType dtype) { return dense_in_order_of(like, like.shape, dtype); }
 
 // Channels-last strides for a rank-4 (NCHW) or rank-5 (NCDHW) shape: channels innermost.
 inline Layout channels_last(Shape shape, DType dtype = DType::float32) {

@@ -1,0 +1,105 @@
+#pragma once
+// Inference batch-norm on oneDNN's batch_normalization primitive with the
+// running statistics (use_global_stats), where no convolution before it took
+// it in. NCHW-shaped input of any dense layout (channels-last stays so).
+#include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/onednn/common.hpp"
+#include "kiln/kernels/shape/views.hpp"
+
+namespace kiln::kernels {
+
+namespace onednn_detail {
+
+struct BatchNormArgs {
+  runtime::ValueId input, mean, var;
+  std::optional<runtime::ValueId> weight, bias;
+  double eps = 1e-5;
+};
+
+inline runtime::ValueId lower_batch_norm(runtime::LowerContext& ctx, const BatchNormArgs& a) {
+  runtime::ValueId in = a.input;
+  const runtime::Layout l0 = ctx.layout(in);
+  if (l0.dtype != DType::float32) ctx.fail("batch_norm takes float32");
+  if (l0.rank() < 2) ctx.fail("batch_norm needs an input with a channel dim, got " + runtime::shape_str(l0.shape));
+  const std::int64_t C = l0.shape[1];
+  if (runtime::dense_like(l0, l0.dtype) != l0) in = shape_detail::copy_into_new(ctx, in, runtime::Layout::contiguous(l0.shape));
+  const runtime::Layout& l = ctx.layout(in);
+  const auto out = ctx.buffer(l);
+  const auto md = onednn::desc_of(l);
+  const runtime::Layout vec = runtime::Layout::contiguous({C});
+  std::vector<onednn::PrimitiveStep::Bound> bound{{DNNL_ARG_SRC, in, md}, {DNNL_ARG_DST, out, md}};
+  std::vector<runtime::ValueId> reads{in};
+  dnnl::normalization_flags flags = dnnl::normalization_flags::use_global_stats;
+  auto param = [&](runtime::ValueId v, int arg, const char* what) {
+    if (ctx.layout(v).numel() != C || ctx.layout(v).dtype != DType::float32)
+      ctx.fail(std::string(what) + " must hold " + std::to_string(C) + " float32 values");
+    if (!ctx.layout(v).is_contiguous()) v = shape_detail::copy_into_new(ctx, v, vec);
+    v = ctx.view(v, vec);
+    bound.push_back({arg, v, onednn::desc_of(vec)});
+    reads.push_back(v);
+  };
+  param(a.mean, DNNL_ARG_MEAN, "running_mean");
+  param(a.var, DNNL_ARG_VARIANCE, "running_var");
+  if (a.weight) flags = flags | dnnl::normalization_flags::use_scale, param(*a.weight, DNNL_ARG_SCALE, "weight");
+  if (a.bias) flags = flags | dnnl::normalization_flags::use_shift, param(*a.bias, DNNL_ARG_SHIFT, "bias");
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  try {
+    pd = dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, md, static_cast<float>(a.eps), flags),
+        onednn::primitive_attr_for(ctx), onednn::engine());
+  } catch (const dnnl::error& e) {
+    ctx.fail(std::string("oneDNN refused the batch norm: ") + e.what());
+  }
+  onednn::add_primitive_step(
+      ctx, std::make_unique<onednn::PrimitiveStep>(dnnl::batch_normalization_forward(pd), bound, pd.scratchpad_desc()), reads, {out});
+  return out;
+}
+
+inline void refuse_training(const runtime::LowerContext& ctx, std::size_t pos) {
+  if (ctx.bool_arg(pos, "training", false)) ctx.fail("batch_norm in training mode is not supported (kiln runs inference)");
+}
+// The tuple of an aten batch-norm: its other results must be unread.
+inline void tuple_result(runtime::LowerContext& ctx, runtime::ValueId out) {
+  for (const Node* u : ctx.node().users()) {
+    const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
+    if (!i || (*i != 0 && u->num_users() > 0)) ctx.fail("its saved statistics are read, which inference does not give");
+  }
+  ctx.set_result(runtime::Lowered::tuple({runtime::Lowered::tensor(out), runtime::Lowered{}, runtime::Lowered{}}));
+}
+
+// F.batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5).
+struct FBatchNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    refuse_training(ctx, 5);
+    ctx.set_result(lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(1, "running_mean"), ctx.tensor(2, "running_var"),
+                                          ctx.optional_tensor(3, "weight"), ctx.optional_tensor(4, "bias"), ctx.scalar_arg(7, "eps", 1e-5)}));
+  }
+};
+// aten.batch_norm / native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, ...).
+template <bool Tuple>
+struct AtenBatchNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    refuse_training(ctx, 5);
+    const auto out = lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(3, "running_mean"), ctx.tensor(4, "running_var"),
+                                            ctx.optional_tensor(1, "weight"), ctx.optional_tensor(2, "bias"), ctx.scalar_arg(7, "eps", 1e-5)});
+    if (Tuple) tuple_result(ctx, out);
+    else ctx.set_result(out);
+  }
+};
+// aten._native_batch_norm_legit_no_training(input, weight, bias, running_mean, running_var, momentum, eps).
+struct LegitNoTraining {
+  static void lower(runtime::LowerContext& ctx) {
+    tuple_result(ctx, lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(3, "running_mean"), ctx.tensor(4, "running_var"),
+                                             ctx.optional_tensor(1, "weight"), ctx.optional_tensor(2, "bias"), ctx.scalar_arg(6, "eps", 1e-5)}));
+  }
+};
+
+}  // namespace onednn_detail
+
+template <> struct Kernel<"torch.nn.functional.batch_norm"> : onednn_detail::FBatchNorm {};
+template <> struct Kernel<"aten.batch_norm.default"> : onednn_detail::AtenBatchNorm<false> {};
+template <> struct Kernel<"torch.batch_norm"> : onednn_detail::AtenBatchNorm<false> {};
+template <> struct Kernel<"aten.native_batch_norm.default"> : onednn_detail::AtenBatchNorm<true> {};
+template <> struct Kernel<"aten._native_batch_norm_legit_no_training.default"> : onednn_detail::LegitNoTraining {};
+
+}  // namespace kiln::kernels
