@@ -57,7 +57,16 @@ MapPlan<N> plan_map(runtime::ValueId out, const runtime::Layout& out_layout,
   // Dims of size 1 drop out; the rest merge right to left while every operand allows.
   runtime::Shape shape;
   std::array<runtime::Shape, N + 1> strides;
-  for (std::size_t k = 0; k < out_layout.rank(); ++k) {
+  // Dims walked in the output's memory order (outermost first), so that its
+  // inner run has stride 1 whatever its dim order (channels-last included).
+  std::array<std::size_t, kMaxMapRank + 1> order{};
+  const std::size_t rank = out_layout.rank();
+  if (rank > order.size()) throw runtime::ShapeError("element-wise ops take tensors of rank <= 9");
+  for (std::size_t k = 0; k < rank; ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.begin() + rank,
+                   [&](std::size_t a, std::size_t b) { return out_layout.strides[a] > out_layout.strides[b]; });
+  for (std::size_t kk = 0; kk < rank; ++kk) {
+    const std::size_t k = order[kk];
     if (out_layout.shape[k] == 1) continue;
     bool merge = !shape.empty();
     for (std::size_t i = 0; merge && i <= N; ++i) merge = strides[i].back() == out_layout.shape[k] * ls[i].strides[k];
@@ -181,7 +190,16 @@ runtime::ValueId lower_map(runtime::LowerContext& ctx, DType out_dtype,
     }
   }
   if (shape.size() > kMaxMapRank + 1) ctx.fail("element-wise ops take tensors of rank <= 9, got " + runtime::shape_str(shape));
-  const auto out = ctx.buffer(shape, out_dtype);
+  // Laid out in the dim order of the first input of the result's shape, so that
+  // channels-last activations stay channels-last and a map over same-layout
+  // operands is one contiguous run.
+  runtime::Layout out_layout = runtime::Layout::contiguous(shape, out_dtype);
+  for (std::size_t i = 0; i < N; ++i)
+    if (layouts[i].shape == shape) {
+      out_layout = runtime::dense_in_order_of(layouts[i], shape, out_dtype);
+      break;
+    }
+  const auto out = ctx.buffer(out_layout);
   auto plan = plan_map<N>(out, ctx.layout(out), ins, layouts);
   ctx.add_step(runtime::make_step([plan = std::move(plan), f = std::move(f)](runtime::Frame& fr) {
                  run_map<Out, Ins...>(fr, plan, f);
