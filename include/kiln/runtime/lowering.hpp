@@ -126,8 +126,15 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
                         (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights)));
   const kernels::LowerFn getitem = kernels.find("operator.getitem");
 
-  for (const Node* n : g.nodes()) {
-    if (!live.count(n) || ctx.was_absorbed(n)) continue;
+  // Inputs and weights first, wherever the graph has them: a kernel that folds
+  // the op after it (a batch-norm into a convolution) reads that op's weights.
+  std::vector<const Node*> order;
+  for (const Node* n : g.nodes())
+    if (live.count(n) && (n->op() == OpKind::placeholder || n->op() == OpKind::get_attr)) order.push_back(n);
+  for (const Node* n : g.nodes())
+    if (live.count(n) && n->op() != OpKind::placeholder && n->op() != OpKind::get_attr) order.push_back(n);
+  for (const Node* n : order) {
+    if (ctx.was_absorbed(n)) continue;
     ctx.begin(*n);
     switch (n->op()) {
       case OpKind::placeholder: {

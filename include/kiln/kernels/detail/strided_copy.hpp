@@ -2,7 +2,9 @@
 // Copies a strided tensor into another layout of the same shape and dtype,
 // a contiguous inner run at a time (memcpy) where both sides allow: what
 // reshape-with-copy, contiguous, clone and cat do.
+#include <algorithm>
 #include <cstddef>
+#include <vector>
 #include <cstdint>
 #include <cstring>
 
@@ -29,7 +31,12 @@ inline CopyPlan plan_copy(const runtime::Layout& src, const runtime::Layout& dst
   CopyPlan p;
   p.item = src.itemsize();
   runtime::Shape shape, ss, ds;
-  for (std::size_t k = 0; k < src.rank(); ++k) {
+  // Dims in the destination's memory order (outermost first): two channels-last
+  // tensors then merge into one run, whatever their logical dim order.
+  std::vector<std::size_t> order(src.rank());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return dst.strides[a] > dst.strides[b]; });
+  for (std::size_t k : order) {
     if (src.shape[k] == 1) continue;
     if (!shape.empty() && ss.back() == src.shape[k] * src.strides[k] && ds.back() == src.shape[k] * dst.strides[k]) {
       shape.back() *= src.shape[k];
