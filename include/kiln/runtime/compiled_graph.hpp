@@ -70,7 +70,7 @@ class CompiledGraph {
   std::size_t peak_live_bytes() const { return program_->peak_live_bytes; }
   std::size_t constant_bytes() const {
     std::size_t n = 0;
-    for (const Tensor& t : program_->constants) n += t.nbytes();
+    for (const Tensor& t : program_->constants) n += t.defined() ? t.nbytes() : 0;
     return n;
   }
   const Program& program() const { return *program_; }

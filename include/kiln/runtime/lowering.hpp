@@ -235,6 +235,21 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
     lowered[n] = std::move(result);
   }
   plan_buffers(p);
+  // Weights that only served to make packed copies (a linear's [N, K] weight
+  // once reordered for its primitive) are read by no step: let them go.
+  std::vector<bool> used(p.constants.size(), false);
+  auto mark = [&](ValueId v) {
+    const ValueInfo& i = p.values[v];
+    const ValueInfo& root = i.storage == Storage::view ? p.values[i.base] : i;
+    if (root.storage == Storage::constant) used[root.index] = true;
+  };
+  for (const auto& st : p.steps) {
+    for (ValueId v : st->reads) mark(v);
+    for (ValueId v : st->writes) mark(v);
+  }
+  for (ValueId v : p.outputs) mark(v);
+  for (std::size_t c = 0; c < used.size(); ++c)
+    if (!used[c]) p.constants[c] = Tensor();
   return p;
 }
 
