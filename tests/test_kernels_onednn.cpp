@@ -1,0 +1,356 @@
+// The oneDNN kernels (matrix products, softmax, layer norm, convolution,
+// batch norm, pooling) against naive loops written here, with odd sizes,
+// strided inputs, constant and non-constant weights, and the ops folded into a
+// primitive (batch-norm, relu, residual add) checked against the unfused result.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "kiln/runtime/compiled_graph.hpp"
+#include "runtime_test_support.hpp"
+
+using namespace kiln;
+using runtime::CompiledGraph;
+using runtime::Tensor;
+using test::meta;
+using test::random_tensor;
+
+namespace {
+
+float at(const Tensor& t, std::initializer_list<std::int64_t> idx) {
+  std::int64_t off = 0, k = 0;
+  for (auto i : idx) off += i * t.strides()[k++];
+  return t.data<float>()[off];
+}
+double worst_rel(const std::vector<double>& ref, const Tensor& out) {
+  double scale = 1e-12, err = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    scale = std::max(scale, std::abs(ref[i]));
+    err = std::max(err, std::abs(ref[i] - test::element(out, static_cast<std::int64_t>(i))));
+  }
+  return err / scale;
+}
+OpRef op(const char* name) { return OpRef(name); }
+
+// Naive NCHW convolution (double accumulation).
+std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor* b, std::int64_t stride, std::int64_t pad,
+                               std::int64_t dil, std::int64_t groups) {
+  const auto N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const auto OC = w.shape()[0], KH = w.shape()[2], KW = w.shape()[3], CG = C / groups, OG = OC / groups;
+  const auto OH = (H + 2 * pad - dil * (KH - 1) - 1) / stride + 1, OW = (W + 2 * pad - dil * (KW - 1) - 1) / stride + 1;
+  std::vector<double> out(N * OC * OH * OW);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t o = 0; o < OC; ++o)
+      for (std::int64_t i = 0; i < OH; ++i)
+        for (std::int64_t j = 0; j < OW; ++j) {
+          double acc = b ? b->data<float>()[o] : 0.0;
+          const std::int64_t g = o / OG;
+          for (std::int64_t c = 0; c < CG; ++c)
+            for (std::int64_t p = 0; p < KH; ++p)
+              for (std::int64_t q = 0; q < KW; ++q) {
+                const std::int64_t y = i * stride - pad + p * dil, z = j * stride - pad + q * dil;
+                if (y < 0 || y >= H || z < 0 || z >= W) continue;
+                acc += double(at(x, {n, g * CG + c, y, z})) * w.data<float>()[((o * CG + c) * KH + p) * KW + q];
+              }
+          out[((n * OC + o) * OH + i) * OW + j] = acc;
+        }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("linear with a constant weight and bias on a 3-d input, and with the weight as an input") {
+  for (bool constant : {true, false}) {
+    Graph g;
+    Node* x = g.placeholder("x", meta({2, 7, 33}));
+    Node* w = constant ? g.get_attr("w", meta({5, 33})) : g.placeholder("w", meta({5, 33}));
+    Node* b = constant ? g.get_attr("b", meta({5})) : g.placeholder("b", meta({5}));
+    g.output(ArgList{g.call_function(op("torch.nn.functional.linear"), {x, w, b})});
+    Tensor tx = random_tensor({2, 7, 33}, 1), tw = random_tensor({5, 33}, 2), tb = random_tensor({5}, 3);
+    runtime::Weights weights;
+    if (constant) weights = {{"w", tw}, {"b", tb}};
+    auto cg = CompiledGraph::compile(g, weights);
+    auto out = constant ? cg.run({tx}) : cg.run({tx, tw, tb});
+    REQUIRE(out[0].shape() == runtime::Shape{2, 7, 5});
+    std::vector<double> ref(2 * 7 * 5);
+    for (int r = 0; r < 14; ++r)
+      for (int o = 0; o < 5; ++o) {
+        double acc = tb.data<float>()[o];
+        for (int k = 0; k < 33; ++k) acc += double(tx.data<float>()[r * 33 + k]) * tw.data<float>()[o * 33 + k];
+        ref[r * 5 + o] = acc;
+      }
+    CHECK(worst_rel(ref, out[0]) < 1e-5);
+  }
+}
+
+TEST_CASE("addmm with alpha, beta and a full bias, bmm of a transposed operand, matmul's 1-d and batch rules") {
+  Graph g;
+  Node* bias = g.placeholder("bias", meta({7, 1}));
+  Node* a = g.placeholder("a", meta({7, 33}));
+  Node* m = g.placeholder("m", meta({33, 3}));
+  Node* addmm = g.call_function(aten::addmm, {bias, a, m}, {{"beta", Arg(0.5)}, {"alpha", Arg(2.0)}});
+  Node* p = g.placeholder("p", meta({4, 1, 6}));
+  Node* q = g.placeholder("q", meta({4, 5, 6}));
+  Node* bmm = g.call_function(aten::bmm, {p, g.call_function(aten::transpose_int, {q, 1, 2})});  // [4, 1, 5]
+  Node* v = g.placeholder("v", meta({6}));
+  Node* mv = g.call_function(op("torch.matmul"), {q, v});  // [4, 5]
+  g.output(ArgList{addmm, bmm, mv});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tbias = random_tensor({7, 1}, 4), ta = random_tensor({7, 33}, 5), tm = random_tensor({33, 3}, 6);
+  Tensor tp = random_tensor({4, 1, 6}, 7), tq = random_tensor({4, 5, 6}, 8), tv = random_tensor({6}, 9);
+  auto out = cg.run({tbias, ta, tm, tp, tq, tv});
+  std::vector<double> r0(21), r1(20), r2(20);
+  for (int i = 0; i < 7; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double acc = 0;
+      for (int k = 0; k < 33; ++k) acc += double(ta.data<float>()[i * 33 + k]) * tm.data<float>()[k * 3 + j];
+      r0[i * 3 + j] = 0.5 * tbias.data<float>()[i] + 2.0 * acc;
+    }
+  for (int b = 0; b < 4; ++b)
+    for (int j = 0; j < 5; ++j) {
+      double acc = 0, acc2 = 0;
+      for (int k = 0; k < 6; ++k) {
+        acc += double(tp.data<float>()[b * 6 + k]) * tq.data<float>()[(b * 5 + j) * 6 + k];
+        acc2 += double(tq.data<float>()[(b * 5 + j) * 6 + k]) * tv.data<float>()[k];
+      }
+      r1[b * 5 + j] = acc;
+      r2[b * 5 + j] = acc2;
+    }
+  CHECK(out[1].shape() == runtime::Shape{4, 1, 5});
+  CHECK(out[2].shape() == runtime::Shape{4, 5});
+  CHECK(worst_rel(r0, out[0]) < 1e-5);
+  CHECK(worst_rel(r1, out[1]) < 1e-5);
+  CHECK(worst_rel(r2, out[2]) < 1e-5);
+
+  Graph h;
+  Node* x = h.placeholder("x", meta({3, 4}));
+  Node* y = h.placeholder("y", meta({5, 2}));
+  h.output(ArgList{h.call_function(aten::mm, {x, y}, {}, "mm")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node mm (aten.mm.default): the operands [3, 4] and [5, 2] do not chain"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("a linear followed by gelu and a residual add runs as one step with the same result") {
+  auto build = [](bool fusable) {
+    Graph g;
+    Node* x = g.placeholder("x", meta({7, 16}));
+    Node* w = g.get_attr("w", meta({16, 16}));
+    Node* l = g.call_function(op("torch.nn.functional.linear"), {x, w});
+    Node* act = g.call_function(op("torch.nn.functional.gelu"), {l});
+    Node* sum = g.call_function(op("operator.add"), {act, x});
+    // Reading the linear's output elsewhere keeps gelu and the add out of the primitive.
+    g.output(fusable ? ArgList{sum} : ArgList{sum, l});
+    return g;
+  };
+  Tensor tx = random_tensor({7, 16}, 10), tw = random_tensor({16, 16}, 11);
+  auto fused = CompiledGraph::compile(build(true), {{"w", tw}});
+  auto plain = CompiledGraph::compile(build(false), {{"w", tw}});
+  CHECK(fused.num_steps() == 1);
+  CHECK(plain.num_steps() == 3);
+  const auto a = fused.run({tx}), b = plain.run({tx});
+  CHECK(test::max_abs_diff(a[0], b[0]) < 1e-5);
+  std::vector<double> ref(7 * 16);
+  for (int i = 0; i < 7; ++i)
+    for (int o = 0; o < 16; ++o) {
+      double acc = 0;
+      for (int k = 0; k < 16; ++k) acc += double(tx.data<float>()[i * 16 + k]) * tw.data<float>()[o * 16 + k];
+      ref[i * 16 + o] = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0))) + tx.data<float>()[i * 16 + o];
+    }
+  CHECK(worst_rel(ref, a[0]) < 1e-5);
+}
+
+TEST_CASE("softmax and log_softmax along a strided dim, layer norm with and without affine parameters") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({3, 7, 5}));
+  Node* xt = g.call_function(aten::transpose_int, {x, 1, 2});  // [3, 5, 7], strided
+  Node* sm = g.call_function(aten::softmax, {xt, -1, false});
+  Node* lsm = g.call_function(op("torch.nn.functional.log_softmax"), {x}, {{"dim", Arg(1)}});
+  Node* w = g.get_attr("w", meta({5}));
+  Node* b = g.get_attr("b", meta({5}));
+  Node* ln = g.call_function(op("torch.nn.functional.layer_norm"), {x, ArgList{5}}, {{"weight", Arg(w)}, {"bias", Arg(b)}, {"eps", Arg(1e-5)}});
+  Node* ln2 = g.call_function(op("torch.nn.functional.layer_norm"), {x, ArgList{7, 5}});
+  g.output(ArgList{sm, lsm, ln, ln2});
+  Tensor tx = random_tensor({3, 7, 5}, 12), tw = random_tensor({5}, 13), tb = random_tensor({5}, 14);
+  auto cg = CompiledGraph::compile(g, {{"w", tw}, {"b", tb}});
+  auto out = cg.run({tx});
+  auto X = [&](int i, int j, int k) { return double(tx.data<float>()[(i * 7 + j) * 5 + k]); };
+  std::vector<double> r0(105), r1(105), r2(105), r3(105);
+  for (int i = 0; i < 3; ++i) {
+    for (int k = 0; k < 5; ++k) {  // softmax over j of x[i, :, k] (the transposed view's last dim)
+      double mx = -1e30, s = 0;
+      for (int j = 0; j < 7; ++j) mx = std::max(mx, X(i, j, k));
+      for (int j = 0; j < 7; ++j) s += std::exp(X(i, j, k) - mx);
+      for (int j = 0; j < 7; ++j) {
+        r0[(i * 5 + k) * 7 + j] = std::exp(X(i, j, k) - mx) / s;
+        r1[(i * 7 + j) * 5 + k] = X(i, j, k) - mx - std::log(s);
+      }
+    }
+    double m2 = 0, v2 = 0;
+    for (int j = 0; j < 7; ++j)
+      for (int k = 0; k < 5; ++k) m2 += X(i, j, k) / 35;
+    for (int j = 0; j < 7; ++j)
+      for (int k = 0; k < 5; ++k) v2 += (X(i, j, k) - m2) * (X(i, j, k) - m2) / 35;
+    for (int j = 0; j < 7; ++j) {
+      double m = 0, v = 0;
+      for (int k = 0; k < 5; ++k) m += X(i, j, k) / 5;
+      for (int k = 0; k < 5; ++k) v += (X(i, j, k) - m) * (X(i, j, k) - m) / 5;
+      for (int k = 0; k < 5; ++k) {
+        r2[(i * 7 + j) * 5 + k] = (X(i, j, k) - m) / std::sqrt(v + 1e-5) * tw.data<float>()[k] + tb.data<float>()[k];
+        r3[(i * 7 + j) * 5 + k] = (X(i, j, k) - m2) / std::sqrt(v2 + 1e-5);
+      }
+    }
+  }
+  CHECK(worst_rel(r0, out[0]) < 1e-5);
+  CHECK(worst_rel(r1, out[1]) < 1e-5);
+  CHECK(worst_rel(r2, out[2]) < 1e-4);
+  CHECK(worst_rel(r3, out[3]) < 1e-4);
+}
+
+TEST_CASE("convolution: stride, padding, dilation, groups and depthwise, channels-last and row-major, constant or input weights") {
+  struct Case {
+    std::int64_t C, OC, H, W, K, stride, pad, dil, groups;
+    bool bias;
+  };
+  const Case cases[] = {{3, 7, 9, 9, 3, 1, 1, 1, 1, true},   {8, 16, 7, 7, 1, 2, 0, 1, 1, false},
+                        {6, 6, 8, 11, 3, 1, 2, 2, 2, true},  {33, 33, 7, 7, 3, 2, 1, 1, 33, false},
+                        {1, 1, 1, 1, 1, 1, 0, 1, 1, true}};
+  for (const Case& c : cases)
+    for (auto layout : {runtime::CompileOptions::ConvLayout::channels_last, runtime::CompileOptions::ConvLayout::contiguous})
+      for (bool constant : {true, false}) {
+        CAPTURE(c.C);
+        CAPTURE(c.groups);
+        CAPTURE(constant);
+        Graph g;
+        Node* x = g.placeholder("x", meta({2, c.C, c.H, c.W}));
+        Node* w = constant ? g.get_attr("w", meta({c.OC, c.C / c.groups, c.K, c.K})) : g.placeholder("w", meta({c.OC, c.C / c.groups, c.K, c.K}));
+        Node* b = !c.bias ? nullptr : constant ? g.get_attr("b", meta({c.OC})) : g.placeholder("b", meta({c.OC}));
+        g.output(ArgList{g.call_function(aten::convolution, {x, w, b ? Arg(b) : Arg(), ArgList{c.stride, c.stride}, ArgList{c.pad, c.pad},
+                                                             ArgList{c.dil, c.dil}, false, ArgList{0, 0}, c.groups})});
+        Tensor tx = random_tensor({2, c.C, c.H, c.W}, 20), tw = random_tensor({c.OC, c.C / c.groups, c.K, c.K}, 21),
+               tb = random_tensor({c.OC}, 22);
+        runtime::CompileOptions opts;
+        opts.conv_layout = layout;
+        runtime::Weights weights;
+        if (constant) {
+          weights.emplace("w", tw);
+          if (c.bias) weights.emplace("b", tb);
+        }
+        auto cg = CompiledGraph::compile(g, weights, opts);
+        std::vector<Tensor> ins{tx};
+        if (!constant) {
+          ins.push_back(tw);
+          if (c.bias) ins.push_back(tb);
+        }
+        auto out = cg.run(std::span<const Tensor>(ins));
+        CHECK(worst_rel(naive_conv(tx, tw, c.bias ? &tb : nullptr, c.stride, c.pad, c.dil, c.groups), out[0]) < 1e-5);
+      }
+}
+
+TEST_CASE("conv, batch-norm, relu and conv, batch-norm, residual add, relu run as single steps") {
+  // y = relu(bn2(conv2(x)) + relu(bn1(conv1(x)))): both convolutions take their epilogue.
+  auto build = [](Graph& g, bool split) {
+    Node* x = g.placeholder("x", meta({1, 8, 6, 6}));
+    auto bn = [&](Node* in, const std::string& p) {
+      return g.call_function(op("torch.nn.functional.batch_norm"), {in, g.get_attr(p + ".mean", meta({8})), g.get_attr(p + ".var", meta({8}))},
+                             {{"weight", Arg(g.get_attr(p + ".w", meta({8})))}, {"bias", Arg(g.get_attr(p + ".b", meta({8})))},
+                              {"training", Arg(false)}, {"momentum", Arg(0.1)}, {"eps", Arg(1e-5)}});
+    };
+    Node* c1 = g.call_function(op("torch.conv2d"), {x, g.get_attr("w1", meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
+    Node* r1 = g.call_function(op("torch.nn.functional.relu"), {bn(c1, "bn1")});
+    Node* c2 = g.call_function(op("torch.conv2d"), {r1, g.get_attr("w2", meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
+    Node* b2 = bn(c2, "bn2");
+    Node* sum = g.call_function(op("operator.add"), {b2, r1});
+    Node* out = g.call_function(op("torch.nn.functional.relu"), {sum});
+    g.output(split ? ArgList{out, c1, c2} : ArgList{out});
+  };
+  runtime::Weights w{{"w1", random_tensor({8, 8, 3, 3}, 30)}, {"w2", random_tensor({8, 8, 3, 3}, 31)}};
+  for (const char* p : {"bn1", "bn2"}) {
+    Tensor mean = random_tensor({8}, 32), var = random_tensor({8}, 33), gw = random_tensor({8}, 34), gb = random_tensor({8}, 35);
+    for (int i = 0; i < 8; ++i) var.data<float>()[i] = 0.5f + std::abs(var.data<float>()[i]);
+    w.emplace(std::string(p) + ".mean", mean);
+    w.emplace(std::string(p) + ".var", var);
+    w.emplace(std::string(p) + ".w", gw);
+    w.emplace(std::string(p) + ".b", gb);
+  }
+  Graph fused_g, plain_g;
+  build(fused_g, false);
+  build(plain_g, true);  // the convolutions' outputs read elsewhere: nothing folds
+  auto fused = CompiledGraph::compile(fused_g, w), plain = CompiledGraph::compile(plain_g, w);
+  CHECK(fused.num_steps() == 2);
+  CHECK(plain.num_steps() == 7);
+  Tensor tx = random_tensor({1, 8, 6, 6}, 36);
+  const auto a = fused.run({tx}), b = plain.run({tx});
+  double scale = 0;
+  for (std::int64_t i = 0; i < b[0].numel(); ++i) scale = std::max(scale, double(std::abs(test::element(b[0], i))));
+  CHECK(test::max_abs_diff(a[0], b[0]) < 1e-5 * scale);
+}
+
+TEST_CASE("batch norm, max and average pooling (padding, ceil mode) and adaptive average pooling against loops") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 3, 7, 7}));
+  Node* mean = g.placeholder("mean", meta({3}));
+  Node* var = g.placeholder("var", meta({3}));
+  Node* bn = g.call_function(op("torch.nn.functional.batch_norm"), {x, mean, var}, {{"training", Arg(false)}, {"eps", Arg(1e-3)}});
+  Node* mp = g.call_function(op("torch.nn.functional.max_pool2d"), {x, 3, 2, 1});
+  Node* ap = g.call_function(aten::avg_pool2d, {x, ArgList{2, 2}, ArgList{2, 2}, ArgList{1, 1}, true, false});
+  Node* ad = g.call_function(aten::adaptive_avg_pool2d, {g.call_function(aten::slice_Tensor, {x, 2, 0, 6}), ArgList{3, 1}});
+  g.output(ArgList{bn, mp, ap, ad});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({2, 3, 7, 7}, 40), tm = random_tensor({3}, 41), tv = random_tensor({3}, 42);
+  for (int i = 0; i < 3; ++i) tv.data<float>()[i] = 0.5f + std::abs(tv.data<float>()[i]);
+  auto out = cg.run({tx, tm, tv});
+  auto X = [&](std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) { return double(tx.data<float>()[((n * 3 + c) * 7 + h) * 7 + w]); };
+  std::vector<double> rbn(2 * 3 * 49), rmp(2 * 3 * 16), rap(2 * 3 * 16), rad(2 * 3 * 3);
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 3; ++c) {
+      for (int h = 0; h < 7; ++h)
+        for (int w = 0; w < 7; ++w)
+          rbn[((n * 3 + c) * 7 + h) * 7 + w] = (X(n, c, h, w) - tm.data<float>()[c]) / std::sqrt(tv.data<float>()[c] + 1e-3);
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) {
+          double mx = -1e30, s = 0;
+          int cnt = 0;
+          for (int p = 0; p < 3; ++p)
+            for (int q = 0; q < 3; ++q) {
+              const int y = i * 2 - 1 + p, z = j * 2 - 1 + q;
+              if (y >= 0 && y < 7 && z >= 0 && z < 7) mx = std::max(mx, X(n, c, y, z));
+            }
+          // avg 2x2 stride 2 pad 1, ceil mode, padding not counted: windows clipped to the input.
+          for (int p = 0; p < 2; ++p)
+            for (int q = 0; q < 2; ++q) {
+              const int y = i * 2 - 1 + p, z = j * 2 - 1 + q;
+              if (y >= 0 && y < 7 && z >= 0 && z < 7) s += X(n, c, y, z), ++cnt;
+            }
+          rmp[((n * 3 + c) * 4 + i) * 4 + j] = mx;
+          rap[((n * 3 + c) * 4 + i) * 4 + j] = s / cnt;
+        }
+      for (int i = 0; i < 3; ++i) {
+        double s = 0;
+        for (int p = 0; p < 2; ++p)
+          for (int w = 0; w < 7; ++w) s += X(n, c, i * 2 + p, w);
+        rad[(n * 3 + c) * 3 + i] = s / 14;
+      }
+    }
+  CHECK(out[1].shape() == runtime::Shape{2, 3, 4, 4});
+  CHECK(out[2].shape() == runtime::Shape{2, 3, 4, 4});
+  CHECK(out[3].shape() == runtime::Shape{2, 3, 3, 1});
+  CHECK(worst_rel(rbn, out[0]) < 1e-5);
+  CHECK(worst_rel(rmp, out[1]) < 1e-6);
+  CHECK(worst_rel(rap, out[2]) < 1e-5);
+  CHECK(worst_rel(rad, out[3]) < 1e-5);
+}
+
+TEST_CASE("oneDNN kernels refuse what they cannot do, naming the node") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({1, 4, 5, 5}));
+  Node* w = g.placeholder("w", meta({4, 4, 3, 3}));
+  g.output(ArgList{g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{0, 0}, ArgList{1, 1}, true, ArgList{0, 0}, 1}, {}, "deconv")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("node deconv (aten.convolution.default): transposed convolution is not supported"),
+                       runtime::CompileError);
+  Graph h;
+  Node* y = h.placeholder("y", meta({1, 4, 5, 5}));
+  Node* m = h.placeholder("m", meta({4}));
+  h.output(ArgList{h.call_function(op("torch.nn.functional.batch_norm"), {y, m, m}, {{"training", Arg(true)}}, "bn")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node bn (torch.nn.functional.batch_norm): batch_norm in training mode"),
+                       runtime::CompileError);
+}
