@@ -120,6 +120,7 @@ class MatmulStep final : public runtime::Step {
 };
 
 struct MatmulSpec {
+  MatmulSpec(ValueId lhs, ValueId rhs) : a(lhs), b(rhs) {}
   ValueId a, b;
   std::optional<ValueId> bias;  // broadcast to the result
   double alpha = 1.0, beta = 1.0;
