@@ -163,27 +163,48 @@ TEST_CASE("equal weights under different names are one constant") {
 }
 
 TEST_CASE("channels-last is chosen as Inductor's decide_layout_opt rules say") {
+  // One convolution of weight `weight` on a [1, C, 8, 8] input (output meta given, so flops are known).
   auto conv_graph = [](std::vector<Dim> weight, std::int64_t groups, int extra_nodes) {
     Graph g;
-    Node* x = g.placeholder("x", f32({1, 128, 8, 8}));
+    const std::int64_t c = std::get<std::int64_t>(weight[1]) * groups;
+    Node* x = g.placeholder("x", f32({1, c, 8, 8}));
     Node* w = g.get_attr("w", f32(weight));
-    Node* c = g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{0, 0}, ArgList{1, 1}, false,
-                                                  ArgList{0, 0}, groups});
-    Node* cur = c;
+    Node* conv = g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{1, 1}, ArgList{1, 1}, false,
+                                                     ArgList{0, 0}, groups});
+    conv->meta.val = f32({1, weight[0], 8, 8});
+    Node* cur = conv;
     for (int i = 0; i < extra_nodes; ++i) cur = g.call_function(aten::relu, {cur});
     g.output(ArgList{cur});
     return g;
   };
-  CHECK(runtime::decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 0)));
-  CHECK_FALSE(runtime::decide_channels_last(conv_graph({128, 64, 3, 3}, 2, 0)));   // grouped, 64 channels per group
-  CHECK(runtime::decide_channels_last(conv_graph({128, 1, 3, 3}, 128, 0)));        // depthwise is fine
-  CHECK_FALSE(runtime::decide_channels_last(conv_graph({64, 128, 3, 3}, 1, 0)));   // in-out: 64 * 2 <= 128, 3x3
-  CHECK(runtime::decide_channels_last(conv_graph({64, 128, 1, 1}, 1, 0)));         // in-out but 1x1
-  CHECK_FALSE(runtime::decide_channels_last(conv_graph({64, 64, 3, 3}, 1, 0)));    // every conv small
-  CHECK_FALSE(runtime::decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 300)));  // >= 300 nodes per conv
+  using runtime::decide_channels_last;
+  // Inference: flops weighted by Inductor's measured cost of each class.
+  CHECK(decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 0)));        // default: 0.823
+  CHECK_FALSE(decide_channels_last(conv_graph({128, 64, 3, 3}, 2, 0)));   // grouped: 1.358
+  CHECK(decide_channels_last(conv_graph({128, 1, 3, 3}, 128, 0)));        // depthwise is small, not grouped
+  CHECK(decide_channels_last(conv_graph({64, 128, 3, 3}, 1, 0)));         // in-out: 0.725
+  CHECK(decide_channels_last(conv_graph({64, 64, 3, 3}, 1, 0)));          // small: 0.783
+  CHECK_FALSE(decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 300)));  // >= 300 nodes per conv
+  // Training: any grouped or in-out convolution, or only small ones, say no.
+  CHECK(decide_channels_last(conv_graph({128, 128, 3, 3}, 1, 0), {}, false));
+  CHECK_FALSE(decide_channels_last(conv_graph({64, 128, 3, 3}, 1, 0), {}, false));
+  CHECK(decide_channels_last(conv_graph({64, 128, 1, 1}, 1, 0), {}, false));  // in-out but 1x1
+  CHECK_FALSE(decide_channels_last(conv_graph({64, 64, 3, 3}, 1, 0), {}, false));
   Graph none;
   none.output(ArgList{none.call_function(aten::relu, {none.placeholder("x", f32({2}))})});
-  CHECK_FALSE(runtime::decide_channels_last(none));
+  CHECK_FALSE(decide_channels_last(none));
+  // A graph of mostly grouped flops stays row-major; mostly default ones go channels-last.
+  Graph mix;
+  Node* x = mix.placeholder("x", f32({1, 128, 8, 8}));
+  Node* a = mix.call_function(aten::convolution, {x, mix.get_attr("wa", f32({128, 64, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1},
+                                                  ArgList{1, 1}, false, ArgList{0, 0}, 2});
+  a->meta.val = f32({1, 128, 8, 8});
+  Node* b = mix.call_function(aten::convolution, {a, mix.get_attr("wb", f32({128, 128, 1, 1})), nullptr, ArgList{1, 1}, ArgList{0, 0},
+                                                  ArgList{1, 1}, false, ArgList{0, 0}, 1});
+  b->meta.val = f32({1, 128, 8, 8});
+  mix.output(ArgList{b});
+  // grouped 128*64*9 = 73728 per pixel at 1.358, default 128*128 = 16384 at 0.823: weighted > total.
+  CHECK_FALSE(decide_channels_last(mix));
 }
 
 TEST_CASE("dense_like keeps a channels-last order and falls back to row-major") {

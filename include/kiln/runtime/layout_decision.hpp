@@ -1,15 +1,18 @@
 #pragma once
 // Whether a graph's convolutions run channels-last: Inductor's
-// decide_layout_opt rules, applied to kiln's graphs at either level.
+// decide_layout_opt, applied to kiln's graphs at either level.
 //  - no convolution: no;
 //  - at least 300 nodes per convolution: no (a few convolutions in a big graph);
-//  - a grouped convolution with more than one input channel per group: no;
-//  - an "in-out" convolution (out channels * 2 <= in channels, kernel > 1): no;
-//  - every convolution small (at most 64 channels in and out): no;
-//  - else yes.
+//  - symbolic weight shapes: no;
+//  - inference (what kiln runs): each convolution is classed grouped (groups > 1
+//    with more than one input channel per group), small (at most 64 channels in
+//    and out), in-out (out channels * 2 <= in channels, kernel > 1) or default,
+//    its flops weighted by Inductor's measured channels-last cost of the class
+//    (1.358, 0.783, 0.725, 0.823): yes when the weighted flops do not exceed the flops;
+//  - training: no if any convolution is grouped or in-out, or all are small.
 // (Inductor's CPU build with mkldnn skips the rules and always says yes; kiln
 // keeps them, which gives the same answer on ResNet-style networks and keeps
-// NCHW where the rules found channels-last slower.)
+// NCHW where Inductor measured channels-last to be slower.)
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -30,30 +33,32 @@ inline bool is_convolution(const Node& n) {
 
 // The decision for `g`; a convolution's weight shape comes from the weight
 // node's meta, else from `weights` (a get_attr's value).
-inline bool decide_channels_last(const Graph& g, const Weights& weights = {}) {
+inline bool decide_channels_last(const Graph& g, const Weights& weights = {}, bool inference = true) {
   std::vector<const Node*> convs;
   for (const Node* n : g.nodes())
     if (detail::is_convolution(*n)) convs.push_back(n);
   if (convs.empty()) return false;
   if (g.size() >= 300 * convs.size()) return false;
-  bool all_small = true;
+  enum Class { grouped, small, in_out, plain };
+  double flops[4] = {0, 0, 0, 0};
+  bool any_grouped = false, any_in_out = false, all_small = true;
   for (const Node* n : convs) {
     if (n->args().size() < 2 || !n->arg(1).node()) return false;
-    const Node* w = n->arg(1).node();
-    std::vector<std::int64_t> shape;
-    if (const TensorMeta* t = w->meta.val.tensor()) {
-      for (const Dim& d : t->shape) {
-        if (!is_static(d)) return false;  // symbolic shapes: Inductor says no
-        shape.push_back(std::get<std::int64_t>(d));
+    auto shape_of = [&](const Node* v) -> std::optional<std::vector<std::int64_t>> {
+      std::vector<std::int64_t> s;
+      if (const TensorMeta* t = v->meta.val.tensor()) {
+        for (const Dim& d : t->shape) {
+          if (!is_static(d)) return std::nullopt;  // symbolic shapes: Inductor says no
+          s.push_back(std::get<std::int64_t>(d));
+        }
+        return s;
       }
-    } else if (w->op() == OpKind::get_attr) {
-      auto it = weights.find(w->target_name());
-      if (it == weights.end()) return false;
-      shape = it->second.shape();
-    } else {
-      return false;
-    }
-    if (shape.size() < 3) return false;  // conv1d: no channels-last
+      if (v->op() == OpKind::get_attr)
+        if (auto it = weights.find(v->target_name()); it != weights.end()) return it->second.shape();
+      return std::nullopt;
+    };
+    const auto w = shape_of(n->arg(1).node());
+    if (!w || w->size() < 3) return false;
     std::int64_t groups = 1;
     const bool aten = n->target_name() == "aten.convolution.default";
     const std::size_t groups_pos = aten ? 8 : 6;
@@ -62,11 +67,28 @@ inline bool decide_channels_last(const Graph& g, const Weights& weights = {}) {
     } else if (const Arg* a = n->kwargs().find("groups")) {
       if (const auto* gi = a->get_if<std::int64_t>()) groups = *gi;
     }
-    if (groups > 1 && shape[1] > 1) return false;
-    if (shape[0] * 2 <= shape[1] && shape[2] > 1) return false;
-    if (!(shape[0] <= 64 && shape[1] <= 64)) all_small = false;
+    const std::vector<std::int64_t>& s = *w;
+    const bool is_grouped = groups > 1 && s[1] > 1;
+    const bool is_small = s[0] <= 64 && s[1] <= 64;
+    const bool is_in_out = s[0] * 2 <= s[1] && s[2] > 1;
+    any_grouped |= is_grouped;
+    any_in_out |= is_in_out;
+    all_small &= is_small;
+    // Flops: 2 * output elements * (in channels per group * kernel size), from the output's meta when known.
+    double f = 0;
+    if (const TensorMeta* out = n->meta.val.tensor(); out && out->numel()) {
+      double k = static_cast<double>(s[1]);
+      for (std::size_t d = 2; d < s.size(); ++d) k *= static_cast<double>(s[d]);
+      f = 2.0 * static_cast<double>(*out->numel()) * k;
+    }
+    flops[is_grouped ? grouped : is_small ? small : is_in_out ? in_out : plain] += f;
   }
-  return !all_small;
+  if (inference) {
+    const double total = flops[grouped] + flops[small] + flops[in_out] + flops[plain];
+    const double weighted = flops[grouped] * 1.358 + flops[small] * 0.783 + flops[in_out] * 0.725 + flops[plain] * 0.823;
+    return weighted <= total;
+  }
+  return !any_grouped && !any_in_out && !all_small;
 }
 
 }  // namespace kiln::runtime
