@@ -9,6 +9,23 @@ add_test(NAME consumer_find_package
     -P ${CMAKE_CURRENT_SOURCE_DIR}/consumer/run_consumer.cmake)
 set_tests_properties(consumer_find_package PROPERTIES TIMEOUT 600 LABELS slow)
 
+# Group/batch fusion on the fixtures checked by kiln's own executor: the graph
+# before and after every pass on the same random inputs (kiln-opt --numeric-check).
+if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
+  foreach(_case
+      "towers_n8_pregrad|batch_linear,batch_layernorm,batch_tanh,batch_relu,batch_sigmoid"
+      "postgrad_net_pre|batch_linear_post_grad,batch_aten_add,batch_aten_mul,batch_aten_sub,batch_aten_div,batch_aten_tanh,batch_aten_sigmoid,batch_aten_relu"
+      "splitcat_b_pregrad|normalization_pass,remove_split_with_size_one_pass")
+    string(REPLACE "|" ";" _parts "${_case}")
+    list(GET _parts 0 _graph)
+    list(GET _parts 1 _passes)
+    add_test(NAME kiln_numeric_check_${_graph}
+      COMMAND kiln-opt ${KILN_FIXTURES_DIR}/inductor/${_graph}.json.gz --passes ${_passes} --numeric-check --quiet --counters)
+    # Every pass fused something (its counter is there) and changed no output (exit status 0).
+    set_tests_properties(kiln_numeric_check_${_graph} PROPERTIES TIMEOUT 300 PASS_REGULAR_EXPRESSION "\"total\":{\"[a-z]")
+  endforeach()
+endif()
+
 # tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
 # installs (Debian's, for /usr/bin/python3), read back in C++.
 find_program(KILN_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)

@@ -18,7 +18,7 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"aten.mm.default">, Kernel<"torch.mm">, Kernel<"aten.bmm.default">, Kernel<"aten.bmm">, Kernel<"torch.bmm">,
     Kernel<"aten.addmm.default">, Kernel<"torch.addmm">, Kernel<"aten.baddbmm.default">, Kernel<"torch.baddbmm">,
     Kernel<"aten.matmul.default">, Kernel<"torch.matmul">, Kernel<"Tensor.matmul">, Kernel<"operator.matmul">,
-    Kernel<"aten.linear.default">, Kernel<"torch.nn.functional.linear">,
+    Kernel<"aten.linear.default">, Kernel<"torch.nn.functional.linear">, Kernel<"kiln.grouped_mm">,
     // softmax (onednn/softmax.hpp)
     Kernel<"aten._softmax.default">, Kernel<"aten._log_softmax.default">, Kernel<"torch.nn.functional.softmax">,
     Kernel<"torch.softmax">, Kernel<"Tensor.softmax">, Kernel<"torch.nn.functional.log_softmax">, Kernel<"torch.log_softmax">,

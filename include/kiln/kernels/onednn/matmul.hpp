@@ -131,8 +131,8 @@ inline std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
 
 // Lowers out = alpha * (a @ b) + beta * bias for a of [..., M, K] and b of
 // [..., K, N] (equal ranks >= 2, batch dims equal or 1 in b).
-inline void lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
-                         std::optional<runtime::Shape> result_shape = std::nullopt) {
+inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
+                            std::optional<runtime::Shape> result_shape = std::nullopt) {
   if (la_in.dtype != DType::float32 || lb_in.dtype != DType::float32)
     ctx.fail("matrix products take float32, got " + std::string(dtype_name(la_in.dtype)) + " and " +
              std::string(dtype_name(lb_in.dtype)));
@@ -289,6 +289,7 @@ inline void lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, con
   const ValueId result = result_shape ? ctx.view(out, final_layout) : out;
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
   ctx.set_result(result);
+  return result;
 }
 
 // a [M, K] @ b [K, N] with M from every leading dim of a when they fold into
@@ -383,8 +384,28 @@ struct Linear {
   }
 };
 
+// kiln.grouped_mm(inputs, weights, biases or None): one product per group, a tuple of results.
+struct GroupedMm {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto lhs = ctx.tensors(0, "inputs"), rhs = ctx.tensors(1, "weights");
+    const auto biases = ctx.has(2, "biases") ? ctx.tensors(2, "biases") : std::vector<ValueId>{};
+    if (lhs.size() != rhs.size() || (!biases.empty() && biases.size() != lhs.size()))
+      ctx.fail("grouped_mm needs as many weights (and biases) as inputs");
+    std::vector<runtime::Lowered> results;
+    for (std::size_t i = 0; i < lhs.size(); ++i) {
+      MatmulSpec s{lhs[i], rhs[i]};
+      s.fold_epilogue = false;
+      if (!biases.empty()) s.bias = biases[i];
+      if (ctx.layout(s.a).rank() != 2 || ctx.layout(s.b).rank() != 2) ctx.fail("grouped_mm takes 2-d operands");
+      results.push_back(runtime::Lowered::tensor(lower_matmul(ctx, s, ctx.layout(s.a), ctx.layout(s.b))));
+    }
+    ctx.set_result(runtime::Lowered::tuple(std::move(results)));
+  }
+};
+
 }  // namespace onednn_detail
 
+template <> struct Kernel<"kiln.grouped_mm"> : onednn_detail::GroupedMm {};
 template <> struct Kernel<"aten.mm.default"> : onednn_detail::Mm {};
 template <> struct Kernel<"torch.mm"> : onednn_detail::Mm {};
 template <> struct Kernel<"aten.bmm.default"> : onednn_detail::Bmm {};

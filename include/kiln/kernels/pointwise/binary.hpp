@@ -318,6 +318,7 @@ using pointwise_detail::BinaryKernel;
 using pointwise_detail::BinaryOp;
 
 KILN_BINARY("aten.add.Tensor", BinaryKernel<BinaryOp::add>);
+KILN_BINARY("aten.add", BinaryKernel<BinaryOp::add>);  // the packet, as Inductor's passes call it
 KILN_BINARY("aten.add.Scalar", BinaryKernel<BinaryOp::add>);
 KILN_BINARY("aten.add_.Tensor", BinaryKernel<BinaryOp::add, true>);
 KILN_BINARY("torch.add", BinaryKernel<BinaryOp::add>);
@@ -372,7 +373,7 @@ KILN_BINARY("operator.itruediv", BinaryKernel<BinaryOp::div, true>);
 #undef KILN_BINARY
 
 inline constexpr auto binary_kernels = boost::hana::tuple_t<
-    Kernel<"aten.add.Tensor">, Kernel<"aten.add.Scalar">, Kernel<"aten.add_.Tensor">, Kernel<"torch.add">,
+    Kernel<"aten.add.Tensor">, Kernel<"aten.add">, Kernel<"aten.add.Scalar">, Kernel<"aten.add_.Tensor">, Kernel<"torch.add">,
     Kernel<"Tensor.add">, Kernel<"operator.add">, Kernel<"operator.iadd">, Kernel<"aten.sub.Tensor">,
     Kernel<"aten.sub.Scalar">, Kernel<"torch.sub">, Kernel<"Tensor.sub">, Kernel<"operator.sub">,
     Kernel<"aten.rsub.Tensor">, Kernel<"aten.rsub.Scalar">, Kernel<"torch.rsub">, Kernel<"aten.mul.Tensor">,

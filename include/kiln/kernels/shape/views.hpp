@@ -315,6 +315,7 @@ template <> struct Kernel<"aten.detach.default"> : shape_detail::Alias {};
 template <> struct Kernel<"torch.detach"> : shape_detail::Alias {};
 template <> struct Kernel<"Tensor.detach"> : shape_detail::Alias {};
 template <> struct Kernel<"aten.unsqueeze.default"> : shape_detail::Unsqueeze {};
+template <> struct Kernel<"aten.unsqueeze"> : shape_detail::Unsqueeze {};  // the packet, as Inductor's passes call it
 template <> struct Kernel<"torch.unsqueeze"> : shape_detail::Unsqueeze {};
 template <> struct Kernel<"Tensor.unsqueeze"> : shape_detail::Unsqueeze {};
 template <> struct Kernel<"aten.squeeze.dim"> : shape_detail::Squeeze {};
@@ -323,6 +324,7 @@ template <> struct Kernel<"aten.squeeze.default"> : shape_detail::Squeeze {};
 template <> struct Kernel<"torch.squeeze"> : shape_detail::Squeeze {};
 template <> struct Kernel<"Tensor.squeeze"> : shape_detail::Squeeze {};
 template <> struct Kernel<"aten.select.int"> : shape_detail::Select {};
+template <> struct Kernel<"aten.select"> : shape_detail::Select {};
 template <> struct Kernel<"torch.select"> : shape_detail::Select {};
 template <> struct Kernel<"Tensor.select"> : shape_detail::Select {};
 template <> struct Kernel<"aten.slice.Tensor"> : shape_detail::SliceKernel {};
