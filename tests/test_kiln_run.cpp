@@ -144,5 +144,5 @@ TEST_CASE("kiln-run exits 2 on bad input, naming what is wrong") {
   std::ofstream(nk) << io::to_fx_json(g);
   r = kiln_run("'" + nk.string() + "'");
   CHECK(r.status == 2);
-  CHECK(r.err.find("1 node has no kernel:   node frob: myns.frob.default") != std::string::npos);
+  CHECK(r.err.find("1 node has no kernel:   myns.frob.default: frob") != std::string::npos);
 }

@@ -80,9 +80,10 @@ TEST_CASE("every node with no kernel is reported at once") {
   Node* x = g.placeholder("x", f32({2, 2}));
   Node* a = g.call_function(OpRef("myns.frob.default"), {x}, {}, "frob");
   Node* b = g.call_method("frobnicate", {a}, {}, "fr2");
-  g.output(ArgList{b});
+  Node* c = g.call_function(OpRef("myns.frob.default"), {b}, {}, "frob2");
+  g.output(ArgList{c});
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
-                       "2 nodes have no kernel:\n  node frob: myns.frob.default\n  node fr2: Tensor.frobnicate",
+                       "3 nodes have no kernel:\n  myns.frob.default: frob, frob2\n  Tensor.frobnicate: fr2",
                        runtime::CompileError);
 }
 

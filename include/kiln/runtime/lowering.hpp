@@ -5,6 +5,7 @@
 // (one per attribute), getitem of a tuple or of a static list is resolved
 // here, and every other call goes to its kernel. Before anything is lowered,
 // every node with no kernel is reported, all at once.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -99,22 +100,28 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
                      const CompileOptions& options = {}) {
   const auto live = detail::needed_nodes(g);
 
-  // Every node with no kernel, at once.
-  std::string missing;
+  // Every node with no kernel, at once, grouped by what is missing.
+  std::vector<std::pair<std::string, std::vector<std::string>>> missing;  // key, node names (first-seen order)
   std::size_t n_missing = 0;
   for (const Node* n : g.nodes()) {
     if (!live.count(n)) continue;
     if (n->op() != OpKind::call_function && n->op() != OpKind::call_method && n->op() != OpKind::call_module) continue;
     if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") continue;  // resolved here or by its kernel
     const std::string key = kernels::kernel_key(*n);
-    if (!kernels.find(key)) {
-      missing += "\n  node " + n->name() + ": " + key;
-      ++n_missing;
-    }
+    if (kernels.find(key)) continue;
+    auto it = std::find_if(missing.begin(), missing.end(), [&](const auto& m) { return m.first == key; });
+    if (it == missing.end()) it = missing.insert(missing.end(), {key, {}});
+    it->second.push_back(n->name());
+    ++n_missing;
   }
-  if (n_missing)
-    throw CompileError(std::to_string(n_missing) + " node" + (n_missing > 1 ? "s have" : " has") +
-                       " no kernel:" + missing);
+  if (n_missing) {
+    std::string msg = std::to_string(n_missing) + " node" + (n_missing > 1 ? "s have" : " has") + " no kernel:";
+    for (const auto& [key, names] : missing) {
+      msg += "\n  " + key + ": ";
+      for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
+    }
+    throw CompileError(msg);
+  }
 
   Program p;
   std::unordered_map<const Node*, Lowered> lowered;
