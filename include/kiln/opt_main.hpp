@@ -29,15 +29,16 @@
 #include "kiln/io.hpp"
 #include "kiln/passes.hpp"
 #include "kiln/passes/replacement_manifest.hpp"
+#include "kiln/tool_args.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln {
 
 namespace opt_detail {
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using tool_args::UsageError;
+using tool_args::parse_number;
+using tool_args::split_commas;
 
 inline std::string help_text(const std::string& tool) {
   return "usage: " + tool +
@@ -81,60 +82,17 @@ struct Options {
   std::size_t max_gzip_bytes = io::kDefaultMaxDecompressedBytes;
 };
 
-inline std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 inline std::size_t parse_byte_count(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || text[0] == '-')
-    throw UsageError(flag + " needs a whole number of bytes, got '" + text + "'");
-  return static_cast<std::size_t>(v);
-}
-
-inline double parse_number(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !(v >= 0)) throw UsageError(flag + " needs a non-negative number, got '" + text + "'");
-  return v;
+  return static_cast<std::size_t>(tool_args::parse_whole(flag, text, 0, "a whole number of bytes"));
 }
 
 // Returns false when the run is over (--help or --version printed).
 inline bool parse_args(int argc, char** argv, const std::string& tool, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string inline_value;
-    bool has_inline = false;
-    if (a.rfind("--", 0) == 0) {
-      if (auto eq = a.find('='); eq != std::string::npos) {
-        inline_value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        has_inline = true;
-      }
-    }
-    auto value = [&]() -> std::string {
-      if (has_inline) return inline_value;
-      if (i + 1 >= argc) throw UsageError(a + " needs a value");
-      return argv[++i];
-    };
-    auto flag = [&] {
-      if (has_inline) throw UsageError(a + " takes no value");
-    };
+  tool_args::ArgCursor cur(argc, argv);
+  while (cur.next()) {
+    const std::string a = cur.arg();
+    auto value = [&] { return cur.value(); };
+    auto flag = [&] { cur.no_value(); };
     if (a == "--passes") o.passes = split_commas(value());
     else if (a == "--pass-options") o.pass_options = value();
     else if (a == "--replacements") o.replacements = value();

@@ -12,11 +12,13 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "kiln/kernels/detail/strided_copy.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
 namespace kiln::kernels::onednn {
@@ -66,30 +68,55 @@ inline runtime::Tensor reorder_once(const runtime::Tensor& src, const dnnl::memo
   return out;
 }
 
-// One primitive and the values it reads and writes, each seen through the
-// descriptor the primitive was created with.
+// One primitive and the values it reads and writes. A source the primitive
+// wants in another layout than the value has (a graph's NCHW input for a
+// channels-last convolution, a strided operand a matmul cannot read) is
+// reordered in first, through the step's scratch; an addend is copied into
+// the destination first (a sum post-op reads it there).
 class PrimitiveStep final : public runtime::Step {
  public:
-  struct Bound {
+  struct In {
     int arg;  // DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, ...
+    runtime::ValueId value;
+    dnnl::memory::desc given;   // how the value is laid out
+    dnnl::memory::desc wanted;  // how the primitive reads it (== given: no reorder)
+    std::size_t scratch_offset = 0;
+  };
+  // The simple form: every argument read as it is, DNNL_ARG_DST among them.
+  struct Bound {
+    int arg;
     runtime::ValueId value;
     dnnl::memory::desc desc;
   };
+  PrimitiveStep(dnnl::primitive prim, const std::vector<Bound>& args, dnnl::memory::desc scratchpad = {})
+      : prim_(std::move(prim)), scratchpad_(std::move(scratchpad)) {
+    for (const Bound& b : args) {
+      if (b.arg == DNNL_ARG_DST) dst_ = b.value, dst_md_ = b.desc;
+      else ins_.push_back({b.arg, b.value, b.desc, b.desc, 0});
+    }
+    make_reorders();
+  }
+  PrimitiveStep(dnnl::primitive prim, std::vector<In> ins, runtime::ValueId dst, dnnl::memory::desc dst_md,
+                std::optional<runtime::ValueId> pre_fill, detail::CopyPlan pre_copy, dnnl::memory::desc scratchpad,
+                std::size_t scratchpad_offset)
+      : prim_(std::move(prim)), ins_(std::move(ins)), dst_(dst), dst_md_(std::move(dst_md)), pre_fill_(pre_fill),
+        pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset) {
+    make_reorders();
+  }
 
-  PrimitiveStep(dnnl::primitive prim, std::vector<Bound> args, dnnl::memory::desc scratchpad = {})
-      : prim_(std::move(prim)), args_(std::move(args)), scratchpad_(std::move(scratchpad)) {}
-
-  // The scratch bytes to ask the planner for (the primitive's user scratchpad).
+  // The scratch bytes the simple form asks the planner for (the primitive's user scratchpad).
   std::size_t scratchpad_bytes() const { return scratchpad_.get_size(); }
 
   std::unique_ptr<runtime::StepLocal> make_local() const override {
     auto l = std::make_unique<Local>();
     l->stream = dnnl::stream(engine());
-    for (const Bound& b : args_) {
-      dnnl::memory m(b.desc, engine(), DNNL_MEMORY_NONE);
-      l->args.emplace(b.arg, m);
-      l->bound.emplace_back(m, b.value);
+    for (const In& i : ins_) {
+      l->given.emplace_back(i.given, engine(), static_cast<void*>(DNNL_MEMORY_NONE));
+      l->wanted.emplace_back(i.wanted, engine(), static_cast<void*>(DNNL_MEMORY_NONE));
+      l->args.emplace(i.arg, l->wanted.back());
     }
+    l->dst = dnnl::memory(dst_md_, engine(), DNNL_MEMORY_NONE);
+    l->args.emplace(DNNL_ARG_DST, l->dst);
     if (scratchpad_.get_size() > 0) {
       l->scratch = dnnl::memory(scratchpad_, engine(), DNNL_MEMORY_NONE);
       l->args.emplace(DNNL_ARG_SCRATCHPAD, l->scratch);
@@ -97,24 +124,46 @@ class PrimitiveStep final : public runtime::Step {
     return l;
   }
 
-  void run(runtime::Frame& frame) const override {
-    Local& l = frame.local<Local>();
-    for (auto& [m, v] : l.bound) m.set_data_handle(frame.data(v));
-    if (l.scratch) l.scratch.set_data_handle(frame.scratch());
+  void run(runtime::Frame& f) const override {
+    Local& l = f.local<Local>();
+    for (std::size_t k = 0; k < ins_.size(); ++k) {
+      const In& i = ins_[k];
+      if (!reorders_[k]) {
+        l.wanted[k].set_data_handle(f.data(i.value));
+      } else {
+        l.given[k].set_data_handle(f.data(i.value));
+        l.wanted[k].set_data_handle(f.scratch() + i.scratch_offset);
+        reorders_[k].execute(l.stream, l.given[k], l.wanted[k]);
+      }
+    }
+    if (pre_fill_) detail::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
+    l.dst.set_data_handle(f.data(dst_));
+    if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
     prim_.execute(l.stream, l.args);
     l.stream.wait();
   }
 
  private:
+  void make_reorders() {
+    for (const In& i : ins_)
+      reorders_.push_back(i.given == i.wanted ? dnnl::reorder()
+                                              : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), i.given, engine(), i.wanted)));
+  }
   struct Local : runtime::StepLocal {
     dnnl::stream stream;
+    std::vector<dnnl::memory> given, wanted;
     std::unordered_map<int, dnnl::memory> args;
-    std::vector<std::pair<dnnl::memory, runtime::ValueId>> bound;
-    dnnl::memory scratch;
+    dnnl::memory dst, scratch;
   };
   dnnl::primitive prim_;
-  std::vector<Bound> args_;
+  std::vector<In> ins_;
+  std::vector<dnnl::reorder> reorders_;
+  runtime::ValueId dst_ = 0;
+  dnnl::memory::desc dst_md_;
+  std::optional<runtime::ValueId> pre_fill_;
+  detail::CopyPlan pre_copy_{};
   dnnl::memory::desc scratchpad_;
+  std::size_t scratchpad_offset_ = 0;
 };
 
 // An attribute with a user scratchpad (what PrimitiveStep expects).

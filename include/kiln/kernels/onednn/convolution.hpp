@@ -18,82 +18,6 @@ namespace kiln::kernels {
 
 namespace onednn_detail {
 
-// A primitive between optional reorders, all through the step's scratch:
-// sources whose layout the primitive did not take are reordered in first, an
-// addend is copied into the destination first (a sum post-op reads it there).
-class ReorderedPrimitiveStep final : public runtime::Step {
- public:
-  struct In {
-    int arg;
-    runtime::ValueId value;
-    dnnl::memory::desc given;  // how the value is laid out
-    dnnl::memory::desc wanted; // how the primitive reads it (== given: no reorder)
-    std::size_t scratch_offset = 0;
-  };
-  ReorderedPrimitiveStep(dnnl::primitive prim, std::vector<In> ins, runtime::ValueId dst, dnnl::memory::desc dst_md,
-                         std::optional<runtime::ValueId> pre_fill, detail::CopyPlan pre_copy, dnnl::memory::desc scratchpad,
-                         std::size_t scratchpad_offset)
-      : prim_(std::move(prim)), ins_(std::move(ins)), dst_(dst), dst_md_(std::move(dst_md)), pre_fill_(pre_fill),
-        pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset) {
-    for (const In& i : ins_)
-      reorders_.push_back(i.given == i.wanted ? dnnl::reorder() : dnnl::reorder(dnnl::reorder::primitive_desc(
-                                                                     onednn::engine(), i.given, onednn::engine(), i.wanted)));
-  }
-
-  std::unique_ptr<runtime::StepLocal> make_local() const override {
-    auto l = std::make_unique<Local>();
-    l->stream = dnnl::stream(onednn::engine());
-    for (const In& i : ins_) {
-      l->given.emplace_back(i.given, onednn::engine(), static_cast<void*>(DNNL_MEMORY_NONE));
-      l->wanted.emplace_back(i.wanted, onednn::engine(), static_cast<void*>(DNNL_MEMORY_NONE));
-      l->args.emplace(i.arg, l->wanted.back());
-    }
-    l->dst = dnnl::memory(dst_md_, onednn::engine(), DNNL_MEMORY_NONE);
-    l->args.emplace(DNNL_ARG_DST, l->dst);
-    if (scratchpad_.get_size() > 0) {
-      l->scratch = dnnl::memory(scratchpad_, onednn::engine(), DNNL_MEMORY_NONE);
-      l->args.emplace(DNNL_ARG_SCRATCHPAD, l->scratch);
-    }
-    return l;
-  }
-
-  void run(runtime::Frame& f) const override {
-    Local& l = f.local<Local>();
-    for (std::size_t k = 0; k < ins_.size(); ++k) {
-      const In& i = ins_[k];
-      if (i.given == i.wanted) {
-        l.wanted[k].set_data_handle(f.data(i.value));
-      } else {
-        l.given[k].set_data_handle(f.data(i.value));
-        l.wanted[k].set_data_handle(f.scratch() + i.scratch_offset);
-        reorders_[k].execute(l.stream, l.given[k], l.wanted[k]);
-      }
-    }
-    if (pre_fill_) detail::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
-    l.dst.set_data_handle(f.data(dst_));
-    if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
-    prim_.execute(l.stream, l.args);
-    l.stream.wait();
-  }
-
- private:
-  struct Local : runtime::StepLocal {
-    dnnl::stream stream;
-    std::vector<dnnl::memory> given, wanted;
-    std::unordered_map<int, dnnl::memory> args;
-    dnnl::memory dst, scratch;
-  };
-  dnnl::primitive prim_;
-  std::vector<In> ins_;
-  std::vector<dnnl::reorder> reorders_;
-  runtime::ValueId dst_;
-  dnnl::memory::desc dst_md_;
-  std::optional<runtime::ValueId> pre_fill_;
-  detail::CopyPlan pre_copy_;
-  dnnl::memory::desc scratchpad_;
-  std::size_t scratchpad_offset_;
-};
-
 inline std::vector<std::int64_t> pair_arg(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw,
                                           std::int64_t dflt) {
   auto v = ctx.ints_arg(pos, kw, std::vector<std::int64_t>{dflt, dflt});
@@ -189,7 +113,7 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
     scratch += (n + 63) / 64 * 64;
     return at;
   };
-  std::vector<ReorderedPrimitiveStep::In> ins;
+  std::vector<onednn::PrimitiveStep::In> ins;
   std::vector<runtime::ValueId> reads;
   ins.push_back({DNNL_ARG_SRC, a.input, src_given, pd.src_desc(), 0});
   if (!(src_given == pd.src_desc())) ins.back().scratch_offset = reserve(pd.src_desc().get_size());
@@ -232,7 +156,7 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
     out = ctx.buffer(out_layout);
   }
   const std::size_t pad_at = reserve(pd.scratchpad_desc().get_size());
-  ctx.add_step(std::make_unique<ReorderedPrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, pre_fill,
+  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, pre_fill,
                                                         pre_copy, pd.scratchpad_desc(), pad_at),
                reads, {out}, scratch);
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));

@@ -48,75 +48,15 @@ inline bool matmul_friendly(const Layout& l) {
   return true;
 }
 
-// The operand as the primitive reads it: itself, or a contiguous copy made in the step's scratch.
+// The operand as the primitive reads it: itself, or reordered into a
+// contiguous copy in the step's scratch when oneDNN cannot read its strides.
 struct Operand {
   ValueId value;
   Layout layout;             // as the primitive sees it
   dnnl::memory::desc md;     // its descriptor (a packed weight's is the primitive's choice)
-  bool staged = false;       // copied into scratch first
-  detail::CopyPlan copy{};
+  dnnl::memory::desc given;  // the value's own, when staged
+  bool staged = false;
   std::size_t scratch_offset = 0;
-};
-
-class MatmulStep final : public runtime::Step {
- public:
-  MatmulStep(dnnl::primitive prim, std::vector<Operand> ins, std::vector<int> in_args, ValueId dst, dnnl::memory::desc dst_md,
-             std::optional<ValueId> pre_fill, detail::CopyPlan pre_copy, dnnl::memory::desc scratchpad, std::size_t scratchpad_offset)
-      : prim_(std::move(prim)), ins_(std::move(ins)), in_args_(std::move(in_args)), dst_(dst), dst_md_(std::move(dst_md)),
-        pre_fill_(pre_fill), pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset) {}
-
-  std::unique_ptr<runtime::StepLocal> make_local() const override {
-    auto l = std::make_unique<Local>();
-    l->stream = dnnl::stream(onednn::engine());
-    for (std::size_t i = 0; i < ins_.size(); ++i) {
-      dnnl::memory m(ins_[i].md, onednn::engine(), DNNL_MEMORY_NONE);
-      l->args.emplace(in_args_[i], m);
-      l->mems.push_back(m);
-    }
-    l->dst = dnnl::memory(dst_md_, onednn::engine(), DNNL_MEMORY_NONE);
-    l->args.emplace(DNNL_ARG_DST, l->dst);
-    if (scratchpad_.get_size() > 0) {
-      l->scratch = dnnl::memory(scratchpad_, onednn::engine(), DNNL_MEMORY_NONE);
-      l->args.emplace(DNNL_ARG_SCRATCHPAD, l->scratch);
-    }
-    return l;
-  }
-
-  void run(runtime::Frame& f) const override {
-    Local& l = f.local<Local>();
-    for (std::size_t i = 0; i < ins_.size(); ++i) {
-      const Operand& o = ins_[i];
-      if (o.staged) {
-        std::byte* to = f.scratch() + o.scratch_offset;
-        detail::run_copy(o.copy, f.data(o.value), to, f.threads());
-        l.mems[i].set_data_handle(to);
-      } else {
-        l.mems[i].set_data_handle(f.data(o.value));
-      }
-    }
-    if (pre_fill_) detail::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
-    l.dst.set_data_handle(f.data(dst_));
-    if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
-    prim_.execute(l.stream, l.args);
-    l.stream.wait();
-  }
-
- private:
-  struct Local : runtime::StepLocal {
-    dnnl::stream stream;
-    std::unordered_map<int, dnnl::memory> args;
-    std::vector<dnnl::memory> mems;
-    dnnl::memory dst, scratch;
-  };
-  dnnl::primitive prim_;
-  std::vector<Operand> ins_;
-  std::vector<int> in_args_;
-  ValueId dst_;
-  dnnl::memory::desc dst_md_;
-  std::optional<ValueId> pre_fill_;
-  detail::CopyPlan pre_copy_;
-  dnnl::memory::desc scratchpad_;
-  std::size_t scratchpad_offset_;
 };
 
 struct MatmulSpec {
@@ -153,11 +93,11 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
 
   std::size_t scratch = 0;
   auto operand = [&](ValueId v, const Layout& l) {
-    Operand o{v, l, {}};
+    Operand o{v, l, {}, {}};
     if (!matmul_friendly(l)) {
       o.staged = true;
+      o.given = onednn::desc_of(l);
       o.layout = Layout::contiguous(l.shape, l.dtype);
-      o.copy = detail::plan_copy(l, o.layout);
       o.scratch_offset = scratch;
       scratch += align64(o.layout.nbytes());
     }
@@ -168,7 +108,7 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
 
   // A constant weight is packed once in the layout the primitive prefers.
   const std::optional<runtime::Tensor> wconst = ctx.constant(spec.b);
-  Operand B{spec.b, lb, {}};
+  Operand B{spec.b, lb, {}, {}};
   dnnl::memory::desc b_md_for_pd;
   if (wconst) {
     b_md_for_pd = dnnl::memory::desc(dnnl::memory::dims(lb.shape.begin(), lb.shape.end()), dnnl::memory::data_type::f32,
@@ -257,7 +197,7 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
     // wconst is the weight seen with lb's strides (a transposed view of a linear's [N, K] weight, say).
     const ValueId packed = ctx.constant_value(onednn::reorder_once(*wconst, onednn::desc_of(lb), pd.weights_desc()),
                                               ctx.node().name() + ".packed_weight");
-    B = Operand{packed, lb, {}};
+    B = Operand{packed, lb, {}, {}};
   }
 
   if (wconst) B.md = pd.weights_desc();
@@ -267,7 +207,7 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
     Layout bl = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
     bl.shape[rank - 1] = N;
     bl.strides = runtime::contiguous_strides(bl.shape);
-    ins.push_back(Operand{*bias_arg, bl, onednn::desc_of(bl)});
+    ins.push_back(Operand{*bias_arg, bl, onednn::desc_of(bl), {}});
     args.push_back(DNNL_ARG_BIAS);
   }
   detail::CopyPlan pre_copy{};
@@ -284,7 +224,11 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   std::vector<ValueId> reads;
   for (const Operand& o : ins) reads.push_back(o.value);
   if (pre_fill) reads.push_back(*pre_fill);
-  ctx.add_step(std::make_unique<MatmulStep>(dnnl::matmul(pd), ins, args, out, c_md, pre_fill, pre_copy, scratchpad, pad_offset),
+  std::vector<onednn::PrimitiveStep::In> step_ins;
+  for (std::size_t i = 0; i < ins.size(); ++i)
+    step_ins.push_back({args[i], ins[i].value, ins[i].staged ? ins[i].given : ins[i].md, ins[i].md, ins[i].scratch_offset});
+  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::matmul(pd), std::move(step_ins), out, c_md, pre_fill, pre_copy,
+                                                       scratchpad, pad_offset),
                reads, {out}, scratch);
   const ValueId result = result_shape ? ctx.view(out, final_layout) : out;
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
