@@ -43,6 +43,13 @@ inline float element(const runtime::Tensor& t, std::int64_t flat) {
   return t.data<float>()[off];
 }
 
+// The float at a multi-index of a tensor of any strides.
+inline float at(const runtime::Tensor& t, std::initializer_list<std::int64_t> idx) {
+  std::int64_t off = 0, k = 0;
+  for (auto i : idx) off += i * t.strides()[k++];
+  return t.data<float>()[off];
+}
+
 // Largest |a - b| over all elements; shapes must match.
 inline double max_abs_diff(const runtime::Tensor& a, const runtime::Tensor& b) {
   REQUIRE(a.shape() == b.shape());

@@ -13,15 +13,11 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::at;
 using test::random_tensor;
 
 namespace {
 
-float at(const Tensor& t, std::initializer_list<std::int64_t> idx) {
-  std::int64_t off = 0, k = 0;
-  for (auto i : idx) off += i * t.strides()[k++];
-  return t.data<float>()[off];
-}
 double worst_rel(const std::vector<double>& ref, const Tensor& out) {
   double scale = 1e-12, err = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {

@@ -9,15 +9,10 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::at;
 using test::random_tensor;
 
 namespace {
-// The value at a multi-index of a tensor of any strides.
-float at(const Tensor& t, std::initializer_list<std::int64_t> idx) {
-  std::int64_t off = 0, k = 0;
-  for (auto i : idx) off += i * t.strides()[k++];
-  return t.data<float>()[off];
-}
 // x[i, j, k] of a row-major [A, B, C] tensor.
 float at3(const Tensor& x, std::int64_t i, std::int64_t j, std::int64_t k) {
   return x.data<float>()[(i * x.shape()[1] + j) * x.shape()[2] + k];

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tool_test_support.hpp"
+
 #include "kiln/core.hpp"
 #include "kiln/io.hpp"
 
@@ -16,31 +18,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out;
-  std::string err;
-};
+using Run = kiln::test::ToolRun;
+using kiln::test::slurp;
 
-fs::path scratch_dir() {
-  fs::path d = fs::temp_directory_path() / ("kiln_opt_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
+fs::path scratch_dir() { return kiln::test::scratch_dir("kiln_opt_test_"); }
 
 // Runs kiln-opt with `args` (already shell-quoted where needed).
-Run kiln_opt(const std::string& args) {
-  const fs::path dir = scratch_dir();
-  const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
-  const std::string cmd = std::string("'") + KILN_OPT_EXE + "' " + args + " >'" + out + "' 2>'" + err + "'";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
-}
+Run kiln_opt(const std::string& args) { return kiln::test::run_tool(KILN_OPT_EXE, args, scratch_dir()); }
 
 std::string fixture(const char* name) { return std::string(KILN_FIXTURES_DIR) + "/inductor/" + name; }
 

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tool_test_support.hpp"
+
 #include "kiln/core.hpp"
 #include "kiln/io.hpp"
 #include "kiln/ops.hpp"
@@ -18,30 +20,13 @@ using namespace kiln;
 
 namespace {
 
-struct Run {
-  int status;
-  std::string out;
-  std::string err;
-};
+using Run = kiln::test::ToolRun;
+using kiln::test::slurp;
 
-fs::path scratch_dir() {
-  fs::path d = fs::temp_directory_path() / ("kiln_run_test_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path scratch_dir() { return kiln::test::scratch_dir("kiln_run_test_"); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
-
-Run kiln_run(const std::string& args) {
-  const fs::path dir = scratch_dir();
-  const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
-  const std::string cmd = std::string("'") + KILN_RUN_EXE + "' " + args + " >'" + out + "' 2>'" + err + "'";
-  const int rc = std::system(cmd.c_str());
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
-}
+// Runs kiln-run with `args` (already shell-quoted where needed).
+Run kiln_run(const std::string& args) { return kiln::test::run_tool(KILN_RUN_EXE, args, scratch_dir()); }
 
 TensorMeta f32(std::vector<Dim> s) { return TensorMeta{std::move(s), DType::float32, std::nullopt}; }
 

@@ -263,18 +263,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
 // `numeric_check` backs --numeric-check (tools/kiln_opt.cpp passes the executor's).
 inline int opt_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-opt",
                     const opt_detail::NumericCheckFactory& numeric_check = {}) {
-  try {
-    return opt_detail::run(argc, argv, registry, tool, numeric_check);
-  } catch (const opt_detail::UsageError& e) {
-    std::cerr << tool << ": " << e.what() << " (see " << tool << " --help)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    for (char& c : msg)
-      if (c == '\n') c = ' ';
-    std::cerr << tool << ": error: " << msg << "\n";
-    return 2;
-  }
+  return tool_args::run_tool(tool, [&] { return opt_detail::run(argc, argv, registry, tool, numeric_check); });
 }
 
 }  // namespace kiln

@@ -319,18 +319,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
 // Runs kiln-run over argv with the passes of `registry`; returns the exit
 // status (0; 1 when the outputs differ from --compare; 2 after a one-line error).
 inline int run_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-run") {
-  try {
-    return run_detail::run(argc, argv, registry, tool);
-  } catch (const run_detail::UsageError& e) {
-    std::cerr << tool << ": " << e.what() << " (see " << tool << " --help)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    for (char& c : msg)
-      if (c == '\n') c = ' ';
-    std::cerr << tool << ": error: " << msg << "\n";
-    return 2;
-  }
+  return tool_args::run_tool(tool, [&] { return run_detail::run(argc, argv, registry, tool); });
 }
 
 }  // namespace kiln

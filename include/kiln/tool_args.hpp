@@ -3,6 +3,7 @@
 // arguments: `--option value` and `--option=value`, comma lists, numbers with
 // errors that name the option, and the UsageError they throw (exit status 2).
 #include <cstddef>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -86,5 +87,23 @@ class ArgCursor {
   std::string arg_, inline_;
   bool has_inline_ = false;
 };
+
+// Runs a tool's body: its exit status, or 2 after one line on stderr for a
+// usage error (pointing at --help) or any other error (newlines folded).
+template <class Body>
+int run_tool(const std::string& tool, Body&& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    std::cerr << tool << ": " << e.what() << " (see " << tool << " --help)\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::string msg = e.what();
+    for (char& c : msg)
+      if (c == '\n') c = ' ';
+    std::cerr << tool << ": error: " << msg << "\n";
+    return 2;
+  }
+}
 
 }  // namespace kiln::tool_args

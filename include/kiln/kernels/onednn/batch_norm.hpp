@@ -60,10 +60,7 @@ inline void refuse_training(const runtime::LowerContext& ctx, std::size_t pos) {
 }
 // The tuple of an aten batch-norm: its other results must be unread.
 inline void tuple_result(runtime::LowerContext& ctx, runtime::ValueId out) {
-  for (const Node* u : ctx.node().users()) {
-    const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
-    if (!i || (*i != 0 && u->num_users() > 0)) ctx.fail("its saved statistics are read, which inference does not give");
-  }
+  if (!onednn::only_first_result_read(ctx.node())) ctx.fail("its saved statistics are read, which inference does not give");
   ctx.set_result(runtime::Lowered::tuple({runtime::Lowered::tensor(out), runtime::Lowered{}, runtime::Lowered{}}));
 }
 

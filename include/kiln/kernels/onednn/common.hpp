@@ -166,6 +166,16 @@ class PrimitiveStep final : public runtime::Step {
   std::size_t scratchpad_offset_ = 0;
 };
 
+// Whether only item 0 of a multi-output node (native_batch_norm,
+// max_pool2d_with_indices, ...) is read: the kernels give the others no value.
+inline bool only_first_result_read(const Node& n) {
+  for (const Node* u : n.users()) {
+    const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
+    if (!i || (*i != 0 && u->num_users() > 0)) return false;
+  }
+  return true;
+}
+
 // An attribute with a user scratchpad (what PrimitiveStep expects).
 inline dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr a;

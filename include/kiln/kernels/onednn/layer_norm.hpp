@@ -77,10 +77,7 @@ struct LayerNorm {
 // aten.native_layer_norm(input, normalized_shape, weight, bias, eps) -> (out, mean, rstd).
 struct NativeLayerNorm {
   static void lower(runtime::LowerContext& ctx) {
-    for (const Node* u : ctx.node().users()) {
-      const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
-      if (!i || (*i != 0 && u->num_users() > 0)) ctx.fail("its mean and rstd outputs are read, which is not supported yet");
-    }
+    if (!onednn::only_first_result_read(ctx.node())) ctx.fail("its mean and rstd outputs are read, which is not supported yet");
     const auto out = lower_layer_norm(ctx, ctx.tensor(0, "input"), ctx.ints_arg(1, "normalized_shape"),
                                       ctx.optional_tensor(2, "weight"), ctx.optional_tensor(3, "bias"), ctx.scalar_arg(4, "eps"));
     ctx.set_result(runtime::Lowered::tuple({runtime::Lowered::tensor(out), runtime::Lowered{}, runtime::Lowered{}}));

@@ -63,25 +63,29 @@ inline runtime::ValueId lower_pool2d(runtime::LowerContext& ctx, PoolArgs a) {
   return out;
 }
 
+// (input, kernel_size, stride=None/[] (the kernel's), padding=0, ...): what every 2-d pooling starts with.
+inline PoolArgs window_args(const runtime::LowerContext& ctx) {
+  PoolArgs a;
+  a.input = ctx.tensor(0, "input");
+  a.kernel = two(ctx, ctx.ints_arg(1, "kernel_size"), "kernel_size");
+  auto stride = ctx.ints_arg(2, "stride", std::vector<std::int64_t>{});
+  a.stride = stride.empty() ? a.kernel : two(ctx, stride, "stride");
+  a.padding = two(ctx, ctx.ints_arg(3, "padding", std::vector<std::int64_t>{0}), "padding");
+  a.dilation = {1, 1};
+  return a;
+}
+
 // (input, kernel_size, stride=None/[], padding=0, dilation=1, ceil_mode=False): F.max_pool2d and aten's forms.
 template <bool Tuple>
 struct MaxPool2d {
   static void lower(runtime::LowerContext& ctx) {
-    PoolArgs a;
-    a.input = ctx.tensor(0, "input");
-    a.kernel = two(ctx, ctx.ints_arg(1, "kernel_size"), "kernel_size");
-    auto stride = ctx.ints_arg(2, "stride", std::vector<std::int64_t>{});
-    a.stride = stride.empty() ? a.kernel : two(ctx, stride, "stride");
-    a.padding = two(ctx, ctx.ints_arg(3, "padding", std::vector<std::int64_t>{0}), "padding");
+    PoolArgs a = window_args(ctx);
     a.dilation = two(ctx, ctx.ints_arg(4, "dilation", std::vector<std::int64_t>{1}), "dilation");
     a.ceil_mode = ctx.bool_arg(5, "ceil_mode", false);
     if (!Tuple && ctx.bool_arg(6, "return_indices", false)) ctx.fail("return_indices is not supported yet");
     const auto out = lower_pool2d(ctx, a);
     if (Tuple) {
-      for (const Node* u : ctx.node().users()) {
-        const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
-        if (!i || (*i != 0 && u->num_users() > 0)) ctx.fail("its indices are read, which is not supported yet");
-      }
+      if (!onednn::only_first_result_read(ctx.node())) ctx.fail("its indices are read, which is not supported yet");
       ctx.set_result(runtime::Lowered::tuple({runtime::Lowered::tensor(out), runtime::Lowered{}}));
     } else {
       ctx.set_result(out);
@@ -91,13 +95,7 @@ struct MaxPool2d {
 // (input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None).
 struct AvgPool2d {
   static void lower(runtime::LowerContext& ctx) {
-    PoolArgs a;
-    a.input = ctx.tensor(0, "input");
-    a.kernel = two(ctx, ctx.ints_arg(1, "kernel_size"), "kernel_size");
-    auto stride = ctx.ints_arg(2, "stride", std::vector<std::int64_t>{});
-    a.stride = stride.empty() ? a.kernel : two(ctx, stride, "stride");
-    a.padding = two(ctx, ctx.ints_arg(3, "padding", std::vector<std::int64_t>{0}), "padding");
-    a.dilation = {1, 1};
+    PoolArgs a = window_args(ctx);
     a.ceil_mode = ctx.bool_arg(4, "ceil_mode", false);
     a.alg = ctx.bool_arg(5, "count_include_pad", true) ? dnnl::algorithm::pooling_avg_include_padding
                                                         : dnnl::algorithm::pooling_avg_exclude_padding;
