@@ -245,3 +245,26 @@ TEST_CASE("two threads run one compiled graph with oneDNN steps, each with its o
   CHECK(bad[0] == 0);
   CHECK(bad[1] == 0);
 }
+
+TEST_CASE("steps that read only constants run once when lowering: stacked weights become a constant") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({3, 4}));
+  Node* w1 = g.get_attr("w1", f32({4, 4}));
+  Node* w2 = g.get_attr("w2", f32({4, 4}));
+  Node* stacked = g.call_function(aten::stack, {ArgList{w1, w2}});             // [2, 4, 4]: folded
+  Node* first = g.call_function(aten::select_int, {stacked, 0, 1});             // a view of it: w2
+  Node* y = g.call_function(aten::mm, {g.call_function(aten::relu, {x}), first});
+  g.output(ArgList{y});
+  const Tensor tw1 = random_tensor({4, 4}, 51), tw2 = random_tensor({4, 4}, 52), tx = random_tensor({3, 4}, 53);
+  auto cg = CompiledGraph::compile(g, {{"w1", tw1}, {"w2", tw2}});
+  CHECK(cg.num_steps() == 2);  // relu and mm; the stack ran when lowering
+  auto out = cg.run({tx});
+  double worst = 0;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) {
+      double ref = 0;
+      for (int k = 0; k < 4; ++k) ref += std::max(0.0f, tx.data<float>()[i * 4 + k]) * double(tw2.data<float>()[k * 4 + j]);
+      worst = std::max(worst, std::abs(ref - out[0].data<float>()[i * 4 + j]));
+    }
+  CHECK(worst < 1e-5);
+}

@@ -96,6 +96,74 @@ inline void flatten_outputs(const Arg& a, const std::unordered_map<const Node*, 
 
 }  // namespace detail
 
+// Runs, when lowering, the steps a node added if they read only constants
+// (stacking a layer's weights, transposing a weight, ...) and keeps what they
+// wrote as constants: a graph rewritten by batch fusion then stacks its weights
+// once, not on every run.
+class ConstantFolder {
+ public:
+  explicit ConstantFolder(Program& p) : p_(p) {}
+
+  // Folds steps [first, end) if they can be; returns whether they were.
+  bool fold(std::size_t first) {
+    if (first >= p_.steps.size()) return false;
+    auto root = [&](ValueId v) { return p_.values[v].storage == Storage::view ? p_.values[v].base : v; };
+    std::vector<ValueId> produced;
+    for (std::size_t s = first; s < p_.steps.size(); ++s)
+      for (ValueId w : p_.steps[s]->writes) {
+        const ValueId r = root(w);
+        if (p_.values[r].storage != Storage::arena || !p_.values[r].layout.is_contiguous()) return false;
+        if (std::find(produced.begin(), produced.end(), r) == produced.end()) produced.push_back(r);
+      }
+    for (std::size_t s = first; s < p_.steps.size(); ++s)
+      for (ValueId v : p_.steps[s]->reads) {
+        const ValueId r = root(v);
+        if (p_.values[r].storage != Storage::constant && std::find(produced.begin(), produced.end(), r) == produced.end())
+          return false;
+      }
+    // Run them once on a frame of their own.
+    std::vector<Tensor> results;
+    Frame f;
+    f.values_ = &p_.values;
+    f.threads_ = 1;
+    f.ptrs_.assign(p_.values.size(), nullptr);
+    for (ValueId r : produced) {
+      results.push_back(Tensor::empty(p_.values[r].layout.shape, p_.values[r].layout.dtype));
+      f.ptrs_[r] = static_cast<std::byte*>(results.back().raw());
+    }
+    for (ValueId v = 0; v < p_.values.size(); ++v) {
+      const ValueInfo& i = p_.values[v];
+      if (i.storage == Storage::constant && p_.constants[i.index].defined())
+        f.ptrs_[v] = static_cast<std::byte*>(p_.constants[i.index].raw());
+    }
+    for (ValueId v = 0; v < p_.values.size(); ++v) {
+      const ValueInfo& i = p_.values[v];
+      if (i.storage == Storage::view && f.ptrs_[i.base])
+        f.ptrs_[v] = f.ptrs_[i.base] + i.offset * static_cast<std::int64_t>(i.layout.itemsize());
+    }
+    std::size_t scratch = 0;
+    for (std::size_t s = first; s < p_.steps.size(); ++s) scratch = std::max(scratch, p_.steps[s]->scratch_bytes);
+    auto scratch_mem = detail::aligned_bytes(scratch);
+    for (std::size_t s = first; s < p_.steps.size(); ++s) {
+      auto local = p_.steps[s]->make_local();
+      f.scratch_ = scratch_mem.get();
+      f.local_ = local.get();
+      p_.steps[s]->run(f);
+    }
+    p_.steps.erase(p_.steps.begin() + static_cast<std::ptrdiff_t>(first), p_.steps.end());
+    for (std::size_t k = 0; k < produced.size(); ++k) {
+      ValueInfo& i = p_.values[produced[k]];
+      i.storage = Storage::constant;
+      i.index = static_cast<std::uint32_t>(p_.constants.size());
+      p_.constants.push_back(std::move(results[k]));
+    }
+    return true;
+  }
+
+ private:
+  Program& p_;
+};
+
 inline Program lower(const Graph& g, const Weights& weights, const kernels::KernelTable& kernels,
                      const CompileOptions& options = {}) {
   const auto live = detail::needed_nodes(g);
@@ -128,6 +196,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   std::map<std::string, ValueId, std::less<>> constant_ids;
   std::unordered_multimap<std::uint64_t, ValueId> by_content;
   LowerContext ctx(p, lowered, options);
+  ConstantFolder folder(p);
   using ConvLayout = CompileOptions::ConvLayout;
   ctx.set_channels_last(options.conv_layout == ConvLayout::channels_last ||
                         (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights)));
@@ -219,9 +288,13 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
         continue;
       }
       if (!getitem) ctx.fail("no kernel indexes a tensor (operator.getitem)");
+      const std::size_t first = p.steps.size();
       getitem(ctx);
+      folder.fold(first);
     } else {
+      const std::size_t first = p.steps.size();
       kernels.find(kernels::kernel_key(*n))(ctx);
+      folder.fold(first);
     }
     Lowered result = ctx.take_result();
     if (result.kind == Lowered::Kind::none && !n->meta.val.is_none() && n->num_users() > 0)

@@ -60,6 +60,7 @@ class Step {
 // Each value's address for one run, plus the running step's local state and scratch.
 class Frame {
  public:
+  Frame() = default;
   std::byte* data(ValueId v) const { return ptrs_[v]; }
   template <class T>
   T* data_as(ValueId v) const { return reinterpret_cast<T*>(ptrs_[v]); }
@@ -71,6 +72,7 @@ class Frame {
 
  private:
   friend class RunContext;
+  friend class ConstantFolder;
   std::vector<std::byte*> ptrs_;
   const std::deque<ValueInfo>* values_ = nullptr;
   std::byte* scratch_ = nullptr;
