@@ -148,18 +148,20 @@ TEST_CASE("a oneDNN step: mm of a transposed view against a naive loop") {
 
 TEST_CASE("equal weights under different names are one constant") {
   Graph g;
+  Node* x = g.placeholder("x", f32({4}));
   Node* w1 = g.get_attr("a.weight", f32({4}));
   Node* w2 = g.get_attr("b.weight", f32({4}));
   Node* w3 = g.get_attr("c.weight", f32({4}));
-  g.output(ArgList{g.call_function(aten::relu, {w1}), g.call_function(aten::relu, {w2}), g.call_function(aten::relu, {w3})});
-  const std::vector<float> v{1, -2, 3, -4}, u{1, -2, 3, 5};
+  auto add = [&](Node* w) { return g.call_function(aten::add_Tensor, {x, w}); };
+  g.output(ArgList{add(w1), add(w2), add(w3)});
+  const std::vector<float> v{1, -2, 3, -4}, u{1, -2, 3, 5}, zero{0, 0, 0, 0};
   runtime::Weights w{{"a.weight", Tensor::from_values<float>({4}, v)},
                      {"b.weight", Tensor::from_values<float>({4}, v)},
                      {"c.weight", Tensor::from_values<float>({4}, u)}};
   auto cg = CompiledGraph::compile(g, w);
-  CHECK(cg.constant_bytes() == 32);
-  auto out = cg.run({});
-  CHECK(out[1].data<float>()[3] == 0.0f);
+  CHECK(cg.constant_bytes() == 32);  // two distinct weights of 16 bytes
+  auto out = cg.run({Tensor::from_values<float>({4}, zero)});
+  CHECK(out[1].data<float>()[3] == -4.0f);
   CHECK(out[2].data<float>()[3] == 5.0f);
 }
 
