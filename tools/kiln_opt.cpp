@@ -15,10 +15,8 @@
 namespace {
 std::function<void(const kiln::Graph&, const std::string&)> make_numeric_check(const kiln::io::GraphFile& f,
                                                                                 double rtol, double atol) {
-  kiln::runtime::Weights w;
-  for (const auto& [attr, rel] : f.weights)
-    w.emplace(attr, kiln::runtime::Tensor::from_weight(kiln::io::load_weight(f, attr)));
-  auto check = std::make_shared<kiln::runtime::NumericCheck>(f.graph, std::move(w), kiln::runtime::Tolerance{rtol, atol});
+  auto check = std::make_shared<kiln::runtime::NumericCheck>(f.graph, kiln::runtime::weights_of(f),
+                                                             kiln::runtime::Tolerance{rtol, atol});
   return [check](const kiln::Graph& g, const std::string& pass) {
     try {
       check->hook()(g, pass);

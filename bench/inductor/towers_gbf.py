@@ -3,7 +3,7 @@
 # several sizes; writes counters, node-target counts and the pass's time.
 # Made on the device machine (PyTorch 2.11); kiln's tests read the result.
 #   python3 bench/inductor/towers_gbf.py 8,600,2000 OUT.json
-import collections, json, sys, time
+import collections, json, os, sys, time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -11,23 +11,9 @@ from torch._dynamo.utils import counters
 from torch._inductor import config
 from torch._inductor.fx_passes import group_batch_fusion as gbf
 
-class Towers(nn.Module):
-    def __init__(self, n, width=64):
-        super().__init__()
-        self.n, self.width = n, width
-        self.lin = nn.ModuleList(nn.Linear(width, width) for _ in range(n))
-        self.ln = nn.ModuleList(nn.LayerNorm(width) for _ in range(n))
-    def forward(self, x):
-        parts = torch.split(x, self.width, dim=1)
-        outs = []
-        for i in range(self.n):
-            h = self.lin[i](parts[i])
-            h = self.ln[i](h)
-            h = torch.tanh(h)
-            h = F.relu(h)
-            h = torch.sigmoid(h)
-            outs.append(h)
-        return torch.cat(outs, dim=1)
+# The model itself is the tests' (one definition of the towers shape).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+from tests.python.towers_model import Towers  # noqa: E402
 
 def target_name(t):
     # As fx-graph-json names targets: torch.stack, torch.nn.functional.relu, operator.getitem.

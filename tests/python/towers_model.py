@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 
 class Towers(nn.Module):
-    def __init__(self, n, width):
+    def __init__(self, n, width=64):
         super().__init__()
         self.n, self.width = n, width
         self.lin = nn.ModuleList(nn.Linear(width, width) for _ in range(n))

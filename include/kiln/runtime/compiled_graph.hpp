@@ -35,6 +35,13 @@ class InputError : public Error {
 
 class RunContext;
 
+// Every weight an fx-graph-json file's table names, read from its .npy files.
+inline Weights weights_of(const io::GraphFile& f) {
+  Weights w;
+  for (const auto& [attr, rel] : f.weights) w.emplace(attr, Tensor::from_weight(io::load_weight(f, attr)));
+  return w;
+}
+
 class CompiledGraph {
  public:
   static CompiledGraph compile(const Graph& g, const Weights& weights, CompileOptions options = {},
@@ -46,9 +53,7 @@ class CompiledGraph {
   }
   // The graph of an fx-graph-json file, with the weights its table names.
   static CompiledGraph compile(const io::GraphFile& f, CompileOptions options = {}) {
-    Weights w;
-    for (const auto& [attr, rel] : f.weights) w.emplace(attr, Tensor::from_weight(io::load_weight(f, attr)));
-    return compile(f.graph, w, options);
+    return compile(f.graph, weights_of(f), options);
   }
 
   RunContext make_context(int threads = 0) const;
