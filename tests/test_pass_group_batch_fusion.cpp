@@ -415,3 +415,79 @@ TEST_CASE("group_linear groups mm's of any even shapes into one kiln.grouped_mm,
   u.g.output(Arg(u.outs));
   CHECK(run_fusions(u.g, {"group_linear"}, {{"max_fuse_tensor_size_group_linear", 8}}).get("group_linear") == 0);
 }
+
+TEST_CASE("cost model: the estimate counts one step per node against the batched op, its stacks and their bytes") {
+  // 8 towers of [16, 64] float32 whose parameters are placeholders: batch_linear
+  // stacks inputs, weights and biases (three copies), batch_tanh its inputs only.
+  Graph g = towers_graph(8);
+  std::vector<Node*> linears = g.find_nodes(OpKind::call_function, F::linear);
+  REQUIRE(linears.size() == 8);
+  const gbf::CostModel model{2.0, 10.0};
+  const gbf::CostEstimate lin = gbf::estimate_fusion(linears, 0, model);
+  CHECK(lin.steps_fused == 4);  // stack x3 + baddbmm
+  CHECK(lin.stacked_bytes == 8 * (16 * 64 + 64 * 64 + 64) * 4);
+  CHECK(lin.unfused_us == doctest::Approx(16.0));
+  CHECK(lin.fused_us == doctest::Approx(4 * 2.0 + lin.stacked_bytes / 1e4));
+  CHECK_FALSE(lin.pays());  // 8 steps saved do not pay for 170 KB copied at 10 GB/s
+  std::vector<Node*> tanhs = g.find_nodes(OpKind::call_function, torch::tanh);
+  const gbf::CostEstimate t = gbf::estimate_fusion(tanhs, 0, model);
+  CHECK(t.steps_fused == 2);
+  CHECK(t.stacked_bytes == 8 * 16 * 64 * 4);
+  CHECK(t.pays());  // 16 us against 4 us + 3.3 us
+  // Inputs every node shares are not stacked, and get_attr constants are
+  // stacked once at compile time, not per run.
+  Graph h;
+  Node* x = h.placeholder("x", f32({4, 8}));
+  std::vector<Node*> shared;
+  for (int i = 0; i < 6; ++i) {
+    Node* w = h.get_attr("w" + std::to_string(i), f32({8, 8}));
+    shared.push_back(h.call_function(F::linear, {Arg(x), Arg(w)}));
+  }
+  h.output(ArgList(shared.begin(), shared.end()));
+  const gbf::CostEstimate s = gbf::estimate_fusion(shared, 0, model);
+  CHECK(s.stacked_bytes == 0);
+  CHECK(s.steps_fused == 1);
+}
+
+TEST_CASE("cost model option: off, Inductor's sets; on, sets that do not pay are skipped and counted, the rest fused") {
+  const std::vector<std::string> order{"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"};
+  Graph plain = towers_graph(8);
+  const Counters inductor = run_fusions(plain, order);
+  CHECK(inductor.get("batch_tanh") == 1);
+  CHECK(inductor.get("batch_linear_skipped_by_cost_model") == 0);
+  // A step that costs more than any copy: the model fuses every set Inductor does.
+  Graph cheap_copies = towers_graph(8);
+  const Counters all = run_fusions(cheap_copies, order, {{"cost_model", true}, {"cost_model_step_us", 1000.0}});
+  for (const auto& name : order) CHECK(all.get(name) == inductor.get(name));
+  CHECK(cheap_copies.size() == plain.size());
+  // Slow copies: the linears (three stacks) are skipped, the pointwise ops still pay.
+  Graph g = towers_graph(8);
+  const std::size_t before = g.size();
+  const Counters some = run_fusions(g, order, {{"cost_model", true}, {"cost_model_step_us", 2.0}, {"cost_model_copy_gb_per_s", 10.0}});
+  CHECK(some.get("batch_linear") == 0);
+  CHECK(some.get("batch_linear_skipped_by_cost_model") == 1);
+  CHECK(g.find_nodes(OpKind::call_function, F::linear).size() == 8);
+  CHECK(some.get("batch_tanh") == 1);
+  CHECK(some.get("batch_tanh_skipped_by_cost_model") == 0);
+  CHECK(g.size() != before);
+  // Everything too slow to copy: nothing changes.
+  Graph none = towers_graph(8);
+  const Counters skipped = run_fusions(none, order, {{"cost_model", true}, {"cost_model_step_us", 0.01}});
+  std::int64_t fused = 0;
+  for (const auto& name : order) {
+    fused += skipped.get(name);
+    CHECK(skipped.get(name + "_skipped_by_cost_model") == 1);
+  }
+  CHECK(fused == 0);
+  CHECK(none.size() == before);
+}
+
+TEST_CASE("cost model options are checked") {
+  CHECK(kiln::testing::message_of<Error>([] { gbf::SearchOptions::from_json({{"cost_model_step_us", 0}}, "batch_tanh"); })
+            .find("'cost_model_step_us' must be a positive number") != std::string::npos);
+  CHECK(kiln::testing::message_of<Error>([] { gbf::SearchOptions::from_json({{"cost_model", 1}}, "batch_tanh"); })
+            .find("'cost_model' must be true or false") != std::string::npos);
+  const gbf::SearchOptions o = gbf::SearchOptions::from_json({{"cost_model", true}, {"cost_model_copy_gb_per_s", 7.5}}, "x");
+  CHECK(o.cost_model);
+  CHECK(o.cost_model_copy_gb_per_s == 7.5);
+}

@@ -1,6 +1,8 @@
 """The towers model of the group/batch fusion issue, in the shape of the
 fixture's Dynamo graph: split the input into n slices, each through its own
 linear, layer-norm, tanh, relu and sigmoid, then cat."""
+import os
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -29,3 +31,9 @@ class Towers(nn.Module):
 def Towers64():
     """Factory: 64 towers of width 256 (input [32, 64 * 256]), the issue's execution benchmark."""
     return Towers(64, 256).eval()
+
+
+def TowersFromEnv():
+    """Factory: KILN_TOWERS=NxW (towers x width), for the cost-model grid of bench/group_batch_fusion/cost_line.sh."""
+    n, width = (int(v) for v in os.environ["KILN_TOWERS"].split("x"))
+    return Towers(n, width).eval()

@@ -30,6 +30,9 @@ class Fusion {
   // Replaces the nodes of `subset` (in the search's order) by one batched op;
   // returns the nodes that took their places, in the same order.
   virtual std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const = 0;
+  // Executor steps the fused form of `subset` runs besides the batched op and
+  // the stacks of its inputs (for the cost model, cost_model.hpp).
+  virtual std::int64_t extra_steps(std::span<Node* const> /*subset*/) const { return 0; }
 
   SearchOptions options;
 

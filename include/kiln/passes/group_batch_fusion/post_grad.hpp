@@ -62,6 +62,12 @@ inline bool is_mm(const Node& n) {
 class BatchLinearPostGrad final : public Fusion {
  public:
   BatchLinearPostGrad() : Fusion("batch_linear_post_grad", false) {}
+  // Each node's bias add stays a step of its own.
+  std::int64_t extra_steps(std::span<Node* const> subset) const override {
+    std::int64_t adds = 0;
+    for (const Node* n : subset) adds += n->args().size() == 3;
+    return adds;
+  }
   std::optional<std::string> match(const Node& n) const override {
     Node *input, *weight;
     if (detail::is_mm(n) && n.args().size() == 2) {

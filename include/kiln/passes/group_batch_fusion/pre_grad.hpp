@@ -224,6 +224,11 @@ class BatchLinearLHS final : public Fusion {
 class BatchLayernorm final : public Fusion {
  public:
   BatchLayernorm() : Fusion("batch_layernorm", true) {}
+  // The weight mul and the bias add after the batched layer-norm.
+  std::int64_t extra_steps(std::span<Node* const> subset) const override {
+    const Node& n = *subset.front();
+    return (node_arg(n, 2, "weight") ? 1 : 0) + (node_arg(n, 3, "bias") ? 1 : 0);
+  }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(F::layer_norm)) return std::nullopt;
     const Node* input = node_arg(n, 0, "input");

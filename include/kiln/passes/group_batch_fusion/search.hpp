@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -23,76 +24,87 @@
 #include "kiln/core/topological_sort.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/passes/counters.hpp"
+#include "kiln/passes/group_batch_fusion/cost_model.hpp"
 #include "kiln/passes/group_batch_fusion/fusion.hpp"
 
 namespace kiln::gbf {
 
 namespace detail {
 
-// Per-node marks for one apply, in vectors indexed through Node::scratch()
-// (1 + the node's index; 0: not seen yet, as new nodes start).
+// Per-node marks for one apply, one record per node indexed through
+// Node::scratch() (1 + the record's index; 0: not seen yet, as new nodes
+// start). A record holds every mark so that a node costs one cache line, not
+// one per mark: past a few thousand towers the search is bound by memory.
 class Marks {
  public:
-  // Forgets what other algorithms left in the nodes' scratch, and numbers
-  // every node the graph has now: a node with no number was made since.
-  void reset(Graph& g) {
-    for (Node* n : g.nodes()) n->scratch() = 0;
-    count_ = 0;
-    key_.clear();
-    level_.clear();
-    visited_.clear();
-    up_.clear();
-    down_.clear();
-    fused_.clear();
-    for (Node* n : g.nodes()) at(n);
-  }
-  static bool is_new(const Node* n) { return n->scratch() == 0; }
-  std::size_t at(const Node* n) {
-    if (n->scratch() == 0) {
-      n->scratch() = static_cast<std::uint32_t>(++count_);
-      key_.push_back(kUnknown);
-      level_.push_back(0);
-      visited_.push_back(0);
-      up_.push_back(0);
-      down_.push_back(0);
-      fused_.push_back(0);
-    }
-    return n->scratch() - 1;
-  }
   // The node's group key, as an index into the search's key table; kUnknown
   // until match() was asked, kNoKey when it found none.
   static constexpr std::uint32_t kUnknown = 0xFFFFFFFF, kNoKey = 0xFFFFFFFE;
-  std::uint32_t& key(const Node* n) { return key_[at(n)]; }
-  // More than the level of each of the node's inputs (see Search::levels).
-  std::uint32_t& level(const Node* n) { return level_[at(n)]; }
-  std::uint32_t& visited(const Node* n) { return visited_[at(n)]; }
-  std::uint32_t& up(const Node* n) { return up_[at(n)]; }
-  std::uint32_t& down(const Node* n) { return down_[at(n)]; }
-  char& fused(const Node* n) { return fused_[at(n)]; }
+  struct Record {
+    std::uint32_t key = kUnknown;
+    std::uint32_t level = 0;  // more than the level of each of the node's inputs (see Search::run)
+    std::uint32_t visited = 0, up = 0, down = 0;
+    bool fused = false;
+  };
+
+  // Forgets what other algorithms left in the nodes' scratch, and numbers
+  // every node the graph has now: a node with no number was made since.
+  void reset(Graph& g) {
+    records_.clear();
+    records_.reserve(g.size() + g.size() / 8);
+    for (Node* n : g.nodes()) {
+      records_.emplace_back();
+      n->scratch() = static_cast<std::uint32_t>(records_.size());
+    }
+  }
+  static bool is_new(const Node* n) { return n->scratch() == 0; }
+  Record& at(const Node* n) {
+    if (n->scratch() == 0) {
+      records_.emplace_back();
+      n->scratch() = static_cast<std::uint32_t>(records_.size());
+    }
+    return records_[n->scratch() - 1];
+  }
+  std::uint32_t& key(const Node* n) { return at(n).key; }
+  std::uint32_t& level(const Node* n) { return at(n).level; }
+  std::uint32_t& visited(const Node* n) { return at(n).visited; }
+  std::uint32_t& up(const Node* n) { return at(n).up; }
+  std::uint32_t& down(const Node* n) { return at(n).down; }
+  bool& fused(const Node* n) { return at(n).fused; }
 
  private:
-  std::size_t count_ = 0;
-  std::vector<std::uint32_t> key_, level_, visited_, up_, down_;
-  std::vector<char> fused_;
+  std::vector<Record> records_;
 };
 
 }  // namespace detail
 
 // Candidates found from one node, by key (an index into the search's key
-// table) in the order the keys were first found.
-struct CandidateGroups {
-  std::vector<std::pair<std::uint32_t, std::vector<Node*>>> groups;
-  void clear() { groups.clear(); }
-  void add(std::uint32_t key, Node* n) {
-    for (auto& [k, nodes] : groups)  // a node reaches few distinct keys
-      if (k == key) return nodes.push_back(n);
-    groups.emplace_back(key, std::vector<Node*>{n});
+// table) in the order the keys were first found. The lists are kept between
+// nodes, so that looking from each of a graph's nodes allocates nothing.
+class CandidateGroups {
+ public:
+  using Group = std::pair<std::uint32_t, std::vector<Node*>>;
+  void clear() {
+    for (std::size_t i = 0; i < used_; ++i) groups_[i].second.clear();
+    used_ = 0;
   }
+  void add(std::uint32_t key, Node* n) {
+    for (std::size_t i = 0; i < used_; ++i)  // a node reaches few distinct keys
+      if (groups_[i].first == key) return groups_[i].second.push_back(n);
+    if (used_ == groups_.size()) groups_.emplace_back();
+    groups_[used_].first = key;
+    groups_[used_++].second.push_back(n);
+  }
+  std::span<Group> groups() { return {groups_.data(), used_}; }
+
+ private:
+  std::vector<Group> groups_;
+  std::size_t used_ = 0;
 };
 
 class Search {
  public:
-  Search(Graph& g, const Fusion& fusion) : g_(g), fusion_(fusion) { marks_.reset(g); }
+  Search(Graph& g, const Fusion& fusion) : g_(g), fusion_(fusion) {}
 
   // Inductor's get_fusion_candidates from `root`.
   void candidates(Node* root, CandidateGroups& out) {
@@ -125,8 +137,11 @@ class Search {
   // for the next round. Each set of at least min_fuse_set_size goes to
   // `use` before the next round starts.
   template <class Use>
-  void independent_subsets(std::vector<Node*> nodes, Use&& use) {
-    std::vector<Node*> subset, next;
+  void independent_subsets(std::span<Node* const> candidates, Use&& use) {
+    std::vector<Node*>& nodes = pending_;
+    std::vector<Node*>& subset = subset_;
+    std::vector<Node*>& next = next_;
+    nodes.assign(candidates.begin(), candidates.end());
     while (!nodes.empty()) {
       const std::uint32_t round = ++round_stamp_;
       subset.clear();
@@ -168,9 +183,10 @@ class Search {
     CandidateGroups found;
     for (Node* root = g_.back(); root; root = root->prev()) {
       candidates(root, found);
-      for (auto& [key, nodes] : found.groups) {
+      for (auto& [key, nodes] : found.groups()) {
         if (static_cast<std::int64_t>(nodes.size()) < fusion_.options.min_fuse_set_size) continue;
-        independent_subsets(std::move(nodes), [&](const std::vector<Node*>& subset) {
+        independent_subsets(nodes, [&](const std::vector<Node*>& subset) {
+          if (fusion_.options.cost_model && !pays(subset, counters, log)) return;
           // Keys read a node's inputs and users: those of the fused nodes
           // change (new arguments, new users), so their keys are asked again.
           for (Node* n : subset) {
@@ -178,7 +194,7 @@ class Search {
             for (Node* u : n->users()) marks_.key(u) = detail::Marks::kUnknown;
           }
           const std::vector<Node*> replacements = fusion_.fuse(g_, subset);
-          for (Node* n : subset) marks_.fused(n) = 1;
+          for (Node* n : subset) marks_.fused(n) = true;
           update_levels(replacements);
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
@@ -194,6 +210,21 @@ class Search {
   }
 
  private:
+  // Whether kiln's cost model says fusing `subset` pays; a set that does not
+  // is counted, and its nodes are no longer candidates.
+  bool pays(const std::vector<Node*>& subset, Counters* counters, std::ostream* log) {
+    const CostModel model{fusion_.options.cost_model_step_us, fusion_.options.cost_model_copy_gb_per_s};
+    const CostEstimate e = estimate_fusion(subset, fusion_.extra_steps(subset), model);
+    if (e.pays()) return true;
+    for (Node* n : subset) marks_.fused(n) = true;
+    if (counters) counters->increment(fusion_.name() + "_skipped_by_cost_model");
+    if (log)
+      *log << fusion_.name() << ": skipped " << subset.size() << " nodes, first " << subset.front()->name()
+           << " (cost model: fused " << e.fused_us << " us, " << e.stacked_bytes << " bytes stacked, against "
+           << e.unfused_us << " us unfused)\n";
+    return false;
+  }
+
   // The node's key in the key table (kNoKey: no match), asked of the fusion
   // once per node until the node's neighbourhood changes.
   std::uint32_t key_of(Node* n) {
@@ -275,6 +306,7 @@ class Search {
   std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0;
   std::vector<std::pair<std::int64_t, Node*>> queue_;
   std::vector<Node*> stack_;
+  std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists, kept between calls
 };
 
 // Applies `fusion` to `g` as Inductor's apply_group_batch_fusion does; counts

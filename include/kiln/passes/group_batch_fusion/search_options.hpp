@@ -20,12 +20,20 @@ struct SearchOptions {
   bool fuse_nodes_with_same_parent = false;  // pointwise: the input's target joins the key
   bool shape_broadcast_batch_linear = false;  // batch_linear_post_grad: broadcast the bias first
   bool fuse_nodes_with_same_users = false;    // linears: the users' targets join the key
+  // kiln's own (not Inductor's): fuse a set only where cost_model.hpp says it
+  // pays; the sets it skips count under "<fusion>_skipped_by_cost_model".
+  bool cost_model = false;
+  double cost_model_step_us = 3.0;
+  double cost_model_copy_gb_per_s = 20.0;
 
   static const std::vector<std::string>& keys() {
     static const std::vector<std::string> k{"min_fuse_set_size",          "max_fuse_set_size",
                                             "max_fuse_search_depth",      "max_fuse_tensor_size_group_linear",
                                             "fuse_nodes_with_same_parent", "shape_broadcast_batch_linear",
-                                            "fuse_nodes_with_same_users"};
+                                            "fuse_nodes_with_same_users",
+                                            "cost_model",
+                                            "cost_model_step_us",
+                                            "cost_model_copy_gb_per_s"};
     return k;
   }
 
@@ -48,6 +56,13 @@ struct SearchOptions {
       if (!v.is_boolean()) throw Error(who + ": option '" + std::string(key) + "' must be true or false, not " + v.dump());
       out = v.get<bool>();
     };
+    auto positive = [&](const char* key, double& out) {
+      if (!j.contains(key)) return;
+      const auto& v = j.at(key);
+      if (!v.is_number() || !(v.get<double>() > 0))
+        throw Error(who + ": option '" + std::string(key) + "' must be a positive number, not " + v.dump());
+      out = v.get<double>();
+    };
     integer("min_fuse_set_size", o.min_fuse_set_size, 1);
     integer("max_fuse_set_size", o.max_fuse_set_size, 1);
     integer("max_fuse_search_depth", o.max_fuse_search_depth, 1);
@@ -55,6 +70,9 @@ struct SearchOptions {
     boolean("fuse_nodes_with_same_parent", o.fuse_nodes_with_same_parent);
     boolean("shape_broadcast_batch_linear", o.shape_broadcast_batch_linear);
     boolean("fuse_nodes_with_same_users", o.fuse_nodes_with_same_users);
+    boolean("cost_model", o.cost_model);
+    positive("cost_model_step_us", o.cost_model_step_us);
+    positive("cost_model_copy_gb_per_s", o.cost_model_copy_gb_per_s);
     for (const auto& [k, v] : j.items()) {
       bool known = false;
       for (const auto& name : keys()) known |= name == k;
