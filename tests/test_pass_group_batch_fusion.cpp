@@ -449,7 +449,7 @@ TEST_CASE("cost model: the estimate counts one step per node against the batched
   CHECK(s.steps_fused == 1);
 }
 
-TEST_CASE("cost model option: off, Inductor's sets; on, sets that do not pay are skipped and counted, the rest fused") {
+TEST_CASE("cost model option: off, Inductor's sets, and on, sets that do not pay are skipped and counted, the rest fused") {
   const std::vector<std::string> order{"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"};
   Graph plain = towers_graph(8);
   const Counters inductor = run_fusions(plain, order);
