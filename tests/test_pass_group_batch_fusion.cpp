@@ -489,5 +489,6 @@ TEST_CASE("cost model options are checked") {
             .find("'cost_model' must be true or false") != std::string::npos);
   const gbf::SearchOptions o = gbf::SearchOptions::from_json({{"cost_model", true}, {"cost_model_copy_gb_per_s", 7.5}}, "x");
   CHECK(o.cost_model);
-  CHECK(o.cost_model_copy_gb_per_s == 7.5);
+  CHECK(o.costs.copy_gb_per_s == 7.5);
+  CHECK(o.costs.step_us == gbf::CostModel{}.step_us);
 }

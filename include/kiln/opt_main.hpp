@@ -191,12 +191,14 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   }
   if (o.list) {
     for (const auto& p : registry.passes()) std::cout << p.name << "\t" << p.description << "\n";
+    for (const auto& p : registry.pipelines()) std::cout << p.name << "\t(pipeline) " << p.description << "\n";
     if (o.input.empty()) return 0;
   }
   PassManager pm(registry);
   pm.set_options(load_pass_options(o.pass_options));
   pm.set_lint_after_each(o.lint);
-  for (const auto& name : o.passes) registry.get(name);  // reject typos before reading a large file
+  for (const auto& name : o.passes)  // reject typos before reading a large file
+    if (!registry.find_pipeline(name)) registry.get(name);
 
   io::GraphFile file = read_input(o);
   if (o.lint) {

@@ -181,7 +181,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   namespace fs = std::filesystem;
   Options o;
   if (!parse_args(argc, argv, tool, o)) return 0;
-  for (const auto& name : o.passes) registry.get(name);  // reject typos before reading a large file
+  for (const auto& name : o.passes)  // reject typos before reading a large file
+    if (!registry.find_pipeline(name)) registry.get(name);
   const Source src = locate(o.graph);
   io::GraphFile file = io::read_fx_json(src.graph_path);
 

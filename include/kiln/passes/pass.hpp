@@ -29,4 +29,21 @@ struct Pass {
   std::vector<std::string> option_keys{};
 };
 
+// One pass of a pipeline's expansion, with the options it runs with.
+struct PipelineStep {
+  std::string pass;
+  nlohmann::json options = nlohmann::json::object();
+};
+
+// A named list of passes (Inductor's pre_grad_passes, say) that a PassManager
+// expands before running anything: each step is then a pass of its own, so it
+// is linted, counted, timed, checked and switched off by name like any other.
+struct Pipeline {
+  std::string name;
+  std::string description;
+  // The steps for this pipeline's options object ({} when none were given).
+  std::function<std::vector<PipelineStep>(const nlohmann::json& options)> expand;
+  std::vector<std::string> option_keys{};
+};
+
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,23 +29,20 @@ class PassManager {
   // The manager keeps a reference: a temporary registry would be gone by run().
   explicit PassManager(PassRegistry&&) = delete;
 
-  // Options per pass: {"pass_name": {...}, ...}; a pass without an entry gets {}.
+  // Options per pass or pipeline: {"name": {...}, ...}; one without an entry gets {}.
   void set_options(nlohmann::json options) {
     if (!options.is_object()) throw Error("pass options must be a JSON object mapping pass names to objects");
     for (auto& [name, value] : options.items()) {
-      const Pass& pass = registry_->get(name);  // an option for an unknown pass is a typo: say so
-      if (!value.is_object()) throw Error("pass options for '" + name + "' must be a JSON object");
-      for (auto& [key, v] : value.items()) {
-        if (std::find(pass.option_keys.begin(), pass.option_keys.end(), key) != pass.option_keys.end()) continue;
-        std::string takes;
-        for (const auto& k : pass.option_keys) takes += (takes.empty() ? "" : ", ") + k;
-        throw Error("pass options for '" + name + "': unknown key '" + key + "' (" +
-                    (takes.empty() ? name + " takes no options" : "it takes " + takes) + ")");
-      }
+      const Pipeline* pipeline = registry_->find_pipeline(name);
+      // An option for an unknown pass is a typo: say so.
+      check_option_keys(name, value, pipeline ? pipeline->option_keys : registry_->get(name).option_keys);
     }
     options_ = std::move(options);
   }
-  void disable(const std::string& name) { disabled_.insert(registry_->get(name).name); }
+  void disable(const std::string& name) {
+    if (!registry_->find_pipeline(name)) registry_->get(name);  // a typo is an error
+    disabled_.insert(name);
+  }
   void enable(const std::string& name) { disabled_.erase(name); }
   void set_lint_after_each(bool on) { lint_after_each_ = on; }
   void set_log(std::ostream* log) { log_ = log; }
@@ -58,11 +56,27 @@ class PassManager {
   // Runs the passes in order. Every name is checked before anything runs, so a
   // typo in the pipeline leaves the graph untouched.
   std::vector<PassRecord> run(Graph& g, const std::vector<std::string>& pipeline) {
-    std::vector<const Pass*> passes;
-    for (const auto& name : pipeline) passes.push_back(&registry_->get(name));
-    std::vector<PassRecord> records;
     static const nlohmann::json kNoOptions = nlohmann::json::object();
-    for (const Pass* p : passes) {
+    // Pipelines are expanded first, so that their steps are checked too.
+    std::vector<std::pair<const Pass*, const nlohmann::json*>> passes;
+    std::vector<std::unique_ptr<nlohmann::json>> step_options;  // kept for the run
+    for (const auto& name : pipeline) {
+      const nlohmann::json& opts = options_.contains(name) ? options_.at(name) : kNoOptions;
+      const Pipeline* pl = registry_->find_pipeline(name);
+      if (!pl) {
+        passes.emplace_back(&registry_->get(name), &opts);
+        continue;
+      }
+      if (disabled_.count(name)) continue;
+      for (PipelineStep& step : pl->expand(opts)) {
+        const Pass& pass = registry_->get(step.pass);
+        check_option_keys(name + "/" + step.pass, step.options, pass.option_keys);
+        step_options.push_back(std::make_unique<nlohmann::json>(std::move(step.options)));
+        passes.emplace_back(&pass, step_options.back().get());
+      }
+    }
+    std::vector<PassRecord> records;
+    for (const auto& [p, opts] : passes) {
       PassRecord rec;
       rec.name = p->name;
       if (disabled_.count(p->name)) {
@@ -70,8 +84,7 @@ class PassManager {
         records.push_back(rec);
         continue;
       }
-      const nlohmann::json& opts = options_.contains(p->name) ? options_.at(p->name) : kNoOptions;
-      PassContext ctx{rec.counters, opts, log_};
+      PassContext ctx{rec.counters, *opts, log_};
       const auto t0 = std::chrono::steady_clock::now();
       rec.changed = p->run(g, ctx);
       rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -91,6 +104,17 @@ class PassManager {
   }
 
  private:
+  static void check_option_keys(const std::string& name, const nlohmann::json& value, const std::vector<std::string>& keys) {
+    if (!value.is_object()) throw Error("pass options for '" + name + "' must be a JSON object");
+    for (auto& [key, v] : value.items()) {
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      std::string takes;
+      for (const auto& k : keys) takes += (takes.empty() ? "" : ", ") + k;
+      throw Error("pass options for '" + name + "': unknown key '" + key + "' (" +
+                  (takes.empty() ? name + " takes no options" : "it takes " + takes) + ")");
+    }
+  }
+
   const PassRegistry* registry_;
   nlohmann::json options_ = nlohmann::json::object();
   std::set<std::string> disabled_;

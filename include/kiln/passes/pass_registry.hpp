@@ -17,9 +17,22 @@ class PassRegistry {
   void add(Pass pass) {
     if (pass.name.empty()) throw Error("PassRegistry: a pass needs a name");
     if (!pass.run) throw Error("PassRegistry: pass '" + pass.name + "' has no run function");
-    if (find(pass.name)) throw Error("PassRegistry: pass '" + pass.name + "' is already registered");
+    if (find(pass.name) || find_pipeline(pass.name))
+      throw Error("PassRegistry: pass '" + pass.name + "' is already registered");
     passes_.push_back(std::move(pass));
   }
+  // Adds a pipeline; its name may not be a pass's or another pipeline's.
+  void add_pipeline(Pipeline pipeline) {
+    if (pipeline.name.empty() || !pipeline.expand) throw Error("PassRegistry: a pipeline needs a name and an expansion");
+    if (find(pipeline.name) || find_pipeline(pipeline.name))
+      throw Error("PassRegistry: pipeline '" + pipeline.name + "' is already registered");
+    pipelines_.push_back(std::move(pipeline));
+  }
+  const Pipeline* find_pipeline(std::string_view name) const {
+    auto it = std::find_if(pipelines_.begin(), pipelines_.end(), [&](const Pipeline& p) { return p.name == name; });
+    return it == pipelines_.end() ? nullptr : &*it;
+  }
+  const std::vector<Pipeline>& pipelines() const { return pipelines_; }
   const Pass* find(std::string_view name) const {
     auto it = std::find_if(passes_.begin(), passes_.end(), [&](const Pass& p) { return p.name == name; });
     return it == passes_.end() ? nullptr : &*it;
@@ -33,11 +46,13 @@ class PassRegistry {
   std::string joined_names() const {
     std::string s;
     for (const auto& p : passes_) s += (s.empty() ? "" : ", ") + p.name;
+    for (const auto& p : pipelines_) s += (s.empty() ? "" : ", ") + p.name;
     return s;
   }
 
  private:
   std::vector<Pass> passes_;
+  std::vector<Pipeline> pipelines_;
 };
 
 }  // namespace kiln

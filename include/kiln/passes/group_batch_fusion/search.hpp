@@ -24,7 +24,6 @@
 #include "kiln/core/topological_sort.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/passes/counters.hpp"
-#include "kiln/passes/group_batch_fusion/cost_model.hpp"
 #include "kiln/passes/group_batch_fusion/fusion.hpp"
 
 namespace kiln::gbf {
@@ -213,8 +212,7 @@ class Search {
   // Whether kiln's cost model says fusing `subset` pays; a set that does not
   // is counted, and its nodes are no longer candidates.
   bool pays(const std::vector<Node*>& subset, Counters* counters, std::ostream* log) {
-    const CostModel model{fusion_.options.cost_model_step_us, fusion_.options.cost_model_copy_gb_per_s};
-    const CostEstimate e = estimate_fusion(subset, fusion_.extra_steps(subset), model);
+    const CostEstimate e = estimate_fusion(subset, fusion_.extra_steps(subset), fusion_.options.costs);
     if (e.pays()) return true;
     for (Node* n : subset) marks_.fused(n) = true;
     if (counters) counters->increment(fusion_.name() + "_skipped_by_cost_model");

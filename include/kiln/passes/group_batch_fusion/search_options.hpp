@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/core/error.hpp"
+#include "kiln/passes/group_batch_fusion/cost_model.hpp"
 
 namespace kiln::gbf {
 
@@ -23,8 +24,7 @@ struct SearchOptions {
   // kiln's own (not Inductor's): fuse a set only where cost_model.hpp says it
   // pays; the sets it skips count under "<fusion>_skipped_by_cost_model".
   bool cost_model = false;
-  double cost_model_step_us = 3.0;
-  double cost_model_copy_gb_per_s = 20.0;
+  CostModel costs;  // options cost_model_step_us, cost_model_copy_gb_per_s
 
   static const std::vector<std::string>& keys() {
     static const std::vector<std::string> k{"min_fuse_set_size",          "max_fuse_set_size",
@@ -71,8 +71,8 @@ struct SearchOptions {
     boolean("shape_broadcast_batch_linear", o.shape_broadcast_batch_linear);
     boolean("fuse_nodes_with_same_users", o.fuse_nodes_with_same_users);
     boolean("cost_model", o.cost_model);
-    positive("cost_model_step_us", o.cost_model_step_us);
-    positive("cost_model_copy_gb_per_s", o.cost_model_copy_gb_per_s);
+    positive("cost_model_step_us", o.costs.step_us);
+    positive("cost_model_copy_gb_per_s", o.costs.copy_gb_per_s);
     for (const auto& [k, v] : j.items()) {
       bool known = false;
       for (const auto& name : keys()) known |= name == k;
