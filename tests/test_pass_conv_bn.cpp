@@ -54,7 +54,7 @@ Params conv_bn_params(bool conv_bias = true, bool affine = true) {
 
 TensorMeta image(std::int64_t c) { return meta({2, c, kSide, kSide}); }
 
-enum class Level { torch, aten_legit, aten_batch_norm };
+enum class Level { torch, aten_legit, aten_native, aten_batch_norm };
 
 struct Built {
   Graph g;
@@ -85,9 +85,13 @@ Built conv_bn_graph(Level level, bool conv_bias = true, bool affine = true, bool
   } else {
     b.conv = g.call_function(OpRef("aten.convolution.default"), {Arg(x), w, bias, Arg(ArgList{1, 1}), Arg(ArgList{1, 1}),
                                                                  Arg(ArgList{1, 1}), Arg(false), Arg(ArgList{0, 0}), Arg(1)});
-    if (level == Level::aten_legit) {
-      b.bn = g.call_function(OpRef("aten._native_batch_norm_legit_no_training.default"),
-                             {Arg(b.conv), gamma, beta, mean, var, Arg(0.1), Arg(1e-5)});
+    if (level == Level::aten_legit || level == Level::aten_native) {
+      // torch 2's make_fx traces an eval batch-norm to the first, torch 1.13's to the second.
+      b.bn = level == Level::aten_legit
+                 ? g.call_function(OpRef("aten._native_batch_norm_legit_no_training.default"),
+                                   {Arg(b.conv), gamma, beta, mean, var, Arg(0.1), Arg(1e-5)})
+                 : g.call_function(OpRef("aten.native_batch_norm.default"),
+                                   {Arg(b.conv), gamma, beta, mean, var, Arg(false), Arg(0.1), Arg(1e-5)});
       b.bn->meta.val = MetaVal(MetaVal::List{MetaVal(image(kOut)), MetaVal(meta({0})), MetaVal(meta({0}))});
       out = g.call_function(OpRef("operator.getitem"), {Arg(b.bn), Arg(0)});
     } else {
@@ -168,9 +172,9 @@ TEST_CASE("fuse_conv_bn folds F.conv2d + F.batch_norm into new weights that give
     }
 }
 
-TEST_CASE("fuse_conv_bn folds aten.convolution + _native_batch_norm_legit_no_training and aten.batch_norm") {
-  for (const Level level : {Level::aten_legit, Level::aten_batch_norm}) {
-    INFO("aten form " << (level == Level::aten_legit ? "legit_no_training" : "batch_norm"));
+TEST_CASE("fuse_conv_bn folds aten.convolution + _native_batch_norm_legit_no_training, native_batch_norm, batch_norm") {
+  for (const Level level : {Level::aten_legit, Level::aten_native, Level::aten_batch_norm}) {
+    INFO("aten form " << int(level));
     Params p = conv_bn_params(false, true);
     Built b = conv_bn_graph(level, false, true);
     const Graph original = b.g.clone();
@@ -352,7 +356,7 @@ TEST_CASE("fuse_conv_bn on a shared conv weight folds each pair into weights of 
 }
 
 TEST_CASE("efficient_conv_bn_eval_pass: conv + batch-norm become one conv on weights scaled in the graph") {
-  for (const Level level : {Level::torch, Level::aten_legit, Level::aten_batch_norm})
+  for (const Level level : {Level::torch, Level::aten_legit, Level::aten_native, Level::aten_batch_norm})
     for (const bool conv_bias : {true, false})
       for (const bool affine : {true, false}) {
         INFO("level " << int(level) << ", conv bias " << conv_bias << ", affine " << affine);
