@@ -414,6 +414,29 @@ TEST_CASE("efficient_conv_bn_eval_pass on call_module Conv2d + BatchNorm2d reads
   CHECK(run_pass(m.g, "efficient_conv_bn_eval_pass", nullptr).get("efficient_conv_bn_eval") == 0);
 }
 
+TEST_CASE("io::WeightStore reads a file's weights on first use and names the weights passes create apart") {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("kiln_weight_store_");
+  io::write_npy(dir / "w.npy", io::make_weight<float>({2}, {1, 2}));
+  io::GraphFile file;
+  file.weights = {{"w", "w.npy"}, {"missing", "missing.npy"}};
+  file.base_dir = dir;
+  io::WeightStore store(file);
+  CHECK(store.contains("w"));
+  CHECK_FALSE(store.contains("v"));
+  CHECK(store.find("v") == nullptr);
+  REQUIRE(store.find("w") != nullptr);
+  CHECK(store.find("w")->values<float>() == std::vector<float>{1, 2});
+  CHECK_THROWS_WITH_AS(store.find("missing"), doctest::Contains("weights['missing']"), io::IoError);
+  // A created weight never takes a name the store already has.
+  CHECK(store.create("w", io::make_weight<float>({1}, {3})) == "w_1");
+  CHECK(store.create("w", io::make_weight<float>({1}, {4})) == "w_2");
+  CHECK(store.created() == std::vector<std::string>{"w_1", "w_2"});
+  CHECK(store.created_value("w_2").values<float>() == std::vector<float>{4});
+  CHECK(store.find("w")->values<float>() == std::vector<float>{1, 2});
+  fs::remove_all(dir);
+}
+
 #ifdef KILN_OPT_EXE
 TEST_CASE("kiln-opt --passes fuse_conv_bn writes the folded weights beside the graph and checks them numerically") {
   namespace fs = std::filesystem;
