@@ -124,6 +124,24 @@ if(KILN_HAVE_TORCH)
           PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
       endforeach()
     endforeach()
+    # fuse_conv_bn folds all 53 batch-norms of ResNet-50 into new weights, at both
+    # levels (F.batch_norm; aten's batch-norm + getitem), and the folded model
+    # still matches PyTorch's outputs.
+    foreach(level torch aten)
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_resnet50_${level})
+      add_test(NAME fuse_conv_bn_resnet50_${level}
+        COMMAND kiln-opt ${_dir}/graph.json --passes fuse_conv_bn --numeric-check --counters --print
+                -o ${_dir}/conv_bn_folded.json)
+      set_tests_properties(fuse_conv_bn_resnet50_${level} PROPERTIES
+        FIXTURES_REQUIRED model_resnet50_${level} LABELS "torch;model" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "\"fuse_conv_bn\":53[,}]" FAIL_REGULAR_EXPRESSION "batch_norm|fuse_conv_bn_no_weights")
+      add_test(NAME kiln_run_resnet50_${level}_fuse_conv_bn
+        COMMAND kiln-run ${_dir} --passes fuse_conv_bn --compare ${_dir}/outputs --max-rel-err 1e-4 --threads 2
+                --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_resnet50_${level}_fuse_conv_bn PROPERTIES
+        FIXTURES_REQUIRED model_resnet50_${level} LABELS "torch;model" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
     foreach(level torch aten)
       add_test(NAME kiln_run_small_cnn_${level}
         COMMAND kiln-run ${CMAKE_CURRENT_BINARY_DIR}/export_${level} --compare ${CMAKE_CURRENT_BINARY_DIR}/export_${level}/outputs --iterations 1)

@@ -14,12 +14,13 @@
 
 namespace {
 std::function<void(const kiln::Graph&, const std::string&)> make_numeric_check(const kiln::io::GraphFile& f,
+                                                                                const kiln::io::WeightStore& weights,
                                                                                 double rtol, double atol) {
   auto check = std::make_shared<kiln::runtime::NumericCheck>(f.graph, kiln::runtime::weights_of(f),
                                                              kiln::runtime::Tolerance{rtol, atol});
-  return [check](const kiln::Graph& g, const std::string& pass) {
+  return [check, &weights](const kiln::Graph& g, const std::string& pass) {
     try {
-      check->hook()(g, pass);
+      check->hook(&weights)(g, pass);
     } catch (const kiln::runtime::NumericMismatch& e) {
       throw kiln::opt_detail::NumericCheckFailed(e.what());
     }

@@ -13,6 +13,7 @@
 // --print or --quiet say otherwise). Errors are one line on stderr and exit
 // status 2; `--help` lists every option.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +28,7 @@
 
 #include "kiln/core.hpp"
 #include "kiln/io.hpp"
+#include "kiln/io/weight_store.hpp"
 #include "kiln/passes.hpp"
 #include "kiln/passes/replacement_manifest.hpp"
 #include "kiln/tool_args.hpp"
@@ -52,7 +54,8 @@ inline std::string help_text(const std::string& tool) {
          "                          an unknown pass or option key is an error\n"
          "  --replacements FILE     search/replace graph pairs (a manifest) run as the pass\n"
          "                          'replacements', before the --passes unless they name it\n"
-         "  -o, --output FILE       write the result as fx-graph-json (.gz: compressed; - : stdout)\n"
+         "  -o, --output FILE       write the result as fx-graph-json (.gz: compressed; - : stdout); weights\n"
+         "                          a pass made (fuse_conv_bn) go to STEM_weights/NAME.npy beside it\n"
          "  --dot FILE              write the result as Graphviz DOT (- : stdout)\n"
          "  --print                 print the result as torch.fx-style text on stdout\n"
          "  --quiet                 write nothing unless asked to by -o, --dot or --print\n"
@@ -158,6 +161,15 @@ inline void write_text(const std::string& path, const std::string& text) {
   if (!(f << text) || !f.flush()) throw Error("cannot write " + path + ": " + std::strerror(errno));
 }
 
+inline void weights_table_set(io::WeightsTable& table, const std::string& attr, const std::string& rel) {
+  for (auto& [a, file] : table)
+    if (a == attr) {
+      file = rel;
+      return;
+    }
+  table.emplace_back(attr, rel);
+}
+
 inline io::GraphFile read_input(const Options& o) {
   if (o.input != "-") return io::read_fx_json(o.input, o.max_gzip_bytes);
   std::string bytes{std::istreambuf_iterator<char>(std::cin), {}};
@@ -174,8 +186,24 @@ class NumericCheckFailed : public Error {
  public:
   using Error::Error;
 };
+// `weights` holds the weights passes create as they run: the check compares
+// each pass's graph on the original's weights plus those.
 using NumericCheckFactory = std::function<std::function<void(const Graph&, const std::string&)>(
-    const io::GraphFile& original, double rtol, double atol)>;
+    const io::GraphFile& original, const io::WeightStore& weights, double rtol, double atol)>;
+
+// Where the weights passes created go beside `output` (graph.json -> graph_weights/).
+inline std::string created_weights_dir(const std::filesystem::path& output) {
+  std::string stem = output.filename().string();
+  for (const char* ext : {".gz", ".json"})
+    if (stem.size() > std::strlen(ext) && stem.ends_with(ext)) stem.resize(stem.size() - std::strlen(ext));
+  return stem + "_weights";
+}
+// A weight name as a file name: path separators and odd characters become '_'.
+inline std::string weight_file_name(const std::string& name) {
+  std::string out;
+  for (char c : name) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  return out + ".npy";
+}
 
 inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool,
                const NumericCheckFactory& numeric_check) {
@@ -209,9 +237,12 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
       throw LintError((o.input == "-" ? std::string("<stdin>") : o.input) + ": " + e.what());
     }
   }
+  // Passes read the file's weights through the store (lazily) and add the ones they make.
+  io::WeightStore weights(file);
+  pm.set_weights(&weights);
   if (o.numeric_check) {
     if (!numeric_check) throw UsageError("--numeric-check needs kiln's executor, which this build of " + tool + " lacks");
-    pm.set_after_each_pass(numeric_check(file, o.rtol, o.atol));
+    pm.set_after_each_pass(numeric_check(file, weights, o.rtol, o.atol));
   }
   std::vector<PassRecord> records;
   try {
@@ -221,18 +252,31 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     return 1;
   }
 
+  const bool json_to_stdout = o.output == "-" || (o.output.empty() && o.dot.empty() && !o.print && !o.quiet);
+  if (!weights.created().empty() && json_to_stdout)
+    throw UsageError("the passes made " + std::to_string(weights.created().size()) + " new weights (" +
+                     weights.created().front() + ", ...): give -o FILE so they can be written beside the graph");
   if (!o.output.empty()) {
     if (o.output == "-") {
       std::cout << io::to_fx_json(file.graph, file.weights);
     } else {
       // Weight paths are relative to the JSON file: re-anchor them at the new location.
       const auto out_dir = std::filesystem::absolute(o.output).parent_path();
-      io::WeightsTable weights = file.weights;
-      for (auto& [attr, rel] : weights) {
+      io::WeightsTable weights_table = file.weights;
+      for (auto& [attr, rel] : weights_table) {
         auto abs = std::filesystem::absolute(file.base_dir / rel).lexically_normal();
         rel = abs.lexically_relative(out_dir).generic_string();
       }
-      io::write_fx_json(file.graph, o.output, weights);
+      if (!weights.created().empty()) {
+        const std::string dir = created_weights_dir(o.output);
+        std::filesystem::create_directories(out_dir / dir);
+        for (const std::string& name : weights.created()) {
+          const std::string rel = dir + "/" + weight_file_name(name);
+          io::write_npy(out_dir / rel, weights.created_value(name));
+          weights_table_set(weights_table, name, rel);
+        }
+      }
+      io::write_fx_json(file.graph, o.output, weights_table);
     }
   }
   if (!o.dot.empty()) write_text(o.dot, to_dot(file.graph));

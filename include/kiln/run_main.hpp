@@ -194,13 +194,16 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
       throw UsageError(std::string("--pass-options is not valid JSON: ") + e.what());
     }
   }
+  io::WeightStore weights(file);  // passes that fold constants read and add weights here
+  pm.set_weights(&weights);
   pm.run(file.graph, o.passes);
 
   const auto t0 = std::chrono::steady_clock::now();
   runtime::CompileOptions copts;
   copts.threads = o.threads;
   copts.fpmath = o.fpmath;
-  const runtime::CompiledGraph cg = runtime::CompiledGraph::compile(file, copts);
+  const runtime::CompiledGraph cg = runtime::CompiledGraph::compile(
+      file.graph, runtime::with_created_weights(runtime::weights_of(file), weights), copts);
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   std::vector<runtime::Tensor> inputs;

@@ -13,11 +13,19 @@
 
 namespace kiln {
 
+namespace io {
+class WeightStore;  // kiln/io/weight_store.hpp
+}
+
 // What a pass gets besides the graph.
 struct PassContext {
   Counters& counters;
   const nlohmann::json& options;  // this pass's options object ({} when none were given)
   std::ostream* log = nullptr;    // where a pass may explain what it did; null: silent
+  // The graph's weights, for a pass that reads constants or makes new ones
+  // (fuse_conv_bn); null when the caller has none, and such a pass then leaves
+  // the graph as it is.
+  io::WeightStore* weights = nullptr;
 };
 
 struct Pass {

@@ -46,6 +46,9 @@ class PassManager {
   void enable(const std::string& name) { disabled_.erase(name); }
   void set_lint_after_each(bool on) { lint_after_each_ = on; }
   void set_log(std::ostream* log) { log_ = log; }
+  // The weights every pass gets as PassContext::weights (null: none); the
+  // manager does not own them, and the weights passes create stay in `weights`.
+  void set_weights(io::WeightStore* weights) { weights_ = weights; }
   // Called with the graph after every pass that ran (the numeric check,
   // runtime::NumericCheck::hook(), is one); what it throws ends the pipeline.
   void set_after_each_pass(std::function<void(const Graph&, const std::string& pass)> f) { after_each_ = std::move(f); }
@@ -84,7 +87,7 @@ class PassManager {
         records.push_back(rec);
         continue;
       }
-      PassContext ctx{rec.counters, *opts, log_};
+      PassContext ctx{rec.counters, *opts, log_, weights_};
       const auto t0 = std::chrono::steady_clock::now();
       rec.changed = p->run(g, ctx);
       rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -120,6 +123,7 @@ class PassManager {
   std::set<std::string> disabled_;
   bool lint_after_each_ = true;
   std::ostream* log_ = nullptr;
+  io::WeightStore* weights_ = nullptr;
   std::function<void(const Graph&, const std::string&)> after_each_;
   Counters counters_;
 };

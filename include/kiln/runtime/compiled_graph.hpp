@@ -22,6 +22,7 @@
 
 #include "kiln/io/graph_file.hpp"
 #include "kiln/io/npy_weights.hpp"
+#include "kiln/io/weight_store.hpp"
 #include "kiln/kernels/registry.hpp"
 #include "kiln/runtime/lowering.hpp"
 
@@ -40,6 +41,13 @@ inline Weights weights_of(const io::GraphFile& f) {
   Weights w;
   for (const auto& [attr, rel] : f.weights) w.emplace(attr, Tensor::from_weight(io::load_weight(f, attr)));
   return w;
+}
+
+// `base` with the weights passes created in `store` (fuse_conv_bn's folded ones) added.
+inline Weights with_created_weights(Weights base, const io::WeightStore& store) {
+  for (const std::string& name : store.created())
+    base.insert_or_assign(name, Tensor::from_weight(store.created_value(name)));
+  return base;
 }
 
 class CompiledGraph {

@@ -176,15 +176,20 @@ class NumericCheck {
   const std::vector<Tensor>& inputs() const { return inputs_; }
   const std::vector<Tensor>& expected() const { return expected_; }
 
-  NumericReport compare(const Graph& rewritten) const {
-    const auto cg = CompiledGraph::compile(rewritten, weights_, options_);
+  NumericReport compare(const Graph& rewritten) const { return compare(rewritten, weights_); }
+  // With the rewritten graph's own weights: a pass that folds constants made
+  // new ones (runtime::with_created_weights adds them to the original's).
+  NumericReport compare(const Graph& rewritten, const Weights& weights) const {
+    const auto cg = CompiledGraph::compile(rewritten, weights, options_);
     return compare_outputs(cg.run(inputs_), expected_, tol_);
   }
+  const Weights& weights() const { return weights_; }
 
   // For PassManager::set_after_each_pass: throws NumericMismatch naming the pass.
-  std::function<void(const Graph&, const std::string&)> hook() const {
-    return [this](const Graph& g, const std::string& pass) {
-      const NumericReport r = compare(g);
+  // With `store`, the weights passes create there are added to the original's.
+  std::function<void(const Graph&, const std::string&)> hook(const io::WeightStore* store = nullptr) const {
+    return [this, store](const Graph& g, const std::string& pass) {
+      const NumericReport r = store ? compare(g, with_created_weights(weights_, *store)) : compare(g);
       if (!r.ok) throw NumericMismatch("numeric check after pass '" + pass + "': " + r.summary());
     };
   }

@@ -1,0 +1,292 @@
+#pragma once
+// fuse_conv_bn (Inductor's pre_grad.py fuse_conv_bn, run under freezing): an
+// inference batch-norm right after a convolution is folded into the
+// convolution's weight and bias, which become new weights in the pass's
+// WeightStore:
+//
+//   W' = W * g / sqrt(var + eps)          (per output channel)
+//   b' = (b - mean) * g / sqrt(var + eps) + beta
+//
+// Forms: call_module Conv{1,2,3}d then BatchNorm{1,2,3}d (by class, from the
+// graph's modules table; the parameters are the weights `<path>.weight`,
+// `<path>.bias`, `<path>.running_mean`, `<path>.running_var`), and the
+// functional and aten calls of conv_bn_common.hpp. Every value folded must be a
+// constant: a get_attr, or a placeholder bound to a weight (torch.export and
+// Dynamo lift parameters to placeholders). The convolution's output must have
+// the batch-norm as its only user.
+//
+// Where Inductor replaces a module by its folded copy (so every call of a
+// shared conv module changes), kiln rewrites the one call: a module pair
+// becomes torch.nn.functional.conv{N}d on the folded weights, a functional or
+// aten conv takes them in place of its own. Constants left without users are
+// erased (a lifted parameter's placeholder too). Counters: `fuse_conv_bn` per
+// batch-norm folded; `fuse_conv_bn_no_weights` per pair left because the
+// caller gave no WeightStore.
+#include <cmath>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kiln/io/weight_store.hpp"
+#include "kiln/passes/pass.hpp"
+#include "kiln/passes/pre_grad/conv_bn_common.hpp"
+
+namespace kiln::pre_grad {
+
+namespace conv_bn_detail {
+
+// The weight name a node stands for: a get_attr's target, or a placeholder's
+// target when the store binds a weight to it; nullopt for anything else.
+inline std::optional<std::string> constant_name(const io::WeightStore& store, const Node* n) {
+  if (!n) return std::nullopt;
+  if (n->op() != OpKind::get_attr && n->op() != OpKind::placeholder) return std::nullopt;
+  std::string name(n->target_name());
+  if (!store.contains(name)) return std::nullopt;
+  return name;
+}
+
+inline std::optional<std::vector<double>> as_doubles(const io::WeightTensor& t) {
+  if (t.dtype == DType::float32) {
+    const auto v = t.values<float>();
+    return std::vector<double>(v.begin(), v.end());
+  }
+  if (t.dtype == DType::float64) return t.values<double>();
+  return std::nullopt;
+}
+inline io::WeightTensor from_doubles(std::vector<std::int64_t> shape, const std::vector<double>& v, DType dtype) {
+  if (dtype == DType::float64) return io::make_weight<double>(std::move(shape), v);
+  return io::make_weight<float>(std::move(shape), std::vector<float>(v.begin(), v.end()));
+}
+
+inline TensorMeta meta_of(const io::WeightTensor& t) {
+  TensorMeta m;
+  m.dtype = t.dtype;
+  std::vector<Dim> stride(t.shape.size());
+  std::int64_t s = 1;
+  for (std::size_t i = t.shape.size(); i-- > 0;) stride[i] = s, s *= t.shape[i];
+  for (auto d : t.shape) m.shape.push_back(d);
+  m.stride = std::move(stride);
+  return m;
+}
+
+// The values a fold reads, each from the store (null where the form has None).
+struct FoldInputs {
+  const io::WeightTensor* conv_weight = nullptr;
+  const io::WeightTensor* conv_bias = nullptr;
+  const io::WeightTensor* bn_weight = nullptr;
+  const io::WeightTensor* bn_bias = nullptr;
+  const io::WeightTensor* mean = nullptr;
+  const io::WeightTensor* var = nullptr;
+  double eps = 1e-5;
+};
+struct Folded {
+  io::WeightTensor weight, bias;
+};
+
+// The folded weight and bias in the conv weight's dtype (computed in double);
+// nullopt, with the reason in `why`, when a dtype or size does not fit.
+inline std::optional<Folded> fold(const FoldInputs& in, std::string& why) {
+  const io::WeightTensor& w = *in.conv_weight;
+  if (w.shape.empty() || w.shape[0] <= 0) {
+    why = "the convolution weight has no output channels";
+    return std::nullopt;
+  }
+  const std::int64_t channels = w.shape[0];
+  auto values = [&](const io::WeightTensor* t, const char* what, double fill) -> std::optional<std::vector<double>> {
+    if (!t) return std::vector<double>(static_cast<std::size_t>(channels), fill);
+    auto v = as_doubles(*t);
+    if (!v) why = std::string(what) + " is " + std::string(dtype_name(t->dtype)) + ", not float32 or float64";
+    else if (static_cast<std::int64_t>(v->size()) != channels)
+      why = std::string(what) + " has " + std::to_string(v->size()) + " values for " + std::to_string(channels) +
+            " output channels", v.reset();
+    return v;
+  };
+  const auto weight = as_doubles(w);
+  if (!weight) {
+    why = "the convolution weight is " + std::string(dtype_name(w.dtype)) + ", not float32 or float64";
+    return std::nullopt;
+  }
+  const auto bias = values(in.conv_bias, "the convolution bias", 0.0);
+  const auto gamma = values(in.bn_weight, "the batch-norm weight", 1.0);
+  const auto beta = values(in.bn_bias, "the batch-norm bias", 0.0);
+  const auto mean = values(in.mean, "running_mean", 0.0);
+  const auto var = values(in.var, "running_var", 1.0);
+  if (!bias || !gamma || !beta || !mean || !var) return std::nullopt;
+  const std::size_t per_channel = weight->size() / static_cast<std::size_t>(channels);
+  std::vector<double> fw(weight->size()), fb(static_cast<std::size_t>(channels));
+  for (std::size_t o = 0; o < static_cast<std::size_t>(channels); ++o) {
+    const double scale = (*gamma)[o] / std::sqrt((*var)[o] + in.eps);
+    for (std::size_t k = 0; k < per_channel; ++k) fw[o * per_channel + k] = (*weight)[o * per_channel + k] * scale;
+    fb[o] = ((*bias)[o] - (*mean)[o]) * scale + (*beta)[o];
+  }
+  return Folded{from_doubles(w.shape, fw, w.dtype), from_doubles({channels}, fb, w.dtype)};
+}
+
+// Erases constants that lost their last user (get_attr, or a placeholder bound to a weight).
+inline void erase_unused_constants(Graph& g, const io::WeightStore& store, std::vector<Node*> nodes) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    Node* n = nodes[i];
+    if (!n || n->erased() || n->num_users() != 0 || !constant_name(store, n)) continue;
+    for (std::size_t j = i + 1; j < nodes.size(); ++j)
+      if (nodes[j] == n) nodes[j] = nullptr;  // listed twice (one weight in two roles)
+    g.erase_node(n);
+  }
+}
+
+// One pair to fold, everything read before the graph is touched.
+struct Plan {
+  BatchNormCall bn;           // bn.node: the batch-norm (call_function or call_module)
+  Node* conv = nullptr;
+  Node* conv_input = nullptr;
+  std::optional<ConvCall> call;  // the functional/aten conv; empty for the module form
+  ArgList module_conv_args;      // module form: stride, padding, dilation, groups
+  int dims = 2;
+  FoldInputs inputs;
+  std::vector<Node*> constants;  // the nodes whose values are folded in
+};
+
+inline constexpr const char* kNoWeights = "the caller gave no weights to fold";
+
+// The structural conditions shared by both forms.
+inline bool pair_is_private(const Node* conv, const BatchNormCall& bn, std::string& why) {
+  if (conv->num_users() != 1) why = "the output of " + conv->name() + " has other users";
+  else if (!only_output_used(bn)) why = "the batch statistics of " + bn.node->name() + " are read";
+  return why.empty();
+}
+
+inline std::optional<Plan> plan_function_form(io::WeightStore* weights, Node* n, std::string& why) {
+  const auto bn = inference_batch_norm_call(n);
+  if (!bn) return std::nullopt;
+  const auto conv = conv_call(bn->input);
+  if (!conv || !pair_is_private(conv->node, *bn, why)) return std::nullopt;
+  if (!weights) {
+    why = kNoWeights;
+    return std::nullopt;
+  }
+  io::WeightStore& store = *weights;
+  Plan p;
+  p.bn = *bn;
+  p.conv = conv->node;
+  p.conv_input = conv->input;
+  p.call = conv;
+  p.inputs.eps = bn->eps;
+  const std::pair<Node*, const io::WeightTensor**> wanted[] = {
+      {conv->weight, &p.inputs.conv_weight}, {conv->bias, &p.inputs.conv_bias}, {bn->weight, &p.inputs.bn_weight},
+      {bn->bias, &p.inputs.bn_bias},        {bn->running_mean, &p.inputs.mean}, {bn->running_var, &p.inputs.var}};
+  for (auto [node, slot] : wanted) {
+    if (!node) continue;
+    const auto name = constant_name(store, node);
+    if (!name) {
+      why = "node " + node->name() + " is not a constant (a get_attr or a placeholder bound to a weight)";
+      return std::nullopt;
+    }
+    *slot = store.find(*name);
+    p.constants.push_back(node);
+  }
+  return p;
+}
+
+inline std::optional<Plan> plan_module_form(io::WeightStore* weights, Graph& g, Node* n, std::string& why) {
+  const auto pair = module_conv_bn(g, n, why);
+  if (!pair) return std::nullopt;
+  Plan p;
+  p.bn.node = n;
+  p.bn.input = pair->conv;
+  p.conv = pair->conv;
+  p.conv_input = pair->input;
+  p.dims = pair->dims;
+  p.module_conv_args = pair->conv_args;
+  if (!pair_is_private(p.conv, p.bn, why)) return std::nullopt;
+  if (!weights) {
+    why = kNoWeights;
+    return std::nullopt;
+  }
+  io::WeightStore& store = *weights;
+  p.inputs.eps = pair->eps;
+  const std::string cpath(p.conv->target_name()), bpath(n->target_name());
+  p.inputs.conv_weight = store.find(cpath + ".weight");
+  p.inputs.conv_bias = store.find(cpath + ".bias");
+  p.inputs.mean = store.find(bpath + ".running_mean");
+  p.inputs.var = store.find(bpath + ".running_var");
+  p.inputs.bn_weight = store.find(bpath + ".weight");
+  p.inputs.bn_bias = store.find(bpath + ".bias");
+  if (!p.inputs.conv_weight || !p.inputs.mean || !p.inputs.var) {
+    why = "no weights " + cpath + ".weight, " + bpath + ".running_mean and " + bpath + ".running_var";
+    return std::nullopt;
+  }
+  return p;
+}
+
+inline Node* add_constant(Graph& g, io::WeightStore& store, const std::string& base, io::WeightTensor t) {
+  const TensorMeta meta = meta_of(t);
+  const std::string name = store.create(base, std::move(t));
+  return g.get_attr(name, meta);
+}
+
+inline void apply_plan(Graph& g, io::WeightStore& store, Plan& p, Folded folded) {
+  Node* conv = p.conv;
+  Node* weight;
+  Node* bias;
+  {
+    auto guard = g.inserting_before(conv);
+    weight = add_constant(g, store, conv->name() + "_folded_weight", std::move(folded.weight));
+    bias = add_constant(g, store, conv->name() + "_folded_bias", std::move(folded.bias));
+  }
+  if (p.call) {
+    if (conv->args().size() > p.call->weight_pos) conv->set_arg(p.call->weight_pos, Arg(weight));
+    else conv->set_kwarg("weight", Arg(weight));
+    if (conv->args().size() > p.call->bias_pos) conv->set_arg(p.call->bias_pos, Arg(bias));
+    else if (conv->args().size() == p.call->bias_pos && !conv->kwargs().contains("bias")) {
+      ArgList args = conv->args().to_list();
+      args.push_back(Arg(bias));
+      conv->set_args(std::move(args));
+    } else {
+      conv->set_kwarg("bias", Arg(bias));
+    }
+    replace_batch_norm(g, p.bn, conv);
+  } else {
+    Node* call;
+    {
+      auto guard = g.inserting_before(conv);
+      ArgList args{Arg(p.conv_input), Arg(weight), Arg(bias)};
+      for (const Arg& a : p.module_conv_args) args.push_back(a);
+      call = g.call_function(OpRef("torch.nn.functional.conv" + std::to_string(p.dims) + "d"), std::move(args));
+    }
+    call->meta = conv->meta;
+    replace_batch_norm(g, p.bn, call);
+    if (conv->num_users() == 0) g.erase_node(conv);
+  }
+  erase_unused_constants(g, store, p.constants);
+}
+
+}  // namespace conv_bn_detail
+
+// The pass: every foldable pair, each decided from the graph as it is before
+// its own rewrite. Returns whether the graph changed.
+inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
+  namespace d = conv_bn_detail;
+  std::vector<Node*> candidates;
+  for (Node* n : g.nodes())
+    if (n->op() == OpKind::call_module || inference_batch_norm_call(n)) candidates.push_back(n);
+  bool changed = false;
+  for (Node* n : candidates) {
+    if (n->erased()) continue;
+    std::string why;
+    std::optional<d::Plan> plan = n->op() == OpKind::call_module ? d::plan_module_form(ctx.weights, g, n, why)
+                                                                  : d::plan_function_form(ctx.weights, n, why);
+    std::optional<d::Folded> folded;
+    if (plan) folded = d::fold(plan->inputs, why);
+    if (!folded) {
+      if (why == d::kNoWeights) ctx.counters.increment("fuse_conv_bn_no_weights");
+      if (ctx.log && !why.empty()) *ctx.log << "fuse_conv_bn: " << n->name() << " left: " << why << "\n";
+      continue;
+    }
+    d::apply_plan(g, *ctx.weights, *plan, std::move(*folded));
+    ctx.counters.increment("fuse_conv_bn");
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace kiln::pre_grad
