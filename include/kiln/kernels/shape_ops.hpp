@@ -37,6 +37,7 @@ inline constexpr auto shape_ops_kernels = boost::hana::tuple_t<
     Kernel<"aten.detach.default">,
     Kernel<"torch.detach">,
     Kernel<"Tensor.detach">,
+    Kernel<"module:torch.nn.modules.linear.Identity">,
     Kernel<"aten.unsqueeze.default">,
     Kernel<"aten.unsqueeze">,
     Kernel<"torch.unsqueeze">,

@@ -314,6 +314,7 @@ template <> struct Kernel<"aten.alias.default"> : shape_detail::Alias {};
 template <> struct Kernel<"aten.detach.default"> : shape_detail::Alias {};
 template <> struct Kernel<"torch.detach"> : shape_detail::Alias {};
 template <> struct Kernel<"Tensor.detach"> : shape_detail::Alias {};
+template <> struct Kernel<"module:torch.nn.modules.linear.Identity"> : shape_detail::Alias {};
 template <> struct Kernel<"aten.unsqueeze.default"> : shape_detail::Unsqueeze {};
 template <> struct Kernel<"aten.unsqueeze"> : shape_detail::Unsqueeze {};  // the packet, as Inductor's passes call it
 template <> struct Kernel<"torch.unsqueeze"> : shape_detail::Unsqueeze {};
