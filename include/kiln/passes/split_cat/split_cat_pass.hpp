@@ -56,15 +56,18 @@ inline bool matches_split_squeeze(const Node& split) {
 inline SimplifyOutcome merge_split_squeeze(Graph& g, Node* split, Counters* counters) {
   namespace sd = simplify_detail;
   const auto sections = sd::int_list(&split->args()[1]);
-  const Node* first_gi = *split->users().begin();
-  const Arg* squeeze_dim_arg = squeeze_dim(**first_gi->users().begin());
   if (!sections) return SimplifyOutcome::declined;
   for (std::int64_t s : *sections)
     if (s != 1) return SimplifyOutcome::declined;
-  if (!squeeze_dim_arg->get_if<std::int64_t>()) return SimplifyOutcome::declined;  // a list of dims
+  const Arg* squeeze_dim_arg = nullptr;
   for (const Node* gi : split->users())
-    for (const Node* u : gi->users())
+    for (const Node* u : gi->users()) {
       if (!u->is_call(torch::squeeze)) return SimplifyOutcome::declined;
+      const Arg* d = squeeze_dim(*u);  // every squeeze names the one dim
+      if (!d || (squeeze_dim_arg && !pattern::python_equal(*d, *squeeze_dim_arg))) return SimplifyOutcome::declined;
+      squeeze_dim_arg = d;
+    }
+  if (!squeeze_dim_arg || !squeeze_dim_arg->get_if<std::int64_t>()) return SimplifyOutcome::declined;  // a list of dims
   // kiln's checks: the squeeze removes the split dim, so piece i is unbind(x, d)[i].
   Node* input = split->args()[0].node();
   const auto in_shape = sd::static_shape(input);
@@ -89,6 +92,10 @@ inline SimplifyOutcome merge_split_squeeze(Graph& g, Node* split, Counters* coun
   for (Node* gi : split->users()) by_index[*detail::int_of(&gi->args()[1])] = gi;
   for (auto it = by_index.rbegin(); it != by_index.rend(); ++it) {
     Node* gi = it->second;
+    if (gi->num_users() == 0) {  // an unread piece (Inductor stops on it)
+      g.erase_node(gi);
+      continue;
+    }
     Node* squeeze = *gi->users().begin();
     Node* item;
     {
