@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "kiln/io/fx_json_read.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/ops/torch.hpp"
 #include "kiln/passes/default_registry.hpp"
@@ -425,5 +426,43 @@ TEST_CASE("merge_splits_pass near-misses: another dim, or the piece read elsewhe
     const Counters k = run_checked(n.g, "merge_splits_pass");
     CHECK(k.get("pattern_matcher_count") == 0);
     CHECK(count_calls(n.g, torch::split) == 2);
+  }
+}
+
+// ---- nothing half-applied, and the fixture ----
+
+TEST_CASE("split_cat_pass: a cat without meta is not rewritten at all and counts split_cat_pass_skipped") {
+  // Inductor replaces the split first and then returns at the cat that lacks
+  // meta, leaving the graph half-rewritten; kiln decides before editing.
+  Net n;
+  Node* x = n.input("x", {4, 32});
+  auto p = n.items(n.split(x, {8, 8, 8, 8}, 1));
+  Node* c = n.cat({p[0], p[1]}, 1);
+  Node* bare = n.cat({p[2], p[3]}, 1);
+  bare->meta.val = MetaVal();
+  n.output({c, bare});
+  const std::size_t before = n.g.size();
+  const Counters k = run_checked(n.g, "split_cat_pass");
+  CHECK(k.get("split_cat_pass_skipped") >= 1);
+  CHECK(k.get("unbind_stack_pass") == 0);
+  CHECK(n.g.size() == before);
+  CHECK(c->args()[0].list()->at(0).node() == p[0]);
+}
+
+TEST_CASE("each simplify pass after normalization on splitcat_b keeps the graph's outputs") {
+  const std::string fixture = std::string(KILN_FIXTURES_DIR) + "/inductor/splitcat_b_pregrad.json.gz";
+  const PassRegistry registry = default_pass_registry();
+  for (const std::string pass : {"split_cat_pass", "unbind_stack_pass", "merge_splits_pass"}) {
+    INFO(pass);
+    Graph g = io::read_fx_json(fixture).graph;
+    PassManager pm(registry);
+    pm.run(g, {"normalization_pass"});
+    const Graph original = g.clone();
+    pm.run(g, {pass});
+    lint(g);
+    runtime::NumericCheck check(original, {});
+    const auto report = check.compare(g);
+    INFO(report.summary());
+    CHECK(report.ok);
   }
 }
