@@ -9,6 +9,7 @@
 #include "kiln/passes/pre_grad/conv_bn.hpp"
 #include "kiln/passes/pre_grad_pipeline.hpp"
 #include "kiln/passes/split_cat.hpp"
+#include "kiln/passes/split_cat/simplify_passes.hpp"
 
 namespace kiln {
 
@@ -18,6 +19,7 @@ inline PassRegistry default_pass_registry() {
   register_fuse_addmm_pass(r);
   register_group_batch_fusion_passes(r);
   register_split_cat_passes(r);
+  register_sc_simplify_passes(r);
   register_pregrad_misc_passes(r);
   register_conv_bn_passes(r);
   register_pre_grad_pipeline(r);
