@@ -371,6 +371,20 @@ TEST_CASE("fuse_split_linear_add_pass: linears of every piece summed are one lin
   CHECK(count_calls(g, F::linear) == 1);
   CHECK(count_calls(g, torch::split) == 0);
   CHECK(count_calls(g, torch::add) == 1);  // the two biases summed
+  // The sum of the linears inside a larger sum with another term: that inner sum fuses.
+  Graph e;
+  Node* x = input(e, "x", {4, 6});
+  Node* w0 = input(e, "w0", {5, 2});
+  Node* w1 = input(e, "w1", {5, 4});
+  Node* z = input(e, "z", {4, 5});
+  Node* sp = multi(e, aten::split_with_sizes, {Arg(x), Arg(ArgList{Arg(2), Arg(4)}), Arg(1)}, {{4, 2}, {4, 4}});
+  Node* l0 = call(e, aten::linear, {Arg(item(e, sp, 0)), Arg(w0)}, {4, 5});
+  Node* l1 = call(e, aten::linear, {Arg(item(e, sp, 1)), Arg(w1)}, {4, 5});
+  Node* inner = call(e, aten::add_Tensor, {Arg(l0), Arg(l1)}, {4, 5});
+  e.output(list({call(e, aten::add_Tensor, {Arg(inner), Arg(z)}, {4, 5})}));
+  CHECK(run_checked(e, {"fuse_split_linear_add_pass"}).get("fuse_split_linear_add_pass") == 1);
+  CHECK(count_calls(e, aten::linear) == 1);
+  CHECK(count_calls(e, aten::add_Tensor) == 1);
   for (int variant : {1, 2, 3}) {
     INFO("near miss " << variant);
     Graph h;

@@ -30,26 +30,42 @@ inline PatternMatcherPass make_fuse_split_linear_add_pass(std::shared_ptr<Counte
       [count = d::Count{counters}, is_add](auto& m, Graph& g, Node*) {
         Node* root = m.nodes()[0];
         if (!is_add(*root)) return;
-        // An inner add of a larger tree is that tree's business.
-        if (root->num_users() == 1) {
-          const Node* user = *root->users().begin();
-          if (is_add(*user) && d::static_shape(user) == d::static_shape(root)) return;
-        }
-        // The add tree's inner nodes and its terms (whatever is not an add).
-        std::vector<Node*> inner{root}, terms;
-        for (std::size_t i = 0; i < inner.size(); ++i)
-          for (const Arg& a : inner[i]->args()) {
-            Node* t = a.node();
-            (is_add(*t) && t != root && d::static_shape(t) == d::static_shape(root) ? inner : terms).push_back(t);
+        // The add tree under `top`: its adds and its terms (whatever is not an
+        // add of the same shape), and the split whose pieces the terms' linears
+        // read when every term is such a linear of one split.
+        struct Tree {
+          std::vector<Node*> inner, terms;
+          Node* source = nullptr;
+        };
+        auto tree_of = [&is_add](Node* top) -> std::optional<Tree> {
+          Tree t{{top}, {}, nullptr};
+          for (std::size_t i = 0; i < t.inner.size(); ++i)
+            for (const Arg& a : t.inner[i]->args()) {
+              Node* n = a.node();
+              (is_add(*n) && d::static_shape(n) == d::static_shape(top) ? t.inner : t.terms).push_back(n);
+            }
+          if (t.terms.size() < 2) return std::nullopt;
+          for (Node* n : t.terms) {
+            if (!d::is_linear(*n) || n->args().empty()) return std::nullopt;
+            Node* s = d::getitem_source(n->args()[0].node());
+            if (!s || !d::is_split(*s) || (t.source && s != t.source)) return std::nullopt;
+            t.source = s;
           }
-        if (terms.size() < 2) return;
-        Node* source = nullptr;
-        for (Node* t : terms) {
-          if (!d::is_linear(*t) || t->args().empty()) return;
-          Node* s = d::getitem_source(t->args()[0].node());
-          if (!s || !d::is_split(*s) || (source && s != source)) return;
-          source = s;
+          return t;
+        };
+        // An inner add of a larger tree of such terms is that tree's business.
+        Node* top = root;
+        while (top->num_users() == 1) {
+          Node* user = *top->users().begin();
+          if (!is_add(*user) || d::static_shape(user) != d::static_shape(root)) break;
+          top = user;
         }
+        if (top != root && tree_of(top)) return;
+        const auto tree = tree_of(root);
+        if (!tree) return;
+        const std::vector<Node*>& inner = tree->inner;
+        const std::vector<Node*>& terms = tree->terms;
+        Node* source = tree->source;
         const auto pieces = d::pieces_of(*source);
         const auto out = d::static_shape(root);
         if (!pieces || !out) return;
