@@ -5,6 +5,7 @@
 #include "kiln/passes/fuse_addmm.hpp"
 #include "kiln/passes/group_batch_fusion.hpp"
 #include "kiln/passes/pass_registry.hpp"
+#include "kiln/passes/predispatch.hpp"
 #include "kiln/passes/pre_grad/misc_passes.hpp"
 #include "kiln/passes/pre_grad/conv_bn.hpp"
 #include "kiln/passes/pre_grad_pipeline.hpp"
@@ -19,6 +20,7 @@ inline PassRegistry default_pass_registry() {
   register_fuse_addmm_pass(r);
   register_group_batch_fusion_passes(r);
   register_split_cat_passes(r);
+  register_predispatch_passes(r);
   register_sc_simplify_passes(r);
   register_pregrad_misc_passes(r);
   register_conv_bn_passes(r);
