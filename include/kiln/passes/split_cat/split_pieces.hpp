@@ -5,6 +5,7 @@
 // order, and merging such a run into one piece in place. Inductor's versions
 // of these passes trust getitem indices as written; these resolve negative
 // indices and refuse repeated, reordered or partly shared pieces instead.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -154,22 +155,23 @@ inline std::optional<PieceRun> consecutive_run(const std::vector<Node*>& tensors
 
 // Whether the run's getitems can be folded into one piece: each is used only
 // by `consumer`, and no other getitem of the split takes a piece of the run
-// (that one would silently become the merged piece).
+// and is used (that one would silently become the merged piece; an unused
+// one is erased with the merge).
 inline bool run_is_private(const std::vector<Node*>& tensors, const PieceRun& run, const SplitPieces& p,
                            const Node* consumer) {
   for (const Node* t : tensors)
     if (t->num_users() != 1 || *t->users().begin() != consumer) return false;
   for (const Node* u : p.split->users()) {
     const std::optional<std::size_t> i = piece_index(u, p);
-    if (i && *i >= run.first && *i <= run.last && u != tensors[*i - run.first]) return false;
+    if (i && *i >= run.first && *i <= run.last && u != tensors[*i - run.first] && u->num_users() != 0) return false;
   }
   return true;
 }
 
 // Merges the run's pieces into piece `run.first`, in place: the split's
 // sections, every later getitem's index and the kept getitem's meta. The
-// run's other getitems must have no users left; they are erased. Returns
-// the kept getitem.
+// run's other getitems, and any unused getitem of a merged piece, must have
+// no users left; they are erased. Returns the kept getitem.
 inline Node* merge_run(Graph& g, const SplitPieces& p, const std::vector<Node*>& tensors, const PieceRun& run) {
   std::int64_t merged = 0;
   for (std::size_t i = run.first; i <= run.last; ++i) merged += p.sections[i];
@@ -179,12 +181,17 @@ inline Node* merge_run(Graph& g, const SplitPieces& p, const std::vector<Node*>&
   after.sections[run.first] = merged;
   // Renumber from the old indices before the split changes.
   std::vector<std::pair<Node*, std::size_t>> renumber;
+  std::vector<Node*> unused;
   for (Node* u : p.split->user_list()) {
     const std::size_t i = *piece_index(u, p);
-    if (i > run.last) renumber.emplace_back(u, i - (run.last - run.first));
-    else if (i == run.first || i < run.first) renumber.emplace_back(u, i);
+    if (i >= run.first && i <= run.last && u != tensors.front()) {
+      if (std::find(tensors.begin(), tensors.end(), u) == tensors.end()) unused.push_back(u);
+      continue;
+    }
+    renumber.emplace_back(u, i > run.last ? i - (run.last - run.first) : i);
   }
   for (std::size_t k = 1; k < tensors.size(); ++k) g.erase_node(tensors[k]);
+  for (Node* u : unused) g.erase_node(u);
   ArgList sections;
   for (std::int64_t s : after.sections) sections.push_back(Arg(s));
   p.split->set_args_and_kwargs({Arg(p.input), Arg(std::move(sections))}, {{"dim", Arg(p.dim)}});
