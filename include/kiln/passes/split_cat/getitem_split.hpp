@@ -4,6 +4,9 @@
 // getitems of a torch.split with a list of sections and a `dim` keyword, the
 // form normalization_pass leaves. As in Inductor, the getitem may have any
 // number of users; the handlers decide what may be rewritten.
+#include <algorithm>
+#include <vector>
+
 #include "kiln/ops/operator.hpp"
 #include "kiln/ops/torch.hpp"
 #include "kiln/pattern.hpp"
