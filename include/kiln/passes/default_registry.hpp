@@ -11,6 +11,7 @@
 #include "kiln/passes/pre_grad_pipeline.hpp"
 #include "kiln/passes/split_cat.hpp"
 #include "kiln/passes/split_cat/simplify_passes.hpp"
+#include "kiln/passes/split_cat/merge_passes.hpp"
 
 namespace kiln {
 
@@ -20,6 +21,7 @@ inline PassRegistry default_pass_registry() {
   register_fuse_addmm_pass(r);
   register_group_batch_fusion_passes(r);
   register_split_cat_passes(r);
+  register_sc_merge_passes(r);
   register_predispatch_passes(r);
   register_sc_simplify_passes(r);
   register_pregrad_misc_passes(r);
