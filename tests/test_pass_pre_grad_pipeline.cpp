@@ -13,6 +13,7 @@
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
 #include "kiln/passes/pre_grad_pipeline.hpp"
+#include "kiln/runtime/numeric_check.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;
@@ -100,8 +101,15 @@ TEST_CASE("pre_grad on splitcat_b with the fixture's pipeline gives Inductor's c
   const PassRegistry registry = default_pass_registry();
   PassManager pm(registry);
   pm.set_options({{"pre_grad", {{"pre_grad_fusion_options", list}}}});
+  // Every step is numerically checked against the graph as read (its inputs only: no weights).
+  const runtime::NumericCheck check(g, {});
   std::vector<std::string> ran;
-  pm.set_after_each_pass([&](const Graph&, const std::string& pass) { ran.push_back(pass); });
+  pm.set_after_each_pass([&](const Graph& now, const std::string& pass) {
+    ran.push_back(pass);
+    const runtime::NumericReport r = check.compare(now);
+    INFO(pass, ": ", r.summary());
+    CHECK(r.ok);
+  });
   pm.run(g, {"pre_grad"});
   for (const auto& [name, value] : want["counters"].items()) {
     INFO(name);
@@ -120,4 +128,40 @@ TEST_CASE("pre_grad on splitcat_b with the fixture's pipeline gives Inductor's c
   off.run(h, {"pre_grad"});
   CHECK(off.counters().get("scmerge_split_removed") != pm.counters().get("scmerge_split_removed"));
   CHECK(h.size() != g.size());
+}
+
+TEST_CASE("pre_grad with predispatch is Inductor's pre-dispatch list, less remove_passes, plus add_passes") {
+  const auto steps = pre_grad_steps({{"predispatch", true},
+                                     {"pre_grad_fusion_options", {{"batch_aten_add", {{"counter", 2}}}}},
+                                     {"remove_passes", {"relu_nan_to_num"}},
+                                     {"add_passes", {"fuse_split_getitem_squeeze_cat"}}});
+  CHECK(names(steps) == Names{"normalization_aten_pass", "remove_noop", "fuse_chunk_reshape_concat_pass",
+                              "batch_aten_add", "fuse_chunk_squeeze_cat_pass", "merge_concats_pass",
+                              "fuse_split_linear_add_pass", "remove_reshape_pass", "fuse_parallel_linear_pass",
+                              "remove_split_ops_pass", "stack_to_unsqueeze_pass",
+                              "fuse_chunk_reshape_unsqueeze_concat_pass", "fuse_split_getitem_squeeze_cat",
+                              "remove_noop", "stable_topological_sort"});
+  CHECK(steps[3].options == nlohmann::json::object());
+  CHECK(kiln::testing::message_of<Error>([] { pre_grad_steps({{"predispatch", true}, {"remove_passes", "x"}}); })
+            .find("'remove_passes' must be a list of pass names") != std::string::npos);
+}
+
+TEST_CASE("pre_grad: every pass either list names is registered, and the whole list runs on a graph") {
+  const PassRegistry registry = default_pass_registry();
+  nlohmann::json all = nlohmann::json::object();
+  for (const auto& name : pre_grad_detail::documented_order()) all[name] = nlohmann::json::object();
+  for (const nlohmann::json& options :
+       {nlohmann::json{{"freezing", true}, {"permute_fusion", true}, {"efficient_conv_bn_eval", true},
+                       {"pre_grad_fusion_options", all}},
+        nlohmann::json{{"predispatch", true}, {"add_passes", {"fuse_split_getitem_squeeze_cat"}}}}) {
+    for (const auto& s : pre_grad_steps(options)) {
+      INFO(s.pass);
+      CHECK(registry.find(s.pass) != nullptr);
+    }
+    Graph g = io::read_fx_json(kInductor + "splitcat_b_pregrad.json.gz").graph;
+    PassManager pm(registry);
+    pm.set_options({{"pre_grad", options}});
+    pm.run(g, {"pre_grad"});
+    lint(g);
+  }
 }

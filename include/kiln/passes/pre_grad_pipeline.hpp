@@ -14,7 +14,15 @@
 //      config.efficient_conv_bn_eval_fx_passes), then apply_gumbel_max_trick_pass;
 //   7. stable_topological_sort.
 // Inductor's defaults: pre_grad_fusion_options empty, freezing, permute_fusion
-// and efficient_conv_bn_eval off. pre_grad_fusion_options is an object
+// and efficient_conv_bn_eval off. With "predispatch" set it is Inductor's
+// _run_pre_dispatch_passes instead, for aten graphs of torch.export's
+// pre-dispatch IR: its default list (normalization_aten_pass, remove_noop,
+// relu_nan_to_num, the chunk/split/cat fusions, the batch fusions the options
+// name, merge_concats, remove_reshape, fuse_parallel_linear, remove_split_ops,
+// stack_to_unsqueeze) less "remove_passes", then the optional ones
+// "add_passes" names (fuse_split_getitem_squeeze_cat), then remove_noop again
+// (Inductor's normalize_node_kwargs_pass and its Triton passes have no
+// counterpart). pre_grad_fusion_options is an object
 // ({"split_cat_pass": {"counter": 2}}: its passes run in Inductor's documented
 // order) or a list of one-key objects ([{"batch_linear": {}}, ...]: that order).
 //   kiln-opt g.json --passes pre_grad --pass-options '{"pre_grad": {"freezing": true,
@@ -92,12 +100,60 @@ inline bool flag(const nlohmann::json& j, const char* key) {
   return j.at(key).get<bool>();
 }
 
+inline std::vector<std::string> names(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  if (!j.contains(key)) return out;
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_array()) throw Error(std::string("pre_grad: option '") + key + "' must be a list of pass names");
+  for (const auto& n : v) {
+    if (!n.is_string()) throw Error(std::string("pre_grad: option '") + key + "' must be a list of pass names");
+    out.push_back(n.get<std::string>());
+  }
+  return out;
+}
+
+// Inductor's _run_pre_dispatch_passes.
+inline std::vector<PipelineStep> predispatch_steps(const nlohmann::json& options,
+                                                   const std::vector<std::pair<std::string, nlohmann::json>>& fusions) {
+  const std::vector<std::string> removed = names(options, "remove_passes");
+  const std::vector<std::string> added = names(options, "add_passes");
+  auto listed = [](const std::vector<std::string>& list, const std::string& name) {
+    return std::find(list.begin(), list.end(), name) != list.end();
+  };
+  std::vector<PipelineStep> steps;
+  auto step = [&](const std::string& pass) {
+    if (!listed(removed, pass)) steps.push_back({pass, nlohmann::json::object()});
+  };
+  for (const char* p : {"normalization_aten_pass", "remove_noop", "relu_nan_to_num", "fuse_chunk_reshape_concat_pass"})
+    step(p);
+  for (const auto& [name, o] : fusions) {  // group_batch_fusion_passes: the fusions the options name
+    nlohmann::json rest = o;
+    rest.erase("counter");
+    if (!listed(removed, name)) steps.push_back({name, std::move(rest)});
+  }
+  for (const char* p : {"fuse_chunk_squeeze_cat_pass", "merge_concats_pass", "fuse_split_linear_add_pass",
+                        "remove_reshape_pass", "fuse_parallel_linear_pass", "remove_split_ops_pass",
+                        "stack_to_unsqueeze_pass", "fuse_chunk_reshape_unsqueeze_concat_pass"})
+    step(p);
+  for (const char* p : {"fuse_split_getitem_squeeze_cat"})
+    if (listed(added, p)) steps.push_back({p, nlohmann::json::object()});
+  if (!listed(removed, "remove_noop")) steps.push_back({"remove_noop", nlohmann::json::object()});
+  return steps;
+}
+
 }  // namespace pre_grad_detail
 
 // The steps of the pipeline for `options` (see the top of this file).
 inline std::vector<PipelineStep> pre_grad_steps(const nlohmann::json& options) {
   namespace d = pre_grad_detail;
   if (!options.is_object()) throw Error("pre_grad: options must be a JSON object");
+  if (d::flag(options, "predispatch")) {
+    auto steps = d::predispatch_steps(options, d::fusion_options(options.contains("pre_grad_fusion_options")
+                                                                     ? options.at("pre_grad_fusion_options")
+                                                                     : nlohmann::json()));
+    steps.push_back({"stable_topological_sort", nlohmann::json::object()});
+    return steps;
+  }
   std::vector<PipelineStep> steps;
   auto step = [&](std::string pass, nlohmann::json o = nlohmann::json::object()) {
     steps.push_back({std::move(pass), std::move(o)});
@@ -144,9 +200,11 @@ inline std::vector<PipelineStep> pre_grad_steps(const nlohmann::json& options) {
 inline void register_pre_grad_pipeline(PassRegistry& registry) {
   registry.add_pipeline({"pre_grad",
                          "Inductor's pre_grad_passes in its order (options: pre_grad_fusion_options, freezing, "
-                         "permute_fusion, efficient_conv_bn_eval)",
+                         "permute_fusion, efficient_conv_bn_eval; predispatch, add_passes, remove_passes for "
+                         "Inductor's pre-dispatch list)",
                          pre_grad_steps,
-                         {"pre_grad_fusion_options", "freezing", "permute_fusion", "efficient_conv_bn_eval"}});
+                         {"pre_grad_fusion_options", "freezing", "permute_fusion", "efficient_conv_bn_eval", "predispatch",
+                          "add_passes", "remove_passes"}});
 }
 
 }  // namespace kiln
