@@ -6,6 +6,7 @@
 #include "kiln/passes/group_batch_fusion.hpp"
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/split_cat.hpp"
+#include "kiln/passes/split_cat_views.hpp"
 
 namespace kiln {
 
@@ -15,6 +16,7 @@ inline PassRegistry default_pass_registry() {
   register_fuse_addmm_pass(r);
   register_group_batch_fusion_passes(r);
   register_split_cat_passes(r);
+  register_sc_views_passes(r);
   return r;
 }
 
