@@ -2,8 +2,8 @@
 // The split/cat passes that turn pieces gathered back together into slices and
 // views of what they were cut from (kiln/passes/split_cat/pieces_to_views.hpp),
 // and einsum_to_pointwise_pass, each under Inductor's pass name:
-//   kiln-opt g.json --passes normalization_pass,split_cat_to_slices_pass \
-//     --pass-options '{"split_cat_to_slices_pass": {"threshold_to_cat": 2}}' --counters
+//   kiln-opt g.json --passes normalization_pass,split_cat_to_slices_pass
+//       --pass-options '{"split_cat_to_slices_pass": {"threshold_to_cat": 2}}' --counters
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/split_cat/einsum_to_pointwise.hpp"
 #include "kiln/passes/split_cat/pieces_to_views.hpp"

@@ -471,7 +471,19 @@ inline PatternMatcherPass make_pass(std::string name, Source source, Joiner join
   using pattern::CallFunction, pattern::Ignored, pattern::kwarg, pattern::MULTIPLE;
   PatternMatcherPass pass(name);
   const OpRef op = joiner == Joiner::cat ? torch::cat : torch::stack;
-  auto handler = [=](auto&, Graph& g, Node* root) { rewrite(g, root, source, joiner, name, *state); };
+  // As Inductor's handler: every cat (or stack) that reads the matched split's
+  // (unbind's) pieces is rewritten at this match, the root among them.
+  auto handler = [=](auto& m, Graph& g, Node*) {
+    const OpRef parent_op = source == Source::split ? torch::split : torch::unbind;
+    const auto& nodes = m.nodes();
+    const auto parent = std::find_if(nodes.begin(), nodes.end(), [&](const Node* n) { return n->is_call(parent_op); });
+    if (parent == nodes.end()) return;
+    std::vector<Node*> joiners;
+    for (const Node* piece : (*parent)->user_list())
+      for (Node* u : piece->user_list())
+        if (u->is_call(op) && std::find(joiners.begin(), joiners.end(), u) == joiners.end()) joiners.push_back(u);
+    for (Node* j : joiners) rewrite(g, j, source, joiner, name, *state);
+  };
   if (source == Source::split)
     pass.register_pattern(CallFunction(op, getitems_of_split(), kwarg<"dim">(Ignored()), MULTIPLE), handler,
                           [](const auto& m) { return every_split_is_torch_split(m); });
