@@ -446,12 +446,13 @@ Counters run_einsum(Graph& g) {
 
 TEST_CASE("einsum_to_pointwise_pass: 'bni,bnio->bno' read by an add becomes unsqueeze, mul and sum") {
   auto graphs = einsum_graphs("bni,bnio->bno");
+  const Graph original = graphs.einsum.clone();
   const Counters n = run_einsum(graphs.einsum);
   CHECK(n.get("einsum_to_pointwise_pass") == 1);
   CHECK(count_of(graphs.einsum, test_einsum) == 0);
   CHECK(count_of(graphs.einsum, torch::sum) == 1);
-  // The executor has no einsum kernel: the reference computes the product by matmul.
-  for (const Graph* reference : std::vector<const Graph*>{&graphs.by_matmul}) {
+  // Against the einsum itself, and against the same product by matmul.
+  for (const Graph* reference : std::vector<const Graph*>{&original, &graphs.by_matmul}) {
     runtime::NumericCheck check(*reference, {});
     const auto report = check.compare(graphs.einsum);
     INFO(report.summary());
@@ -471,3 +472,58 @@ TEST_CASE("einsum_to_pointwise_pass: other equations, repeated letters and einsu
   CHECK(count_of(diagonal.einsum, test_einsum) == 1);
 }
 
+// ---- the einsum kernel (kiln/kernels/einsum.hpp), against naive loops
+
+TEST_CASE("the einsum kernel computes a batched vector-matrix product, a matrix product and a diagonal") {
+  using runtime::Tensor;
+  auto run = [](const std::string& eq, std::vector<Shape> shapes, const Shape& out) {
+    Graph g;
+    ArgList args{Arg(eq)};
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      args.push_back(Arg(input(g, "in" + std::to_string(i), shapes[i])));
+      inputs.push_back(test::random_tensor(runtime::Shape(shapes[i].begin(), shapes[i].end()), static_cast<unsigned>(11 + i)));
+    }
+    Node* e = g.call_function(split_cat::einsum_detail::torch_einsum, std::move(args));
+    e->meta.val = MetaVal(f32(out));
+    g.output(ArgList{Arg(e)});
+    auto cg = runtime::CompiledGraph::compile(g, {});
+    auto result = cg.run(inputs);
+    REQUIRE(result[0].shape() == runtime::Shape(out.begin(), out.end()));
+    return std::pair{inputs, result[0]};
+  };
+  SUBCASE("bni,bnio->bno") {
+    auto [in, out] = run("bni,bnio->bno", {{2, 3, 4}, {2, 3, 4, 5}}, {2, 3, 5});
+    for (int b = 0; b < 2; ++b)
+      for (int n = 0; n < 3; ++n)
+        for (int o = 0; o < 5; ++o) {
+          double s = 0;
+          for (int i = 0; i < 4; ++i)
+            s += double(in[0].data<float>()[(b * 3 + n) * 4 + i]) * in[1].data<float>()[((b * 3 + n) * 4 + i) * 5 + o];
+          CHECK(out.data<float>()[(b * 3 + n) * 5 + o] == doctest::Approx(s).epsilon(1e-5));
+        }
+  }
+  SUBCASE("ij, jk -> ik, with spaces") {
+    auto [in, out] = run("ij, jk -> ik", {{3, 4}, {4, 2}}, {3, 2});
+    for (int i = 0; i < 3; ++i)
+      for (int k = 0; k < 2; ++k) {
+        double s = 0;
+        for (int j = 0; j < 4; ++j) s += double(in[0].data<float>()[i * 4 + j]) * in[1].data<float>()[j * 2 + k];
+        CHECK(out.data<float>()[i * 2 + k] == doctest::Approx(s).epsilon(1e-5));
+      }
+  }
+  SUBCASE("ii->i reads the diagonal") {
+    auto [in, out] = run("ii->i", {{4, 4}}, {4});
+    for (int i = 0; i < 4; ++i) CHECK(out.data<float>()[i] == in[0].data<float>()[i * 4 + i]);
+  }
+}
+
+TEST_CASE("the einsum kernel refuses sizes that disagree and an implicit output, naming the node") {
+  Graph g;
+  Node* a = input(g, "a", {3, 4});
+  Node* b = input(g, "b", {5, 2});
+  Node* e = g.call_function(split_cat::einsum_detail::torch_einsum, {Arg("ij,jk->ik"), Arg(a), Arg(b)}, {}, "bad_einsum");
+  e->meta.val = MetaVal(f32({3, 2}));
+  g.output(ArgList{Arg(e)});
+  CHECK_THROWS_WITH_AS(runtime::CompiledGraph::compile(g, {}), doctest::Contains("bad_einsum"), runtime::CompileError);
+}
