@@ -24,6 +24,7 @@ const KernelTable& default_kernels();
 #ifdef KILN_KERNELS_IMPLEMENTATION
 #include <boost/hana/concat.hpp>
 
+#include "kiln/kernels/einsum.hpp"
 #include "kiln/kernels/onednn.hpp"
 #include "kiln/kernels/pointwise.hpp"
 #include "kiln/kernels/reductions.hpp"
@@ -32,8 +33,9 @@ const KernelTable& default_kernels();
 namespace kiln::kernels {
 
 inline constexpr auto all_kernels =
-    boost::hana::concat(boost::hana::concat(pointwise_kernels, reductions_kernels),
-                        boost::hana::concat(shape_ops_kernels, onednn_kernels));
+    boost::hana::concat(boost::hana::concat(boost::hana::concat(pointwise_kernels, reductions_kernels),
+                                            boost::hana::concat(shape_ops_kernels, onednn_kernels)),
+                        einsum_kernels);
 
 const KernelTable& default_kernels() {
   static const KernelTable table = make_kernel_table(all_kernels);

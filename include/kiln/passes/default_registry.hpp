@@ -12,6 +12,7 @@
 #include "kiln/passes/split_cat.hpp"
 #include "kiln/passes/split_cat/simplify_passes.hpp"
 #include "kiln/passes/split_cat/merge_passes.hpp"
+#include "kiln/passes/split_cat_views.hpp"
 
 namespace kiln {
 
@@ -21,6 +22,7 @@ inline PassRegistry default_pass_registry() {
   register_fuse_addmm_pass(r);
   register_group_batch_fusion_passes(r);
   register_split_cat_passes(r);
+  register_sc_views_passes(r);
   register_sc_merge_passes(r);
   register_predispatch_passes(r);
   register_sc_simplify_passes(r);
