@@ -24,45 +24,47 @@
 namespace kiln {
 
 inline void register_predispatch_passes(PassRegistry& registry) {
-  using split_cat::register_counting_pass;
-  register_counting_pass(registry, "fuse_parallel_linear_pass",
-                         "linears sharing an input become one linear on concatenated weights and a split",
-                         predispatch::make_fuse_parallel_linear_pass);
-  register_counting_pass(registry, "stack_to_unsqueeze_pass", "stack of one tensor becomes unsqueeze",
-                         predispatch::make_stack_to_unsqueeze_pass);
-  register_counting_pass(registry, "merge_concats_pass", "a cat of a cat on the same dim is flattened",
-                         predispatch::make_merge_concats_pass);
-  register_counting_pass(registry, "remove_split_ops_pass",
-                         "a split whose pieces all go back in order into a cat on its dim, or a split into one "
-                         "piece, becomes its input",
-                         predispatch::make_remove_split_ops_pass);
-  register_counting_pass(registry, "remove_reshape_pass", "a reshape or view to its input's shape becomes its input",
-                         predispatch::make_remove_reshape_pass);
-  register_counting_pass(registry, "relu_nan_to_num",
-                         "nan_to_num after relu is dropped where the values are known finite",
-                         predispatch::make_relu_nan_to_num_pass);
-  register_counting_pass(registry, "fuse_chunk_squeeze_cat_pass",
-                         "chunk -> squeeze -> cat of every piece in order becomes one reshape",
-                         predispatch::make_fuse_chunk_squeeze_cat_pass);
-  register_counting_pass(registry, "fuse_chunk_reshape_concat_pass",
-                         "chunk -> reshape -> cat of every piece in order becomes one reshape",
-                         predispatch::make_fuse_chunk_reshape_concat_pass);
-  register_counting_pass(registry, "fuse_chunk_reshape_unsqueeze_concat_pass",
-                         "chunk -> reshape -> unsqueeze -> cat of every piece in order becomes one reshape",
-                         predispatch::make_fuse_chunk_reshape_unsqueeze_concat_pass);
-  register_counting_pass(registry, "fuse_split_getitem_squeeze_cat",
-                         "split -> getitem -> squeeze -> cat of every piece in order becomes one reshape",
-                         predispatch::make_fuse_split_getitem_squeeze_cat_pass);
-  register_counting_pass(registry, "fuse_split_linear_add_pass",
-                         "linears of a split's pieces summed become one linear on concatenated weights",
-                         predispatch::make_fuse_split_linear_add_pass);
-  register_counting_pass(registry, "normalization_aten_pass",
-                         "aten split/split_with_sizes/cat to canonical calls (Inductor's post-grad split_cat)",
-                         split_cat::make_normalization_aten_pass);
-  register_counting_pass(registry, "unbind_stack_aten_pass",
-                         "cat of unsqueezed selects of every slice in order becomes the input (Inductor's post-grad "
-                         "split_cat)",
-                         split_cat::make_unbind_stack_aten_pass);
+  split_cat::register_counting_passes(registry, {
+      {"fuse_parallel_linear_pass",
+       "linears sharing an input become one linear on concatenated weights and a split",
+       predispatch::make_fuse_parallel_linear_pass},
+      {"stack_to_unsqueeze_pass",
+       "stack of one tensor becomes unsqueeze",
+       predispatch::make_stack_to_unsqueeze_pass},
+      {"merge_concats_pass",
+       "a cat of a cat on the same dim is flattened",
+       predispatch::make_merge_concats_pass},
+      {"remove_split_ops_pass",
+       "a split whose pieces all go back in order into a cat on its dim, or a split into one piece, becomes its input",
+       predispatch::make_remove_split_ops_pass},
+      {"remove_reshape_pass",
+       "a reshape or view to its input's shape becomes its input",
+       predispatch::make_remove_reshape_pass},
+      {"relu_nan_to_num",
+       "nan_to_num after relu is dropped where the values are known finite",
+       predispatch::make_relu_nan_to_num_pass},
+      {"fuse_chunk_squeeze_cat_pass",
+       "chunk -> squeeze -> cat of every piece in order becomes one reshape",
+       predispatch::make_fuse_chunk_squeeze_cat_pass},
+      {"fuse_chunk_reshape_concat_pass",
+       "chunk -> reshape -> cat of every piece in order becomes one reshape",
+       predispatch::make_fuse_chunk_reshape_concat_pass},
+      {"fuse_chunk_reshape_unsqueeze_concat_pass",
+       "chunk -> reshape -> unsqueeze -> cat of every piece in order becomes one reshape",
+       predispatch::make_fuse_chunk_reshape_unsqueeze_concat_pass},
+      {"fuse_split_getitem_squeeze_cat",
+       "split -> getitem -> squeeze -> cat of every piece in order becomes one reshape",
+       predispatch::make_fuse_split_getitem_squeeze_cat_pass},
+      {"fuse_split_linear_add_pass",
+       "linears of a split's pieces summed become one linear on concatenated weights",
+       predispatch::make_fuse_split_linear_add_pass},
+      {"normalization_aten_pass",
+       "aten split/split_with_sizes/cat to canonical calls (Inductor's post-grad split_cat)",
+       split_cat::make_normalization_aten_pass},
+      {"unbind_stack_aten_pass",
+       "cat of unsqueezed selects of every slice in order becomes the input (Inductor's post-grad split_cat)",
+       split_cat::make_unbind_stack_aten_pass},
+  });
   // decompose_mm_pass reads its thresholds from the pass's options.
   auto slot = std::make_shared<Counters*>(nullptr);
   auto options = std::make_shared<split_cat::DecomposeMmOptions>();
@@ -70,13 +72,11 @@ inline void register_predispatch_passes(PassRegistry& registry) {
   registry.add({"decompose_mm_pass",
                 "memory-bound mm/addmm/bmm become a broadcast multiply and a sum (Inductor's thresholds; option "
                 "device: cpu or cuda)",
-                [slot, options, pass](Graph& g, PassContext& ctx) {
-                  *options = split_cat::DecomposeMmOptions::from_json(ctx.options);
-                  *slot = &ctx.counters;
-                  const std::size_t n = pass->apply(g, &ctx.counters);
-                  *slot = nullptr;
-                  return n > 0;
-                },
+                split_cat::counting_pass_run(slot, pass,
+                                             [options](PassContext* ctx) {
+                                               if (!ctx) return;
+                                               *options = split_cat::DecomposeMmOptions::from_json(ctx->options);
+                                             }),
                 split_cat::DecomposeMmOptions::keys()});
 }
 

@@ -9,13 +9,15 @@
 namespace kiln {
 
 inline void register_split_cat_passes(PassRegistry& registry) {
-  split_cat::register_counting_pass(registry, "normalization_pass",
-                                    "split/unbind/cat/stack to canonical calls, squeeze/reshape/clamp/detach methods "
-                                    "to torch functions (Inductor's split_cat normalization)",
-                                    split_cat::make_normalization_pass);
-  split_cat::register_counting_pass(registry, "remove_split_with_size_one_pass",
-                                    "a split into one piece becomes its input (Inductor's split_cat)",
-                                    split_cat::make_remove_split_with_size_one_pass);
+  split_cat::register_counting_passes(registry, {
+      {"normalization_pass",
+       "split/unbind/cat/stack to canonical calls, squeeze/reshape/clamp/detach methods to torch functions "
+       "(Inductor's split_cat normalization)",
+       split_cat::make_normalization_pass},
+      {"remove_split_with_size_one_pass",
+       "a split into one piece becomes its input (Inductor's split_cat)",
+       split_cat::make_remove_split_with_size_one_pass},
+  });
 }
 
 }  // namespace kiln

@@ -21,6 +21,8 @@ KILN_DECLARE_OP(t, "torch.t");
 namespace detail {
 
 using split_cat::detail::arg_value;
+using split_cat::detail::call_with_meta;
+using split_cat::detail::erase_if_unused;
 using split_cat::detail::int_of;
 using split_cat::detail::tensor_of;
 
@@ -87,11 +89,12 @@ inline std::optional<TensorMeta> matmul_meta(const TensorMeta& a, const TensorMe
   return gbf::contiguous(std::move(shape), a.dtype);
 }
 
-// A call of `op` at the graph's insertion point, with `meta` as its meta.val.
-inline Node* call_with_meta(Graph& g, OpRef op, ArgList args, MetaVal meta, ArgDict kwargs = {}) {
-  Node* n = g.call_function(op, std::move(args), std::move(kwargs));
-  n->meta.val = std::move(meta);
-  return n;
+// Moves `old`'s users to `fresh` and erases `old`, then each of `bypassed`
+// (the permute or linear the rewrite reads around) that nothing reads any more.
+inline void replace_and_erase(Graph& g, Node* old, Node* fresh, std::initializer_list<Node*> bypassed) {
+  old->replace_all_uses_with(fresh);
+  g.erase_node(old);
+  erase_if_unused(g, bypassed);
 }
 
 }  // namespace detail

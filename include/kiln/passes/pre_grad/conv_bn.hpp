@@ -8,6 +8,7 @@
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/pre_grad/efficient_conv_bn_eval.hpp"
 #include "kiln/passes/pre_grad/fuse_conv_bn.hpp"
+#include "kiln/passes/split_cat/common.hpp"
 
 namespace kiln {
 
@@ -22,14 +23,8 @@ inline void register_conv_bn_passes(PassRegistry& registry) {
   registry.add({"efficient_conv_bn_eval_pass",
                 "a convolution and the inference batch-norm after it become one convolution on weights "
                 "scaled in the graph (Inductor's efficient_conv_bn_eval)",
-                [counters, weights, pass](Graph& g, PassContext& ctx) {
-                  *counters = &ctx.counters;
-                  *weights = ctx.weights;
-                  const std::size_t n = pass->apply(g, &ctx.counters);
-                  *counters = nullptr;
-                  *weights = nullptr;
-                  return n > 0;
-                }});
+                split_cat::counting_pass_run(
+                    counters, pass, [weights](PassContext* ctx) { *weights = ctx ? ctx->weights : nullptr; })});
 }
 
 }  // namespace kiln

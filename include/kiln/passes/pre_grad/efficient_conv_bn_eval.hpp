@@ -26,6 +26,7 @@
 #include "kiln/io/weight_store.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/pre_grad/conv_bn_common.hpp"
+#include "kiln/passes/split_cat/common.hpp"
 
 namespace kiln::pre_grad {
 
@@ -44,11 +45,7 @@ inline ScalingOps aten_ops() {
           OpRef("aten.mul.Scalar"), OpRef("aten.rsqrt.default"), OpRef("aten.reshape.default")};
 }
 
-inline Node* emit(Graph& g, OpRef op, ArgList args, TensorMeta meta) {
-  Node* n = g.call_function(op, std::move(args));
-  n->meta.val = std::move(meta);
-  return n;
-}
+using split_cat::detail::call_with_meta;
 
 // The parameters of one conv + batch-norm pair as graph values (null: None).
 struct Params {
@@ -76,15 +73,15 @@ inline std::optional<std::pair<Node*, Node*>> emit_scaled(Graph& g, const Scalin
   const TensorMeta column{column_shape, wm->dtype, column_stride};
   TensorMeta scaled_weight = *wm;
 
-  Node* shifted = emit(g, ops.add_scalar, {Arg(p.var), Arg(p.eps)}, vec);
-  Node* coeff = emit(g, ops.rsqrt, {Arg(shifted)}, vec);
-  if (p.gamma) coeff = emit(g, ops.mul, {Arg(p.gamma), Arg(coeff)}, vec);
-  Node* coeff_column = emit(g, ops.reshape, {Arg(coeff), Arg(std::move(column_args))}, column);
-  Node* weight = emit(g, ops.mul, {Arg(p.weight), Arg(coeff_column)}, scaled_weight);
-  Node* centred = p.bias ? emit(g, ops.sub, {Arg(p.bias), Arg(p.mean)}, vec)
-                         : emit(g, ops.mul_scalar, {Arg(p.mean), Arg(-1.0)}, vec);
-  Node* bias = emit(g, ops.mul, {Arg(coeff), Arg(centred)}, vec);
-  if (p.beta) bias = emit(g, ops.add, {Arg(p.beta), Arg(bias)}, vec);
+  Node* shifted = call_with_meta(g, ops.add_scalar, {Arg(p.var), Arg(p.eps)}, vec);
+  Node* coeff = call_with_meta(g, ops.rsqrt, {Arg(shifted)}, vec);
+  if (p.gamma) coeff = call_with_meta(g, ops.mul, {Arg(p.gamma), Arg(coeff)}, vec);
+  Node* coeff_column = call_with_meta(g, ops.reshape, {Arg(coeff), Arg(std::move(column_args))}, column);
+  Node* weight = call_with_meta(g, ops.mul, {Arg(p.weight), Arg(coeff_column)}, scaled_weight);
+  Node* centred = p.bias ? call_with_meta(g, ops.sub, {Arg(p.bias), Arg(p.mean)}, vec)
+                         : call_with_meta(g, ops.mul_scalar, {Arg(p.mean), Arg(-1.0)}, vec);
+  Node* bias = call_with_meta(g, ops.mul, {Arg(coeff), Arg(centred)}, vec);
+  if (p.beta) bias = call_with_meta(g, ops.add, {Arg(p.beta), Arg(bias)}, vec);
   return std::pair{weight, bias};
 }
 

@@ -91,21 +91,21 @@ inline PatternMatcherPass make_fuse_parallel_linear_pass(std::shared_ptr<Counter
         std::vector<Node*> replacements;
         {
         auto guard = g.inserting_before(group.front());
-        Node* w = d::make_call(g, cat, {Arg(weights)}, {{"dim", Arg(0)}}, d::meta_like(wmeta, {total, k}));
-        Node* b = with_bias ? d::make_call(g, cat, {Arg(biases)}, {{"dim", Arg(0)}}, d::meta_like(wmeta, {total}))
+        Node* w = d::call_with_meta(g, cat, {Arg(weights)}, d::meta_like(wmeta, {total, k}), {{"dim", Arg(0)}});
+        Node* b = with_bias ? d::call_with_meta(g, cat, {Arg(biases)}, d::meta_like(wmeta, {total}), {{"dim", Arg(0)}})
                             : nullptr;
         d::Shape out_shape = *xs;
         out_shape.back() = total;
         const std::int64_t last = static_cast<std::int64_t>(out_shape.size()) - 1;
-        Node* fused = d::make_call(g, root->target(), {Arg(x), Arg(w), b ? Arg(b) : Arg()}, {},
-                                   d::meta_like(*d::tensor_of(root), out_shape));
+        Node* fused = d::call_with_meta(g, root->target(), {Arg(x), Arg(w), b ? Arg(b) : Arg()},
+                                        d::meta_like(*d::tensor_of(root), out_shape));
         MetaVal::List parts;
         for (Node* u : group) parts.push_back(u->meta.val);
-        Node* split = d::make_call(g, aten_level ? aten::split_with_sizes : torch::split, {Arg(fused), Arg(sizes)},
-                                   {{"dim", Arg(last)}}, MetaVal(std::move(parts)));
+        Node* split = d::call_with_meta(g, aten_level ? aten::split_with_sizes : torch::split, {Arg(fused), Arg(sizes)},
+                                        MetaVal(std::move(parts)), {{"dim", Arg(last)}});
         for (std::size_t i = 0; i < group.size(); ++i) {
-          Node* piece = d::make_call(g, pyop::getitem, {Arg(split), Arg(static_cast<std::int64_t>(i))}, {},
-                                     group[i]->meta.val);
+          Node* piece =
+              d::call_with_meta(g, pyop::getitem, {Arg(split), Arg(static_cast<std::int64_t>(i))}, group[i]->meta.val);
           replacements.push_back(piece);
         }
         }

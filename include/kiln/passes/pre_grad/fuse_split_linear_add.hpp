@@ -106,14 +106,14 @@ inline PatternMatcherPass make_fuse_split_linear_add_pass(std::shared_ptr<Counte
         Node* fused;
         {
           auto guard = g.inserting_before(root);
-          Node* w = d::make_call(g, aten_level ? aten::cat : torch::cat, {Arg(weights)}, {{"dim", Arg(1)}},
-                                 d::meta_like(wmeta, {width, pieces->input_shape.back()}));
+          Node* w = d::call_with_meta(g, aten_level ? aten::cat : torch::cat, {Arg(weights)},
+                                      d::meta_like(wmeta, {width, pieces->input_shape.back()}), {{"dim", Arg(1)}});
           Node* b = biases.empty() ? nullptr : biases[0].node();
           for (std::size_t i = 1; i < biases.size(); ++i)
-            b = d::make_call(g, aten_level ? aten::add_Tensor : torch::add, {Arg(b), biases[i]}, {},
-                             d::meta_like(wmeta, {width}));
-          fused = d::make_call(g, by_piece[0]->target(), {Arg(pieces->input), Arg(w), b ? Arg(b) : Arg()}, {},
-                               root->meta.val);
+            b = d::call_with_meta(g, aten_level ? aten::add_Tensor : torch::add, {Arg(b), biases[i]},
+                                  d::meta_like(wmeta, {width}));
+          fused = d::call_with_meta(g, by_piece[0]->target(), {Arg(pieces->input), Arg(w), b ? Arg(b) : Arg()},
+                                    root->meta.val);
         }
         root->replace_all_uses_with(fused);
         g.erase_node(root);

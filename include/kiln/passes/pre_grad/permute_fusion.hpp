@@ -81,9 +81,7 @@ inline std::size_t linear_permute_fusion(Graph& g) {
         out = d::add(g, out, column);
       }
     }
-    p->replace_all_uses_with(out);
-    g.erase_node(p);
-    if (lin->num_users() == 0) g.erase_node(lin);
+    d::replace_and_erase(g, p, out, {lin});
     ++rewritten;
   }
   return rewritten;
@@ -105,9 +103,7 @@ inline std::size_t permute_linear_fusion(Graph& g) {
       out = d::matmul(g, d::transpose_last_two(g, x), wt);
       if (l.bias) out = d::add(g, out, l.bias);
     }
-    lin->replace_all_uses_with(out);
-    g.erase_node(lin);
-    if (permute->num_users() == 0) g.erase_node(permute);
+    d::replace_and_erase(g, lin, out, {permute});
     ++rewritten;
   }
   return rewritten;
@@ -135,10 +131,7 @@ inline std::size_t permute_matmul_fusion(Graph& g) {
       Node* rhs = b_in ? d::transpose_last_two(g, b_in) : b_node;
       out = d::matmul(g, lhs, rhs);
     }
-    mm->replace_all_uses_with(out);
-    g.erase_node(mm);
-    if (a_in && a_node->num_users() == 0) g.erase_node(a_node);
-    if (b_in && b_node != a_node && b_node->num_users() == 0) g.erase_node(b_node);
+    d::replace_and_erase(g, mm, out, {a_in ? a_node : nullptr, b_in ? b_node : nullptr});
     ++rewritten;
   }
   return rewritten;

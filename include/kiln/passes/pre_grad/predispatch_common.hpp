@@ -30,7 +30,10 @@ KILN_DECLARE_OP(torch_concat, "torch.concat");
 
 namespace detail {
 using split_cat::detail::arg_value;
+using split_cat::detail::call_with_meta;
+using split_cat::detail::erase_if_unused;
 using split_cat::detail::int_of;
+using split_cat::detail::normalized_dim;
 using split_cat::detail::tensor_of;
 
 inline bool is_any(const Node& n, std::initializer_list<OpRef> ops) {
@@ -70,12 +73,6 @@ inline std::int64_t numel(const Shape& s) {
   for (std::int64_t d : s) n *= d;
   return n;
 }
-// `dim` in [-rank, rank) made non-negative; nullopt when out of range.
-inline std::optional<std::int64_t> normalize_dim(std::int64_t dim, std::size_t rank) {
-  const auto r = static_cast<std::int64_t>(rank);
-  if (dim < -r || dim >= r) return std::nullopt;
-  return dim < 0 ? dim + r : dim;
-}
 // An optional int argument (None or absent: `fallback`).
 inline std::optional<std::int64_t> int_arg(const Node& n, std::size_t i, std::string_view name, std::int64_t fallback) {
   const Arg* a = arg_value(n, i, name);
@@ -86,12 +83,6 @@ inline std::optional<std::int64_t> int_arg(const Node& n, std::size_t i, std::st
 inline TensorMeta meta_like(const TensorMeta& like, const Shape& shape) {
   std::vector<Dim> dims(shape.begin(), shape.end());
   return TensorMeta{std::move(dims), like.dtype, std::nullopt};
-}
-// A call_function placed at the graph's current insertion point, with meta.
-inline Node* make_call(Graph& g, OpRef op, ArgList args, ArgDict kwargs, MetaVal val) {
-  Node* n = g.call_function(op, std::move(args), std::move(kwargs));
-  n->meta.val = std::move(val);
-  return n;
 }
 
 // A split or chunk node read from its meta: the tensor it cuts, the dim
@@ -111,7 +102,7 @@ inline std::optional<Pieces> pieces_of(const Node& s) {
   const auto raw_dim = int_arg(s, 2, "dim", 0);
   const MetaVal::List* parts = s.meta.val.list();
   if (!shape || !raw_dim || !parts || parts->empty()) return std::nullopt;
-  const auto dim = normalize_dim(*raw_dim, shape->size());
+  const auto dim = normalized_dim(*raw_dim, shape->size());
   if (!dim) return std::nullopt;
   Pieces p{in->node(), *dim, *shape, {}};
   for (const MetaVal& part : *parts) {
@@ -128,7 +119,7 @@ inline std::optional<std::size_t> piece_index(const Node& getitem, const Node* s
     return std::nullopt;
   const auto i = int_of(&getitem.args()[1]);
   if (!i) return std::nullopt;
-  const auto k = normalize_dim(*i, pieces);
+  const auto k = normalized_dim(*i, pieces);
   if (!k) return std::nullopt;
   return static_cast<std::size_t>(*k);
 }
@@ -154,7 +145,7 @@ inline std::optional<CatCall> cat_of(const Node& cat) {
   if (!tensors || !tensors->list() || !raw || !out) return std::nullopt;
   for (const Arg& t : *tensors->list())
     if (!t.node()) return std::nullopt;
-  const auto dim = normalize_dim(*raw, out->rank());
+  const auto dim = normalized_dim(*raw, out->rank());
   if (!dim) return std::nullopt;
   return CatCall{*tensors->list(), *dim};
 }
@@ -166,12 +157,6 @@ struct Count {
     if (*slot) (*slot)->increment(name);
   }
 };
-
-// Erases `nodes` (in the order given) where nothing uses them any more.
-inline void erase_if_unused(Graph& g, std::initializer_list<Node*> nodes) {
-  for (Node* n : nodes)
-    if (n && !n->erased() && n->num_users() == 0) g.erase_node(n);
-}
 
 }  // namespace detail
 }  // namespace kiln::predispatch

@@ -20,7 +20,7 @@ inline PatternMatcherPass make_stack_to_unsqueeze_pass(std::shared_ptr<Counters*
                           const TensorMeta* xt = d::tensor_of(x);
                           const auto raw = d::int_arg(*node, 1, "dim", 0);
                           if (!x || !xt || !raw || !d::tensor_of(node)) return;
-                          const auto dim = d::normalize_dim(*raw, xt->rank() + 1);
+                          const auto dim = d::normalized_dim(*raw, xt->rank() + 1);
                           if (!dim) return;
                           const OpRef op = d::is_aten(*node) ? aten::unsqueeze : torch::unsqueeze;
                           split_cat::detail::replace_by_call(g, node, op, {Arg(x), Arg(*dim)}, {});

@@ -77,15 +77,15 @@ inline PatternMatcherPass make_unbind_stack_aten_pass(std::shared_ptr<Counters*>
         const auto out = d::static_shape(cat);
         const auto cat_dim = d::int_arg(*cat, 1, "dim", 0);
         if (!xs || !out || !cat_dim) return;
-        const auto dim = d::normalize_dim(*cat_dim, xs->size());
+        const auto dim = d::normalized_dim(*cat_dim, xs->size());
         bool ok = dim && out == xs && static_cast<std::int64_t>(selects.size()) == (*xs)[*dim];
         for (std::size_t i = 0; ok && i < selects.size(); ++i) {
           const auto sd = d::int_arg(*selects[i], 1, "dim", -1);
           const auto si = d::int_arg(*selects[i], 2, "index", -1);
           const auto ud = d::int_arg(*unsqueezes[i], 1, "dim", -1);
-          ok = selects[i]->args()[0].node() == x && sd && si && ud &&
-               d::normalize_dim(*sd, xs->size()) == dim && d::normalize_dim(*ud, xs->size()) == dim &&
-               d::normalize_dim(*si, static_cast<std::size_t>((*xs)[*dim])) == static_cast<std::int64_t>(i) &&
+          ok = selects[i]->args()[0].node() == x && sd && si && ud && d::normalized_dim(*sd, xs->size()) == dim &&
+               d::normalized_dim(*ud, xs->size()) == dim &&
+               d::normalized_dim(*si, static_cast<std::size_t>((*xs)[*dim])) == static_cast<std::int64_t>(i) &&
                unsqueezes[i]->num_users() == 1 && selects[i]->num_users() == 1;
         }
         if (!ok) {

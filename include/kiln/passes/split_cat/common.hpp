@@ -1,11 +1,14 @@
 #pragma once
-// What the split/cat passes share: argument lookups as Inductor's
-// get_arg_value, replacing a node by a canonical call, and registering a
-// pattern pass whose handlers count under the family's own counter names.
+// What the split/cat and pre-grad passes share: argument lookups as
+// Inductor's get_arg_value, making a call with its meta or in place of a node,
+// and registering pattern passes whose handlers count under the family's own
+// counter names.
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "kiln/ops/operator.hpp"
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/pattern/python_equal.hpp"
@@ -23,6 +26,37 @@ inline std::optional<std::int64_t> int_of(const Arg* a) {
   if (!a) return std::nullopt;
   if (const auto* i = a->get_if<std::int64_t>()) return *i;
   return std::nullopt;
+}
+// `dim` in [-rank, rank) made non-negative; nullopt when out of range.
+inline std::optional<std::int64_t> normalized_dim(std::int64_t dim, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (dim < -r || dim >= r) return std::nullopt;
+  return dim < 0 ? dim + r : dim;
+}
+// A call of `op` at the graph's insertion point, with `meta` as its meta.val.
+inline Node* call_with_meta(Graph& g, OpRef op, ArgList args, MetaVal meta, ArgDict kwargs = {}) {
+  Node* n = g.call_function(op, std::move(args), std::move(kwargs));
+  n->meta.val = std::move(meta);
+  return n;
+}
+// getitem(source, index) made right after `source`, with `meta`, taking the
+// users of `old` (which is erased).
+inline Node* replace_by_getitem(Graph& g, Node* old, Node* source, std::int64_t index, MetaVal meta) {
+  Node* item;
+  {
+    auto guard = g.inserting_after(source);
+    item = g.call_function(pyop::getitem, {Arg(source), Arg(index)});
+  }
+  item->meta.val = std::move(meta);
+  old->replace_all_uses_with(item);
+  g.erase_node(old);
+  return item;
+}
+// Erases `nodes` (in the order given) where nothing uses them any more;
+// null and already erased ones are skipped.
+inline void erase_if_unused(Graph& g, std::initializer_list<Node*> nodes) {
+  for (Node* n : nodes)
+    if (n && !n->erased() && n->num_users() == 0) g.erase_node(n);
 }
 // Replaces `old` by a call of `op` made right after it, which takes its users and meta.
 inline Node* replace_by_call(Graph& g, Node* old, OpRef op, ArgList args, ArgDict kwargs) {
@@ -65,17 +99,41 @@ inline bool all_static(const TensorMeta& t) {
 
 }  // namespace detail
 
+// The run function of a pattern pass whose handlers count through `slot`:
+// the slot points at the run's counters only while the pass runs. `bind` sets
+// the pass's other per-run inputs (weights, options): it is called with the
+// run's context before and with null after, so nothing outlives the run.
+template <class Bind>
+inline auto counting_pass_run(std::shared_ptr<Counters*> slot, std::shared_ptr<PatternMatcherPass> pass, Bind bind) {
+  return [slot = std::move(slot), pass = std::move(pass), bind = std::move(bind)](Graph& g, PassContext& ctx) {
+    bind(&ctx);
+    *slot = &ctx.counters;
+    const std::size_t n = pass->apply(g, &ctx.counters);
+    *slot = nullptr;
+    bind(nullptr);
+    return n > 0;
+  };
+}
+
+using MakeCountingPass = PatternMatcherPass (*)(std::shared_ptr<Counters*>);
+
 // A pattern pass whose handlers count through `slot`, registered by name.
 inline void register_counting_pass(PassRegistry& registry, std::string name, std::string description,
-                                   PatternMatcherPass (*make)(std::shared_ptr<Counters*>)) {
+                                   MakeCountingPass make) {
   auto slot = std::make_shared<Counters*>(nullptr);
   auto pass = std::make_shared<PatternMatcherPass>(make(slot));
-  registry.add({std::move(name), std::move(description), [slot, pass](Graph& g, PassContext& ctx) {
-                  *slot = &ctx.counters;
-                  const std::size_t n = pass->apply(g, &ctx.counters);
-                  *slot = nullptr;
-                  return n > 0;
-                }});
+  registry.add({std::move(name), std::move(description), counting_pass_run(slot, pass, [](PassContext*) {})});
+}
+
+// One row of a family's registration table.
+struct CountingPass {
+  std::string name;
+  std::string description;
+  MakeCountingPass make;
+};
+// Registers each pass of the table, in order.
+inline void register_counting_passes(PassRegistry& registry, std::initializer_list<CountingPass> passes) {
+  for (const CountingPass& p : passes) register_counting_pass(registry, p.name, p.description, p.make);
 }
 
 }  // namespace kiln::split_cat

@@ -85,13 +85,13 @@ inline PatternMatcherPass make_decompose_mm_pass(std::shared_ptr<Counters*> coun
     out.erase(out.begin() + static_cast<std::ptrdiff_t>(k_dim));
     const TensorMeta& like = *d::tensor_of(a);
     auto guard = g.inserting_before(at);
-    Node* a3 = d::make_call(g, aten::unsqueeze, {Arg(a), Arg(static_cast<std::int64_t>(k_dim + 1))}, {},
-                            d::meta_like(like, ua));
-    Node* b3 = d::make_call(g, aten::unsqueeze, {Arg(b), Arg(static_cast<std::int64_t>(k_dim - 1))}, {},
-                            d::meta_like(like, ub));
-    Node* p = d::make_call(g, aten::mul_Tensor, {Arg(a3), Arg(b3)}, {}, d::meta_like(like, prod));
-    return d::make_call(g, aten::sum_dim_IntList, {Arg(p), Arg(ArgList{Arg(static_cast<std::int64_t>(k_dim))})}, {},
-                        d::meta_like(like, out));
+    Node* a3 = d::call_with_meta(g, aten::unsqueeze, {Arg(a), Arg(static_cast<std::int64_t>(k_dim + 1))},
+                                 d::meta_like(like, ua));
+    Node* b3 = d::call_with_meta(g, aten::unsqueeze, {Arg(b), Arg(static_cast<std::int64_t>(k_dim - 1))},
+                                 d::meta_like(like, ub));
+    Node* p = d::call_with_meta(g, aten::mul_Tensor, {Arg(a3), Arg(b3)}, d::meta_like(like, prod));
+    return d::call_with_meta(g, aten::sum_dim_IntList, {Arg(p), Arg(ArgList{Arg(static_cast<std::int64_t>(k_dim))})},
+                             d::meta_like(like, out));
   };
   // The two operands' static shapes when they have one dtype.
   auto operands = [](const Node* a, const Node* b) -> std::optional<std::pair<d::Shape, d::Shape>> {
@@ -131,7 +131,7 @@ inline PatternMatcherPass make_decompose_mm_pass(std::shared_ptr<Counters*> coun
     Node* result;
     {
       auto guard = g.inserting_before(node);
-      result = d::make_call(g, aten::add_Tensor, {Arg(sum), Arg(c)}, {}, node->meta.val);
+      result = d::call_with_meta(g, aten::add_Tensor, {Arg(sum), Arg(c)}, node->meta.val);
     }
     node->replace_all_uses_with(result);
     g.erase_node(node);

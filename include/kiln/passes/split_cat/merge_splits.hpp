@@ -57,14 +57,7 @@ inline SimplifyOutcome merge(Graph& g, Node* next, Counters* counters) {
   }
   for (Node* gi : next->user_list()) {
     const std::int64_t j = *index + *detail::int_of(&gi->args()[1]);
-    Node* item;
-    {
-      auto guard = g.inserting_after(split);
-      item = g.call_function(pyop::getitem, {Arg(split), Arg(j)});
-    }
-    item->meta.val = metas[static_cast<std::size_t>(j)];
-    gi->replace_all_uses_with(item);
-    g.erase_node(gi);
+    detail::replace_by_getitem(g, gi, split, j, metas[static_cast<std::size_t>(j)]);
   }
   g.erase_node(next);
   g.erase_node(piece);

@@ -97,14 +97,7 @@ inline SimplifyOutcome merge_split_squeeze(Graph& g, Node* split, Counters* coun
       continue;
     }
     Node* squeeze = *gi->users().begin();
-    Node* item;
-    {
-      auto guard = g.inserting_after(unbind);
-      item = g.call_function(pyop::getitem, {Arg(unbind), Arg(it->first)});
-    }
-    item->meta.val = MetaVal(sd::tensor_meta(piece, dtype));
-    squeeze->replace_all_uses_with(item);
-    g.erase_node(squeeze);
+    detail::replace_by_getitem(g, squeeze, unbind, it->first, MetaVal(sd::tensor_meta(piece, dtype)));
     g.erase_node(gi);
   }
   g.erase_node(split);

@@ -69,13 +69,7 @@ inline std::optional<std::vector<std::int64_t>> int_list(const Arg* a) {
   }
   return out;
 }
-// `dim` made non-negative for a tensor of `rank` dims; nullopt when out of range.
-inline std::optional<std::int64_t> normalized_dim(std::int64_t dim, std::size_t rank) {
-  const auto r = static_cast<std::int64_t>(rank);
-  if (dim < 0) dim += r;
-  if (dim < 0 || dim >= r) return std::nullopt;
-  return dim;
-}
+using detail::normalized_dim;
 inline bool is_getitem(const Node* n) { return n->is_call(pyop::getitem) && n->args().size() == 2; }
 
 // Inductor's TorchSplit: a split whose sections are a list and whose users

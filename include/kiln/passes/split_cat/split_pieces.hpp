@@ -35,13 +35,6 @@ inline std::int64_t product(const std::vector<Dim>& shape, std::size_t from, std
   for (std::size_t k = from; k < to; ++k) n *= std::get<std::int64_t>(shape[k]);
   return n;
 }
-// A dim given against `rank` made non-negative; nullopt when out of range.
-inline std::optional<std::int64_t> normalized_dim(std::int64_t dim, std::size_t rank) {
-  const auto r = static_cast<std::int64_t>(rank);
-  if (dim < 0) dim += r;
-  if (dim < 0 || dim >= r) return std::nullopt;
-  return dim;
-}
 // The `dim` argument of a cat or stack (position 1 or keyword, 0 when absent).
 inline std::optional<std::int64_t> list_op_dim(const Node& n) {
   const Arg* a = arg_value(n, 1, "dim");
