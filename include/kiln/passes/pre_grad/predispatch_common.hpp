@@ -56,18 +56,8 @@ inline bool is_squeeze(const Node& n) {
 }
 inline bool is_unsqueeze(const Node& n) { return is_any(n, {aten::unsqueeze, torch::unsqueeze}); }
 
-// A shape of known sizes; nullopt when a dimension is symbolic or meta is absent.
-using Shape = std::vector<std::int64_t>;
-inline std::optional<Shape> static_shape(const Node* n) {
-  const TensorMeta* t = tensor_of(n);
-  if (!t) return std::nullopt;
-  Shape s;
-  for (const Dim& d : t->shape) {
-    if (!is_static(d)) return std::nullopt;
-    s.push_back(std::get<std::int64_t>(d));
-  }
-  return s;
-}
+using split_cat::detail::Shape;
+using split_cat::detail::static_shape;
 inline std::int64_t numel(const Shape& s) {
   std::int64_t n = 1;
   for (std::int64_t d : s) n *= d;

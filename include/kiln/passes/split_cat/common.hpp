@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/ops/operator.hpp"
 #include "kiln/passes/pass_registry.hpp"
@@ -95,6 +96,15 @@ inline bool all_static(const TensorMeta& t) {
   for (const Dim& d : t.shape)
     if (!is_static(d)) return false;
   return true;
+}
+// A shape of known sizes; nullopt when a dimension is symbolic or meta is absent.
+using Shape = std::vector<std::int64_t>;
+inline std::optional<Shape> static_shape(const Node* n) {
+  const TensorMeta* t = tensor_of(n);
+  if (!t || !all_static(*t)) return std::nullopt;
+  Shape s;
+  for (const Dim& d : t->shape) s.push_back(std::get<std::int64_t>(d));
+  return s;
 }
 
 }  // namespace detail

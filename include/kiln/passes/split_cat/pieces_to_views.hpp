@@ -49,17 +49,11 @@ struct ViewsPassState {
 
 namespace views_detail {
 
-using Shape = std::vector<std::int64_t>;
+using detail::Shape;
+using detail::static_shape;
 enum class Source { split, unbind };
 enum class Joiner { cat, stack };
 
-inline std::optional<Shape> static_shape(const Node* n) {
-  const TensorMeta* t = detail::tensor_of(n);
-  if (!t || !detail::all_static(*t)) return std::nullopt;
-  Shape s;
-  for (const Dim& d : t->shape) s.push_back(std::get<std::int64_t>(d));
-  return s;
-}
 inline MetaVal meta_of(const Shape& shape, DType dtype) {
   std::vector<Dim> dims(shape.begin(), shape.end());
   return MetaVal(TensorMeta{std::move(dims), dtype, std::nullopt});

@@ -42,15 +42,8 @@ namespace simplify_detail {
 
 inline constexpr OpRef kUnflatten{"torch.unflatten"};
 
-using Shape = std::vector<std::int64_t>;
-
-inline std::optional<Shape> static_shape(const Node* n) {
-  const TensorMeta* t = detail::tensor_of(n);
-  if (!t || !detail::all_static(*t)) return std::nullopt;
-  Shape s;
-  for (const Dim& d : t->shape) s.push_back(std::get<std::int64_t>(d));
-  return s;
-}
+using detail::Shape;
+using detail::static_shape;
 inline TensorMeta tensor_meta(const Shape& s, DType dtype) {
   return TensorMeta{std::vector<Dim>(s.begin(), s.end()), dtype, std::nullopt};
 }
