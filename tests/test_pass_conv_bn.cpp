@@ -94,6 +94,8 @@ Built conv_bn_graph(Level level, bool conv_bias = true, bool affine = true, bool
                                    {Arg(b.conv), gamma, beta, mean, var, Arg(false), Arg(0.1), Arg(1e-5)});
       b.bn->meta.val = MetaVal(MetaVal::List{MetaVal(image(kOut)), MetaVal(meta({0})), MetaVal(meta({0}))});
       out = g.call_function(OpRef("operator.getitem"), {Arg(b.bn), Arg(0)});
+      // make_fx also leaves a getitem of each statistic, which nothing reads.
+      for (std::int64_t i : {1, 2}) g.call_function(OpRef("operator.getitem"), {Arg(b.bn), Arg(i)});
     } else {
       b.bn = g.call_function(OpRef("aten.batch_norm.default"),
                              {Arg(b.conv), gamma, beta, mean, var, Arg(false), Arg(0.1), Arg(1e-5), Arg(true)});

@@ -152,13 +152,14 @@ inline std::optional<BatchNormCall> inference_batch_norm_call(Node* n) {
 
 // Whether every use of a batch-norm's value is its output: the node itself for
 // the tensor forms, getitem(bn, 0) for the tuple forms (whose statistics
-// outputs must be unused).
+// outputs must be unused: a getitem of them that nothing reads, as make_fx
+// leaves one for each, is no use).
 inline bool only_output_used(const BatchNormCall& bn) {
   if (!bn.returns_tuple) return true;
   for (const Node* u : bn.node->users()) {
     if (!u->is_call(OpRef("operator.getitem")) || u->args().size() != 2) return false;
     const std::int64_t* i = u->args()[1].get_if<std::int64_t>();
-    if (!i || *i != 0) return false;
+    if (!i || (*i != 0 && u->num_users() != 0)) return false;
   }
   return true;
 }
