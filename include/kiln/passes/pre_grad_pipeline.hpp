@@ -112,6 +112,12 @@ inline std::vector<std::string> names(const nlohmann::json& j, const char* key) 
   return out;
 }
 
+// A fusion's options as its pass takes them: `counter` belongs to the pipeline.
+inline nlohmann::json pass_options(nlohmann::json o) {
+  o.erase("counter");
+  return o;
+}
+
 // Inductor's _run_pre_dispatch_passes.
 inline std::vector<PipelineStep> predispatch_steps(const nlohmann::json& options,
                                                    const std::vector<std::pair<std::string, nlohmann::json>>& fusions) {
@@ -127,9 +133,7 @@ inline std::vector<PipelineStep> predispatch_steps(const nlohmann::json& options
   for (const char* p : {"normalization_aten_pass", "remove_noop", "relu_nan_to_num", "fuse_chunk_reshape_concat_pass"})
     step(p);
   for (const auto& [name, o] : fusions) {  // group_batch_fusion_passes: the fusions the options name
-    nlohmann::json rest = o;
-    rest.erase("counter");
-    if (!listed(removed, name)) steps.push_back({name, std::move(rest)});
+    if (!listed(removed, name)) steps.push_back({name, pass_options(o)});
   }
   for (const char* p : {"fuse_chunk_squeeze_cat_pass", "merge_concats_pass", "fuse_split_linear_add_pass",
                         "remove_reshape_pass", "fuse_parallel_linear_pass", "remove_split_ops_pass",
@@ -172,15 +176,10 @@ inline std::vector<PipelineStep> pre_grad_steps(const nlohmann::json& options) {
   auto is_batch_fusion = [&](const std::string& name) {
     return std::find(d::batch_fusions().begin(), d::batch_fusions().end(), name) != d::batch_fusions().end();
   };
-  // `counter` is the pipeline's; the pass gets the rest.
-  auto without_counter = [](nlohmann::json o) {
-    o.erase("counter");
-    return o;
-  };
   for (const auto& [name, o] : fusions)
-    if (name == "normalization_pass") step(name, without_counter(o));
+    if (name == "normalization_pass") step(name, d::pass_options(o));
   for (const auto& [name, o] : fusions)
-    if (is_batch_fusion(name)) step(name, without_counter(o));
+    if (is_batch_fusion(name)) step(name, d::pass_options(o));
   for (const auto& [name, o] : fusions) {
     if (name == "normalization_pass" || is_batch_fusion(name)) continue;
     std::int64_t counter = 1;
@@ -189,7 +188,7 @@ inline std::vector<PipelineStep> pre_grad_steps(const nlohmann::json& options) {
         throw Error("pre_grad: '" + name + "': counter must be an integer of at least 1, not " + o.at("counter").dump());
       counter = o.at("counter").get<std::int64_t>();
     }
-    for (std::int64_t i = 0; i < counter; ++i) step(name, without_counter(o));
+    for (std::int64_t i = 0; i < counter; ++i) step(name, d::pass_options(o));
   }
   if (d::flag(options, "efficient_conv_bn_eval")) step("efficient_conv_bn_eval_pass");
   step("apply_gumbel_max_trick_pass");

@@ -36,13 +36,8 @@ struct CostEstimate {
 namespace detail {
 inline std::int64_t bytes_of(const Node* n) {
   const TensorMeta* t = n ? n->meta.val.tensor() : nullptr;
-  if (!t) return 0;
-  std::int64_t count = 1;
-  for (const Dim& d : t->shape) {
-    if (!is_static(d)) return 0;
-    count *= std::get<std::int64_t>(d);
-  }
-  return count * static_cast<std::int64_t>(dtype_itemsize(t->dtype));
+  const std::optional<std::int64_t> count = t ? t->numel() : std::nullopt;
+  return count ? *count * static_cast<std::int64_t>(dtype_itemsize(t->dtype)) : 0;
 }
 }  // namespace detail
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/core/graph.hpp"
+#include "kiln/ops/torch.hpp"
 #include "kiln/passes/group_batch_fusion/fusion.hpp"
 #include "kiln/passes/split_cat/common.hpp"
 
@@ -20,11 +21,7 @@ KILN_DECLARE_OP(t, "torch.t");
 
 namespace detail {
 
-using split_cat::detail::arg_value;
-using split_cat::detail::call_with_meta;
-using split_cat::detail::erase_if_unused;
-using split_cat::detail::int_of;
-using split_cat::detail::tensor_of;
+using namespace split_cat::node_helpers;
 
 inline bool all_static(const std::vector<Dim>& dims) {
   for (const Dim& d : dims)

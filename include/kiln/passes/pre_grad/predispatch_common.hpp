@@ -29,12 +29,7 @@ KILN_DECLARE_OP(torch_concat, "torch.concat");
 }  // namespace ops
 
 namespace detail {
-using split_cat::detail::arg_value;
-using split_cat::detail::call_with_meta;
-using split_cat::detail::erase_if_unused;
-using split_cat::detail::int_of;
-using split_cat::detail::normalized_dim;
-using split_cat::detail::tensor_of;
+using namespace split_cat::node_helpers;
 
 inline bool is_any(const Node& n, std::initializer_list<OpRef> ops) {
   for (OpRef op : ops)
@@ -56,8 +51,6 @@ inline bool is_squeeze(const Node& n) {
 }
 inline bool is_unsqueeze(const Node& n) { return is_any(n, {aten::unsqueeze, torch::unsqueeze}); }
 
-using split_cat::detail::Shape;
-using split_cat::detail::static_shape;
 inline std::int64_t numel(const Shape& s) {
   std::int64_t n = 1;
   for (std::int64_t d : s) n *= d;

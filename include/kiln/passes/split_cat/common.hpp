@@ -109,6 +109,19 @@ inline std::optional<Shape> static_shape(const Node* n) {
 
 }  // namespace detail
 
+// The node helpers the pre-grad families reuse; they take them all with
+// `using namespace split_cat::node_helpers;`.
+namespace node_helpers {
+using detail::arg_value;
+using detail::call_with_meta;
+using detail::erase_if_unused;
+using detail::int_of;
+using detail::normalized_dim;
+using detail::Shape;
+using detail::static_shape;
+using detail::tensor_of;
+}  // namespace node_helpers
+
 // The run function of a pattern pass whose handlers count through `slot`:
 // the slot points at the run's counters only while the pass runs. `bind` sets
 // the pass's other per-run inputs (weights, options): it is called with the

@@ -207,7 +207,7 @@ class SplitCatSimplifier {
     const auto pieces = static_cast<std::int64_t>(sections_.size());
     if (static_cast<std::int64_t>(new_ranges_.size()) == pieces) return SimplifyOutcome::declined;
     // As in Inductor, the last simplification planned sets this count (even one not applied).
-    set_counter("scmerge_split_sections_removed", pieces - static_cast<std::int64_t>(new_ranges_.size()));
+    if (counters_) counters_->assign("scmerge_split_sections_removed", pieces - static_cast<std::int64_t>(new_ranges_.size()));
     if (unbind_ && new_ranges_.size() != 1) return SimplifyOutcome::declined;
 
     // Inductor's transform condition: a range going into a stack, or into a
@@ -283,9 +283,6 @@ class SplitCatSimplifier {
 
   void increment(const char* name) {
     if (counters_) counters_->increment(name);
-  }
-  void set_counter(const char* name, std::int64_t value) {
-    if (counters_) counters_->increment(name, value - counters_->get(name));
   }
 
   std::optional<SimplifyOutcome> read_source() {
