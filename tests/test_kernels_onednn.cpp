@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "kiln/runtime/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
@@ -242,6 +244,52 @@ TEST_CASE("convolution: stride, padding, dilation, groups and depthwise, channel
       }
 }
 
+TEST_CASE("Winograd convolution: 3x3 stride-1 ones run it where oneDNN has it, against a loop, and the others stay direct") {
+  // oneDNN 2.6 has Winograd for float only on AVX-512; elsewhere every convolution is direct.
+  const bool has_winograd = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  struct Case {
+    std::int64_t N, C, OC, H, W, stride;
+    bool bias, relu, eligible;
+  };
+  const Case cases[] = {{2, 32, 48, 14, 14, 1, true, true, true}, {1, 16, 16, 9, 7, 1, false, false, true},
+                        {1, 16, 32, 33, 5, 1, true, true, true}, {1, 16, 16, 9, 9, 2, true, false, false}};
+  for (const Case& c : cases)
+    for (auto layout : {runtime::CompileOptions::ConvLayout::channels_last, runtime::CompileOptions::ConvLayout::contiguous}) {
+      CAPTURE(c.C);
+      CAPTURE(c.H);
+      CAPTURE(c.stride);
+      Graph g;
+      Node* x = g.placeholder("x", meta({c.N, c.C, c.H, c.W}));
+      Node* conv = g.call_function(aten::convolution, {x, g.get_attr("w", meta({c.OC, c.C, 3, 3})),
+                                                       c.bias ? Arg(g.get_attr("b", meta({c.OC}))) : Arg(), ArgList{c.stride, c.stride},
+                                                       ArgList{1, 1}, ArgList{1, 1}, false, ArgList{0, 0}, 1});
+      g.output(ArgList{c.relu ? g.call_function(op("aten.relu.default"), {conv}) : conv});
+      Tensor tx = random_tensor({c.N, c.C, c.H, c.W}, 40), tw = random_tensor({c.OC, c.C, 3, 3}, 41), tb = random_tensor({c.OC}, 42);
+      runtime::Weights weights{{"w", tw}};
+      if (c.bias) weights.emplace("b", tb);
+      runtime::CompileOptions opts;
+      opts.conv_layout = layout;
+      opts.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::winograd;
+      auto cg = CompiledGraph::compile(g, weights, opts);
+      REQUIRE(cg.num_steps() == 1);  // the relu is still a post-op
+      const bool winograd = cg.step(0).implementation.find("wino") != std::string::npos;
+      CHECK(winograd == (has_winograd && c.eligible));
+      std::vector<double> ref = naive_conv(tx, tw, c.bias ? &tb : nullptr, c.stride, 1, 1, 1);
+      if (c.relu)
+        for (double& v : ref) v = std::max(v, 0.0);
+      // Winograd's transforms round differently from the direct sum: a looser bound than the 1e-5 above.
+      CHECK(worst_rel(ref, cg.run({tx})[0]) < 1e-4);
+    }
+  // Options left at their default: direct, as PyTorch computes it.
+  Graph g;
+  Node* x = g.placeholder("x", meta({1, 16, 8, 8}));
+  g.output(ArgList{g.call_function(aten::convolution, {x, g.get_attr("w", meta({16, 16, 3, 3})), Arg(), ArgList{1, 1}, ArgList{1, 1},
+                                                       ArgList{1, 1}, false, ArgList{0, 0}, 1})});
+  auto direct = CompiledGraph::compile(g, runtime::Weights{{"w", random_tensor({16, 16, 3, 3}, 43)}});
+  CHECK(direct.step(0).implementation.find("wino") == std::string::npos);
+  CHECK_FALSE(direct.step(0).implementation.empty());
+}
+
 TEST_CASE("conv, batch-norm, relu and conv, batch-norm, residual add, relu run as single steps") {
   // y = relu(bn2(conv2(x)) + relu(bn1(conv1(x)))): both convolutions take their epilogue.
   auto build = [](Graph& g, bool split) {
@@ -279,6 +327,59 @@ TEST_CASE("conv, batch-norm, relu and conv, batch-norm, residual add, relu run a
   double scale = 0;
   for (std::int64_t i = 0; i < b[0].numel(); ++i) scale = std::max(scale, double(std::abs(test::element(b[0], i))));
   CHECK(test::max_abs_diff(a[0], b[0]) < 1e-5 * scale);
+}
+
+TEST_CASE("a residual add writes over its addend once every other reader has run, and copies it otherwise") {
+  // r = relu(conv0(x)); a = relu(conv1(r)); y = relu(conv2(a) + r): conv1 reads r
+  // before conv2 runs, so conv2 may sum into r's own buffer. `later` adds a
+  // reader of r after conv2 (r * 2 as an output), `view` a view of r lowered
+  // before conv2 and read after it; `plain` keeps conv2's result apart (no
+  // sum post-op), as the reference.
+  enum class Kind { in_place, later, view, plain };
+  auto build = [](Graph& g, Kind kind) {
+    Node* x = g.placeholder("x", meta({1, 8, 6, 6}));
+    auto conv = [&](Node* in, const char* w) {
+      return g.call_function(op("torch.conv2d"), {in, g.get_attr(w, meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
+    };
+    Node* r = g.call_function(op("torch.relu"), {conv(x, "w0")});
+    Node* flat = kind == Kind::view ? g.call_function(op("torch.narrow"), {r, 1, 0, 8}) : nullptr;  // always a view
+    Node* a = g.call_function(op("torch.relu"), {conv(r, "w1")});
+    Node* c2 = conv(a, "w2");
+    Node* y = g.call_function(op("torch.relu"), {g.call_function(op("operator.add"), {c2, r})});
+    ArgList outs{y};
+    if (kind == Kind::later) outs.push_back(g.call_function(op("operator.mul"), {r, 2.0}));
+    if (kind == Kind::view) outs.push_back(flat);
+    if (kind == Kind::plain) outs.push_back(c2), outs.push_back(r);
+    g.output(outs);
+  };
+  const runtime::Weights w{{"w0", random_tensor({8, 8, 3, 3}, 50)}, {"w1", random_tensor({8, 8, 3, 3}, 51)},
+                           {"w2", random_tensor({8, 8, 3, 3}, 52)}};
+  const Tensor tx = random_tensor({1, 8, 6, 6}, 53);
+  Graph plain_g;
+  build(plain_g, Kind::plain);
+  const auto ref = CompiledGraph::compile(plain_g, w).run({tx});
+  for (Kind kind : {Kind::in_place, Kind::later, Kind::view}) {
+    CAPTURE(static_cast<int>(kind));
+    Graph g;
+    build(g, kind);
+    auto cg = CompiledGraph::compile(g, w);
+    // The step of conv2 (with the add and relu) is the third convolution's.
+    std::size_t k = 0;
+    while (k < cg.num_steps() && cg.step(k).node != "conv2d_2") ++k;
+    REQUIRE(k < cg.num_steps());
+    const runtime::ValueInfo& dst = cg.program().values[cg.step(k).writes.at(0)];
+    CHECK((dst.storage == runtime::Storage::view) == (kind == Kind::in_place));
+    const auto out = cg.run({tx});
+    CHECK(test::max_abs_diff(out[0], ref[0]) < 1e-5);
+    if (kind != Kind::in_place) {  // the second output sees r as it was, not the sum
+      const double factor = kind == Kind::later ? 2.0 : 1.0;
+      REQUIRE(out[1].numel() == ref[2].numel());
+      double worst = 0;
+      for (std::int64_t i = 0; i < ref[2].numel(); ++i)
+        worst = std::max(worst, std::abs(test::element(out[1], i) - factor * test::element(ref[2], i)));
+      CHECK(worst < 1e-6);
+    }
+  }
 }
 
 TEST_CASE("batch norm, max and average pooling (padding, ceil mode) and adaptive average pooling against loops") {

@@ -49,6 +49,9 @@ inline std::string help_text(const std::string& tool) {
          "  --random SEED         random inputs drawn with SEED (normal floats, ints in [0, 10))\n"
          "  --threads N           threads per run (default 1)\n"
          "  --fpmath bf16|strict  oneDNN's arithmetic: bf16 products on fp32 tensors (AMX), or fp32 (default)\n"
+         "  --conv-algorithm direct|winograd\n"
+         "                        3x3 stride-1 convolutions: direct (default, as PyTorch), or Winograd where\n"
+         "                        oneDNN has it (AVX-512): fewer multiplications, other rounding\n"
          "  --iterations N        timed runs (default 10)\n"
          "  --warmup N            untimed runs first (default 2)\n"
          "  --outputs DIR         write the outputs as DIR/output_<i>.npy\n"
@@ -77,6 +80,7 @@ struct Options {
   std::optional<double> max_rel_err;
   bool profile = false, json = false;
   runtime::CompileOptions::FpMath fpmath = runtime::CompileOptions::FpMath::strict;
+  runtime::CompileOptions::ConvAlgorithm conv_algorithm = runtime::CompileOptions::ConvAlgorithm::direct;
 };
 
 inline long long parse_int(const std::string& flag, const std::string& text, long long lo) {
@@ -101,6 +105,11 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
       if (v == "bf16") o.fpmath = runtime::CompileOptions::FpMath::bf16;
       else if (v == "strict") o.fpmath = runtime::CompileOptions::FpMath::strict;
       else throw UsageError("--fpmath takes bf16 or strict, got '" + v + "'");
+    } else if (a == "--conv-algorithm") {
+      const std::string v = value();
+      if (v == "winograd") o.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::winograd;
+      else if (v == "direct") o.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::direct;
+      else throw UsageError("--conv-algorithm takes direct or winograd, got '" + v + "'");
     } else if (a == "--outputs") o.outputs = value();
     else if (a == "--compare") o.compare = value();
     else if (a == "--rtol") o.rtol = parse_number(a, value());
@@ -202,6 +211,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   runtime::CompileOptions copts;
   copts.threads = o.threads;
   copts.fpmath = o.fpmath;
+  copts.conv_algorithm = o.conv_algorithm;
   const runtime::CompiledGraph cg = runtime::CompiledGraph::compile(
       file.graph, runtime::with_created_weights(runtime::weights_of(file), weights), copts);
   const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -266,6 +276,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     nlohmann::json j{{"graph", o.graph},
                      {"threads", o.threads},
                      {"fpmath", o.fpmath == runtime::CompileOptions::FpMath::bf16 ? "bf16" : "strict"},
+                     {"conv_algorithm", o.conv_algorithm == runtime::CompileOptions::ConvAlgorithm::winograd ? "winograd" : "direct"},
                      {"iterations", o.iterations},
                      {"steps", cg.num_steps()},
                      {"compile_ms", compile_ms},
@@ -312,7 +323,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     std::fprintf(out, "slowest nodes (ms per run):\n");
     for (std::size_t k = 0; k < std::min<std::size_t>(20, order.size()); ++k) {
       const auto& st = cg.step(order[k]);
-      std::fprintf(out, "  %-32s %-36s %9.3f\n", st.node.c_str(), st.op_type.c_str(), step_times[order[k]] * per_run);
+      std::fprintf(out, "  %-32s %-36s %9.3f  %s\n", st.node.c_str(), st.op_type.c_str(), step_times[order[k]] * per_run,
+                   st.implementation.c_str());
     }
   }
   return report && !report->ok ? 1 : 0;

@@ -53,6 +53,11 @@ struct CompileOptions {
   // bf16 (oneDNN's fpmath_mode::bf16: fp32 tensors, bf16 AMX products).
   enum class FpMath : std::uint8_t { strict, bf16 };
   FpMath fpmath = FpMath::strict;
+  // Algorithm of 3x3, stride-1, ungrouped convolutions: direct (what PyTorch
+  // runs), or Winograd where oneDNN has it (AVX-512) and takes the epilogue,
+  // direct elsewhere. Winograd does fewer multiplications and rounds differently.
+  enum class ConvAlgorithm : std::uint8_t { direct, winograd };
+  ConvAlgorithm conv_algorithm = ConvAlgorithm::direct;
 };
 
 class LowerContext {
@@ -208,6 +213,19 @@ class LowerContext {
     }
     return std::nullopt;
   }
+  // Whether the node being lowered may write over `v`, the value of `owner`,
+  // whose reader `last_reader` it folds in (a residual add): `v` is an arena
+  // buffer, and every other reader of `owner` has its steps already (lowering
+  // goes in graph order, and so do the steps) and holds no view of `v`.
+  bool may_overwrite(const Node& owner, ValueId v, const Node& last_reader) const {
+    if (info(v).storage != Storage::arena) return false;
+    for (const Node* u : owner.users()) {
+      if (u == &last_reader) continue;
+      auto it = lowered_.find(u);
+      if (it == lowered_.end() || aliases(it->second, v)) return false;
+    }
+    return true;
+  }
   // A new buffer in the arena for this node.
   ValueId buffer(Layout layout) {
     ValueInfo i;
@@ -280,6 +298,14 @@ class LowerContext {
   Lowered take_result() { return std::move(result_); }
 
  private:
+  // Whether `l` is `v` or holds a view into it.
+  bool aliases(const Lowered& l, ValueId v) const {
+    if (l.kind == Lowered::Kind::tensor)
+      return l.id == v || (info(l.id).storage == Storage::view && info(l.id).base == v);
+    for (const Lowered& item : l.items)
+      if (aliases(item, v)) return true;
+    return false;
+  }
   std::string field(std::size_t pos, std::string_view kw) const {
     if (pos < node_->args().size() || kw.empty()) return "args[" + std::to_string(pos) + "]";
     return "argument '" + std::string(kw) + "'";

@@ -51,6 +51,7 @@ class Step {
   virtual std::unique_ptr<StepLocal> make_local() const { return nullptr; }
   std::string node;     // the node it runs
   std::string op_type;  // its kernel's target, for profiles
+  std::string implementation;  // what runs it where there is a choice (oneDNN's implementation), for profiles
   std::size_t scratch_bytes = 0;
   std::size_t scratch_offset = 0;  // in the arena (set by the planner)
   std::vector<ValueId> reads;

@@ -72,7 +72,9 @@ inline runtime::Tensor reorder_once(const runtime::Tensor& src, const dnnl::memo
 // wants in another layout than the value has (a graph's NCHW input for a
 // channels-last convolution, a strided operand a matmul cannot read) is
 // reordered in first, through the step's scratch; an addend is copied into
-// the destination first (a sum post-op reads it there).
+// the destination first (a sum post-op reads it there). A primitive that
+// writes another layout than the value's (a Winograd convolution's blocked
+// one) writes into the step's scratch, reordered out after.
 class PrimitiveStep final : public runtime::Step {
  public:
   struct In {
@@ -94,14 +96,22 @@ class PrimitiveStep final : public runtime::Step {
       if (b.arg == DNNL_ARG_DST) dst_ = b.value, dst_md_ = b.desc;
       else ins_.push_back({b.arg, b.value, b.desc, b.desc, 0});
     }
-    make_reorders();
+    prepare();
   }
+  // How the primitive writes its destination when that is not the value's layout.
+  struct DstReorder {
+    dnnl::memory::desc written;
+    std::size_t scratch_offset = 0;
+  };
   PrimitiveStep(dnnl::primitive prim, std::vector<In> ins, runtime::ValueId dst, dnnl::memory::desc dst_md,
                 std::optional<runtime::ValueId> pre_fill, detail::CopyPlan pre_copy, dnnl::memory::desc scratchpad,
-                std::size_t scratchpad_offset)
+                std::size_t scratchpad_offset, std::optional<DstReorder> dst_reorder = std::nullopt)
       : prim_(std::move(prim)), ins_(std::move(ins)), dst_(dst), dst_md_(std::move(dst_md)), pre_fill_(pre_fill),
-        pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset) {
-    make_reorders();
+        pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset),
+        dst_written_(std::move(dst_reorder)) {
+    // An addend pre-filled into the value would not reach a destination written elsewhere.
+    if (dst_written_ && pre_fill_) throw Error("a primitive step cannot both reorder its destination and pre-fill it");
+    prepare();
   }
 
   // The scratch bytes the simple form asks the planner for (the primitive's user scratchpad).
@@ -116,7 +126,12 @@ class PrimitiveStep final : public runtime::Step {
       l->args.emplace(i.arg, l->wanted.back());
     }
     l->dst = dnnl::memory(dst_md_, engine(), DNNL_MEMORY_NONE);
-    l->args.emplace(DNNL_ARG_DST, l->dst);
+    if (dst_written_) {
+      l->written = dnnl::memory(dst_written_->written, engine(), DNNL_MEMORY_NONE);
+      l->args.emplace(DNNL_ARG_DST, l->written);
+    } else {
+      l->args.emplace(DNNL_ARG_DST, l->dst);
+    }
     if (scratchpad_.get_size() > 0) {
       l->scratch = dnnl::memory(scratchpad_, engine(), DNNL_MEMORY_NONE);
       l->args.emplace(DNNL_ARG_SCRATCHPAD, l->scratch);
@@ -138,22 +153,30 @@ class PrimitiveStep final : public runtime::Step {
     }
     if (pre_fill_) detail::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
     l.dst.set_data_handle(f.data(dst_));
+    if (dst_written_) l.written.set_data_handle(f.scratch() + dst_written_->scratch_offset);
     if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
     prim_.execute(l.stream, l.args);
+    if (dst_written_) dst_reorder_.execute(l.stream, l.written, l.dst);
     l.stream.wait();
   }
 
  private:
-  void make_reorders() {
+  // The implementation oneDNN picked, and the reorders of sources and destination.
+  void prepare() {
+    const char* impl = nullptr;
+    if (dnnl_primitive_desc_query(prim_.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+      implementation = impl;
     for (const In& i : ins_)
       reorders_.push_back(i.given == i.wanted ? dnnl::reorder()
                                               : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), i.given, engine(), i.wanted)));
+    if (dst_written_)
+      dst_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), dst_written_->written, engine(), dst_md_));
   }
   struct Local : runtime::StepLocal {
     dnnl::stream stream;
     std::vector<dnnl::memory> given, wanted;
     std::unordered_map<int, dnnl::memory> args;
-    dnnl::memory dst, scratch;
+    dnnl::memory dst, written, scratch;
   };
   dnnl::primitive prim_;
   std::vector<In> ins_;
@@ -164,6 +187,8 @@ class PrimitiveStep final : public runtime::Step {
   detail::CopyPlan pre_copy_{};
   dnnl::memory::desc scratchpad_;
   std::size_t scratchpad_offset_ = 0;
+  std::optional<DstReorder> dst_written_;
+  dnnl::reorder dst_reorder_;
 };
 
 // Whether only item 0 of a multi-output node (native_batch_norm,

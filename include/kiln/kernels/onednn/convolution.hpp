@@ -6,6 +6,9 @@
 // the primitive wants another layout (a graph's NCHW input). Constant weights
 // are reordered once, with a following inference batch-norm folded in, and a
 // relu or residual add after it become post-ops (onednn/epilogue.hpp).
+// With CompileOptions::conv_algorithm winograd, a 3x3 stride-1 convolution
+// with no residual add runs oneDNN's Winograd primitive where it exists: it
+// writes its own blocked layout, which the step reorders into the result.
 #include <cmath>
 #include <optional>
 
@@ -96,15 +99,33 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
   const dnnl::memory::dims strides(a.stride.begin(), a.stride.end());
   const dnnl::memory::dims dil{a.dilation[0] - 1, a.dilation[1] - 1};  // oneDNN counts the gaps
   const dnnl::memory::dims pl(pad_l.begin(), pad_l.end()), pr(pad_r.begin(), pad_r.end());
+  auto make_pd = [&](dnnl::algorithm algo, const dnnl::memory::desc& dst) {
+    auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, b_md, dst,
+                                                        strides, dil, pl, pr)
+                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, dst,
+                                                        strides, dil, pl, pr);
+    return dnnl::convolution_forward::primitive_desc(d, attr, onednn::engine());
+  };
   dnnl::convolution_forward::primitive_desc pd;
-  try {
-    auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                                        src_any, w_any, b_md, dst_md, strides, dil, pl, pr)
-                      : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                                        src_any, w_any, dst_md, strides, dil, pl, pr);
-    pd = dnnl::convolution_forward::primitive_desc(d, attr, onednn::engine());
-  } catch (const dnnl::error& err) {
-    ctx.fail(std::string("oneDNN refused the convolution: ") + err.what());
+  bool winograd = false;
+  // Winograd writes its own blocked layout, reordered out after; an addend
+  // pre-filled into the destination would not reach it, so a residual add keeps direct.
+  if (ctx.options().conv_algorithm == runtime::CompileOptions::ConvAlgorithm::winograd && KH == 3 && KW == 3 &&
+      a.stride == std::vector<std::int64_t>{1, 1} && a.dilation == std::vector<std::int64_t>{1, 1} && G == 1 &&
+      !e.addend) {
+    try {
+      pd = make_pd(dnnl::algorithm::convolution_winograd, dnnl::memory::desc({N, OC, OH, OW}, dt::f32, tag::any));
+      winograd = true;
+    } catch (const dnnl::error&) {
+      // no Winograd implementation here (no AVX-512, or a post-op it does not take): direct
+    }
+  }
+  if (!winograd) {
+    try {
+      pd = make_pd(dnnl::algorithm::convolution_direct, dst_md);
+    } catch (const dnnl::error& err) {
+      ctx.fail(std::string("oneDNN refused the convolution: ") + err.what());
+    }
   }
 
   std::size_t scratch = 0;
@@ -138,13 +159,14 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
     reads.push_back(*a.bias);
   }
 
-  // The destination: the addend's own buffer when only the add reads it, else a new one (filled with the addend).
+  // The destination: the addend's own buffer when no later step reads it
+  // (LowerContext::may_overwrite), else a new one filled with the addend.
   runtime::ValueId out;
   std::optional<runtime::ValueId> pre_fill;
   detail::CopyPlan pre_copy{};
   if (e.addend) {
     const runtime::ValueInfo& ai = ctx.info(*e.addend);
-    if (ai.storage == runtime::Storage::arena && ai.layout == out_layout && e.addend_node->num_users() == 1) {
+    if (ai.layout == out_layout && ctx.may_overwrite(*e.addend_node, *e.addend, *e.add_node)) {
       out = ctx.view(*e.addend, out_layout);
     } else {
       out = ctx.buffer(out_layout);
@@ -155,9 +177,11 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
   } else {
     out = ctx.buffer(out_layout);
   }
+  std::optional<onednn::PrimitiveStep::DstReorder> written;
+  if (!(pd.dst_desc() == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst_desc(), reserve(pd.dst_desc().get_size())};
   const std::size_t pad_at = reserve(pd.scratchpad_desc().get_size());
   ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, pre_fill,
-                                                        pre_copy, pd.scratchpad_desc(), pad_at),
+                                                        pre_copy, pd.scratchpad_desc(), pad_at, std::move(written)),
                reads, {out}, scratch);
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));
   for (const Node* n : e.tuple_nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));

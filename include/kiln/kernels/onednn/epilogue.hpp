@@ -22,6 +22,7 @@ struct Epilogue {
   dnnl::post_ops post_ops;
   std::optional<runtime::ValueId> addend;  // the residual the sum post-op adds
   const Node* addend_node = nullptr;
+  const Node* add_node = nullptr;  // the add folded in as the sum post-op
   // The ops folded, in order; the last one's result is the primitive's output.
   std::vector<const Node*> nodes;
   // For a tuple-valued op among them (aten.native_batch_norm), its getitem(0).
@@ -189,6 +190,7 @@ inline Epilogue find_epilogue(const runtime::LowerContext& ctx, const Node& prod
       e.post_ops.append_sum(1.0f);
       e.addend = l.id;
       e.addend_node = other;
+      e.add_node = next;
       summed = true;
     } else {
       break;

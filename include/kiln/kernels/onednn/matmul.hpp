@@ -164,10 +164,9 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   }
   ValueId out;
   if (e.addend) {
-    // In place when the add is the addend's only reader (a view of it read
-    // later would see the sum otherwise); else copied into a new dst.
-    const runtime::ValueInfo& ai = ctx.info(*e.addend);
-    const bool in_place = ai.storage == runtime::Storage::arena && ai.layout == final_layout && e.addend_node->num_users() == 1;
+    // In place when no later step reads the addend (a view of it read later
+    // would see the sum otherwise); else copied into a new dst.
+    const bool in_place = ctx.info(*e.addend).layout == final_layout && ctx.may_overwrite(*e.addend_node, *e.addend, *e.add_node);
     if (in_place) {
       out = ctx.view(*e.addend, out_layout);
     } else {
