@@ -325,6 +325,25 @@ TEST_CASE("fuse_parallel_linear_pass: linears of one input fuse, weights from in
   h.output(list({m1, m2}));
   check_unchanged(h, {"fuse_parallel_linear_pass"}, "fuse_parallel_linear_pass_skipped");
 
+  // As a module's trace writes them (BERT's query, key and value): each
+  // get_attr just before its linear. Those read no node, so they move up.
+  runtime::Weights qkv;
+  Graph m;
+  Node* t = input(m, "t", {4, 8});
+  ArgList qkv_outs;
+  for (const char* name : {"q", "k", "v"}) {
+    qkv.emplace(std::string(name) + ".w", random_tensor({8, 8}, 10 + name[0]));
+    qkv.emplace(std::string(name) + ".b", random_tensor({8}, 20 + name[0]));
+    Node* w = m.get_attr(std::string(name) + ".w", f32({8, 8}));
+    Node* b = m.get_attr(std::string(name) + ".b", f32({8}));
+    qkv_outs.push_back(Arg(call(m, F::linear, {Arg(t), Arg(w), Arg(b)}, {4, 8})));
+  }
+  m.output(Arg(qkv_outs));
+  const Counters cm = run_checked(m, {"fuse_parallel_linear_pass"}, qkv);
+  CHECK(cm.get("fuse_parallel_linear_pass") == 1);
+  CHECK(cm.get("fuse_parallel_linear_pass_skipped") == 0);
+  CHECK(count_calls(m, F::linear) == 1);
+
   // aten level, three linears: one aten.linear, cats and split_with_sizes.
   Graph k;
   Node* z = input(k, "z", {2, 3, 6});

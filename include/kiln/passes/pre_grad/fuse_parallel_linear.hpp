@@ -13,8 +13,8 @@ namespace kiln::predispatch {
 // stacking the weights' rows stacks the output columns in the same order.
 // The weights (and biases) may be any nodes, placeholders or get_attr: the
 // cats are built in the graph, before the first linear of the group, so
-// only linears whose weights and biases are defined before that point join
-// it. A group needs 2-D weights of one K and dtype, and either a bias on
+// only linears whose weights and biases are defined before that point, or
+// are get_attr nodes (moved up to it), join it. A group needs 2-D weights of one K and dtype, and either a bias on
 // every linear or on none (two groups otherwise). Counts
 // `fuse_parallel_linear_pass` per group fused.
 inline PatternMatcherPass make_fuse_parallel_linear_pass(std::shared_ptr<Counters*> counters) {
@@ -63,12 +63,16 @@ inline PatternMatcherPass make_fuse_parallel_linear_pass(std::shared_ptr<Counter
         std::sort(group.begin(), group.end(), [](const Node* a, const Node* b) { return a->is_before(*b); });
         // The group is decided once, at its last linear (the first one the reverse walk meets).
         if (group.empty() || group.back() != root) return;
-        // Only linears whose operands exist before the first one can be computed there.
+        // Only linears whose operands exist before the first one can be computed
+        // there; a get_attr reads no node, so one defined later moves up to it.
+        auto available = [](Node* operand, Node* first) {
+          return operand->op() == OpKind::get_attr || operand->is_before(*first);
+        };
         while (group.size() >= 2) {
           Node* first = group.front();
           const auto late = std::find_if(group.begin(), group.end(), [&](Node* u) {
             const auto ops = operands(*u, x);
-            return !ops->weight->is_before(*first) || (ops->bias && !ops->bias->is_before(*first));
+            return !available(ops->weight, first) || (ops->bias && !available(ops->bias, first));
           });
           if (late == group.end()) break;
           if (*late == first) group.erase(group.begin());
@@ -89,6 +93,11 @@ inline PatternMatcherPass make_fuse_parallel_linear_pass(std::shared_ptr<Counter
         const TensorMeta& wmeta = *d::tensor_of(root_ops->weight);
         const OpRef cat = aten_level ? aten::cat : torch::cat;
         std::vector<Node*> replacements;
+        for (Node* u : group) {
+          const auto ops = operands(*u, x);
+          for (Node* operand : {ops->weight, ops->bias})
+            if (operand && !operand->is_before(*group.front())) g.move_before(group.front(), operand);
+        }
         {
         auto guard = g.inserting_before(group.front());
         Node* w = d::call_with_meta(g, cat, {Arg(weights)}, d::meta_like(wmeta, {total, k}), {{"dim", Arg(0)}});
