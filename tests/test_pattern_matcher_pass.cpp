@@ -754,6 +754,35 @@ TEST_CASE("is_mutation_op: Inductor's rule by schema, by name and by an `out` ke
   CHECK_FALSE(is_mutation_op(g.call_function(OpRef("torch.add"), {x, y})));
 }
 
+TEST_CASE("mutation regions: without compute(), the first same_region() computes them from the graph as it is") {
+  // PatternMatcherPass::apply leaves them to the first match, so that a pass
+  // that matches nothing does not look for mutation ops at all.
+  Graph g;
+  Node* a = g.placeholder("a");
+  Node* b = g.placeholder("b");
+  Node* mm = g.call_function(aten::mm, {a, b});
+  // A callable that mutates through `out=`, given its keywords after creation:
+  // the graph's count of nodes with keywords must see it.
+  Node* copy = g.call_function(OpRef("torch.add"), {a, b});
+  copy->set_kwarg("out", Arg(b));
+  Node* add = g.call_function(aten::add_Tensor, {mm, b});
+  g.output(ArgList{add});
+  MutationRegions regions;
+  CHECK_FALSE(regions.computed());
+  CHECK_FALSE(regions.active());
+  std::vector<Node*> pair{mm, add};
+  CHECK_FALSE(regions.same_region(pair, g));
+  CHECK(regions.computed());
+  CHECK(regions.active());
+  // The same through a pass: the match across the out= call is dropped.
+  CHECK(addmm_pass().apply(g) == 0);
+  copy->set_kwargs({});  // no longer a mutation op
+  MutationRegions fresh;
+  CHECK(fresh.same_region(pair, g));
+  CHECK_FALSE(fresh.active());
+  CHECK(addmm_pass().apply(g) == 1);
+}
+
 TEST_CASE("mutation regions: nodes created after compute() are numbered from the nearest older node, as Inductor does") {
   Graph g;
   Node* a = g.placeholder("a");

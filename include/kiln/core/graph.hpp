@@ -293,6 +293,15 @@ class Graph {
     if (sorted) std::sort(out.begin(), out.end(), [](Node* a, Node* b) { return a->order_ < b->order_; });
     return out;
   }
+  // Calls fn(Node*) for each live node of kind `op` and target `target`, in
+  // creation order (find_nodes' unsorted order), without building a list.
+  // `fn` must not erase or create nodes of that kind and target.
+  template <class Fn>
+  void for_each_node(OpKind op, OpRef target, Fn&& fn) const {
+    auto it = index_.find(bucket_key(op, target.hash));
+    if (it == index_.end()) return;
+    for (Node* n = it->second.head; n; n = n->index_next_) fn(n);
+  }
   // The key of an (op kind, target) pair in the graph's index; other indexes of
   // nodes by kind and target (PatternMatcherPass's) use the same one.
   // Never 0 (the low three bits hold the kind plus one), so 0 can mean "no node".
@@ -316,6 +325,12 @@ class Graph {
   std::size_t count_nodes(OpKind op, OpRef target) const {
     auto it = index_.find(bucket_key(op, target.hash));
     return it == index_.end() ? 0 : it->second.count;
+  }
+  // How many of those have keyword arguments, in O(1): a pass that reads only
+  // keywords (or an `out` keyword) skips a target where this is 0.
+  std::size_t count_nodes_with_kwargs(OpKind op, OpRef target) const {
+    auto it = index_.find(bucket_key(op, target.hash));
+    return it == index_.end() ? 0 : it->second.with_kwargs;
   }
   // Calls fn(OpRef target) once for each target that live nodes of kind `op`
   // have, in no particular order, without visiting the nodes.
@@ -367,6 +382,7 @@ class Graph {
     Node* head = nullptr;
     Node* tail = nullptr;
     std::size_t count = 0;
+    std::size_t with_kwargs = 0;  // live nodes whose kwargs are not empty
     OpRef target;  // the interned target, for for_each_target
   };
   static constexpr std::uint64_t kKeySpacing = std::uint64_t(1) << 32;
@@ -455,6 +471,7 @@ class Graph {
     (b.tail ? b.tail->index_next_ : b.head) = n;
     b.tail = n;
     ++b.count;
+    b.with_kwargs += n->kwargs_ != nullptr;
   }
   void index_remove(Node* n) {
     n->storage_->key = 0;
@@ -463,6 +480,7 @@ class Graph {
     (n->index_next_ ? n->index_next_->index_prev_ : b.tail) = n->index_prev_;
     n->index_prev_ = n->index_next_ = nullptr;
     --b.count;
+    b.with_kwargs -= n->kwargs_ != nullptr;
   }
 
   void link_before(Node* anchor, Node* n) {
@@ -595,6 +613,14 @@ class Graph {
 
 // ---- Node operations that need the Graph ----
 
+inline void Node::keywords_changed(bool had_keywords) {
+  // Only a node in the index counts (its storage slot has a key from index_add
+  // to index_remove); one being created is counted by index_add.
+  if (storage_ == nullptr || storage_->key == 0) return;
+  std::size_t& with = graph_->bucket_for(storage_->key).with_kwargs;
+  if (had_keywords) --with;
+  else ++with;
+}
 inline void Node::prepend(Node* n) { graph_->move_before(this, n); }
 inline void Node::append(Node* n) {
   if (n == this) return;

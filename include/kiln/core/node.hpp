@@ -251,6 +251,9 @@ class alignas(64) Node {
   void relink_inputs();
   // Drops every argument (erase_node).
   void clear_inputs();
+  // Tells the graph's index that this node gained or lost its keywords (in
+  // core/graph.hpp: the index counts the nodes with keywords per target).
+  void keywords_changed(bool had_keywords);
   void add_user_to(Node* input);
   void remove_from_users_of(std::size_t input_index);
   // Joins inputs_[i]'s user list at its end, recording the slot.
@@ -380,9 +383,11 @@ inline void Node::set_inputs(List&& args, ArgDict&& kwargs) {
   for (const auto& [k, a] : kwargs) check(a);
   if constexpr (std::is_same_v<std::remove_cvref_t<List>, ArgList>) args_.assign(std::move(args));
   else args_.assign(args.begin(), args.end());
+  const bool had_keywords = kwargs_ != nullptr;
   if (kwargs.empty()) kwargs_.reset();
   else if (kwargs_) *kwargs_ = std::move(kwargs);
   else kwargs_ = std::make_unique<ArgDict>(std::move(kwargs));
+  if (had_keywords != (kwargs_ != nullptr)) keywords_changed(had_keywords);
   relink_inputs();
 }
 
@@ -416,7 +421,10 @@ inline void Node::clear_inputs() {
   inputs_.clear();
   input_slots_.clear();
   args_.clear();
-  kwargs_.reset();
+  if (kwargs_) {
+    kwargs_.reset();
+    keywords_changed(true);
+  }
 }
 
 inline bool Node::is_impure() const {

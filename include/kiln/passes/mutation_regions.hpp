@@ -13,7 +13,12 @@
 // creates, on first use from the nearest older node, as Inductor does. A graph
 // without mutation ops (the common case) costs a look at its (kind, target)
 // pairs and nothing per node; should a handler add the first one, the regions
-// are then computed from the graph as it is at that point.
+// are then computed from the graph as it is at that point. Unless compute()
+// was called, the first same_region() computes them: apply() asks only once a
+// pattern has matched, before any handler has changed the graph, so the ids are
+// those of the graph apply() started with, and a pass that matches nothing
+// (most steps of a pipeline) never looks. The look reads only the nodes with
+// keywords of targets that may take an `out` keyword (the graph counts them).
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -80,6 +85,7 @@ class MutationRegions {
  public:
   // Finds out whether `g` has a mutation op and, if so, numbers every node's region.
   void compute(const Graph& g) {
+    computed_ = true;
     ids_.clear();
     targets_seen_ = g.target_kinds_seen();
     active_ = has_mutation_op(g);
@@ -93,11 +99,14 @@ class MutationRegions {
   }
 
   // Whether region ids are kept per node (keyed by address: the pass must not
-  // reuse erased nodes' memory meanwhile).
+  // reuse erased nodes' memory meanwhile). False until they are computed.
   bool active() const { return active_; }
+  bool computed() const { return computed_; }
 
-  // Whether every node of a match lies in one region.
+  // Whether every node of a match lies in one region (computing the regions
+  // of `g` as it is now, on the first call without compute()).
   bool same_region(std::span<Node* const> nodes, const Graph& g) {
+    if (!computed_) compute(g);
     if (!active_) {
       if (g.target_kinds_seen() == targets_seen_) return true;
       compute(g);  // a handler made a new kind of node: it may mutate
@@ -119,12 +128,8 @@ class MutationRegions {
       if (found || count == 0) return;
       if (detail::mutating_target(op, target.name)) {
         found = true;
-      } else if (detail::out_kwarg_counts(op, target.name)) {
-        for (const Node* n : g.find_nodes(op, target, /*sorted=*/false))
-          if (detail::has_out_kwarg(n)) {
-            found = true;
-            break;
-          }
+      } else if (detail::out_kwarg_counts(op, target.name) && g.count_nodes_with_kwargs(op, target) != 0) {
+        g.for_each_node(op, target, [&](const Node* n) { found = found || detail::has_out_kwarg(n); });
       }
     });
     return found;
@@ -151,6 +156,7 @@ class MutationRegions {
 
   std::unordered_map<const Node*, std::uint32_t> ids_;
   std::size_t targets_seen_ = 0;
+  bool computed_ = false;
   bool active_ = false;
 };
 

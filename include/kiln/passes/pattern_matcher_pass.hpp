@@ -308,11 +308,10 @@ class PatternMatcherPass {
       debug_node = d;
       ctx.debug_node = &debug_node;
     }
+    // Computed at the first match (mutation_regions.hpp), before any handler
+    // runs: a pass that matches nothing does not read the graph for them.
     MutationRegions regions;
-    if (prevent_across_mutations_) {
-      regions.compute(g);
-      ctx.regions = &regions;
-    }
+    if (prevent_across_mutations_) ctx.regions = &regions;
 
     std::size_t count = 0;
     // The snapshot goes into a buffer the pass keeps, so applying it again

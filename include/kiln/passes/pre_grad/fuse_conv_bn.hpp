@@ -22,6 +22,7 @@
 // erased (a lifted parameter's placeholder too). Counters: `fuse_conv_bn` per
 // batch-norm folded; `fuse_conv_bn_no_weights` per pair left because the
 // caller gave no WeightStore.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <ostream>
@@ -266,9 +267,17 @@ inline void apply_plan(Graph& g, io::WeightStore& store, Plan& p, Folded folded)
 // its own rewrite. Returns whether the graph changed.
 inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
   namespace d = conv_bn_detail;
-  std::vector<Node*> candidates;
-  for (Node* n : g.nodes())
-    if (n->op() == OpKind::call_module || inference_batch_norm_call(n)) candidates.push_back(n);
+  // Module calls and inference batch-norm calls in graph order, found through
+  // the graph's index of targets (a graph without them is not walked).
+  std::vector<Node*> candidates = g.find_nodes(OpKind::call_module, std::nullopt, /*sorted=*/false);
+  g.for_each_target(OpKind::call_function, [&](OpRef target) {
+    for (std::size_t i = 0; i < kBatchNormTargets; ++i)
+      if (target.name == batch_norm_target(i))
+        g.for_each_node(OpKind::call_function, target, [&](Node* n) {
+          if (inference_batch_norm_call(n)) candidates.push_back(n);
+        });
+  });
+  std::sort(candidates.begin(), candidates.end(), [](const Node* a, const Node* b) { return a->is_before(*b); });
   bool changed = false;
   for (Node* n : candidates) {
     if (n->erased()) continue;

@@ -8,10 +8,13 @@
 // and leaves callables it does not list. Each node changed counts
 // `numpy_compat_normalization`, as in Inductor. A node that gives both
 // spellings of one parameter is left (Python would refuse the call).
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "kiln/core/graph.hpp"
 
@@ -79,10 +82,20 @@ inline std::string_view torch_name_of(std::string_view numpy_kw, unsigned params
 
 // Returns how many nodes had keywords renamed.
 inline std::size_t numpy_compat_normalization(Graph& g) {
+  // Only nodes with keywords, of callables the table lists: looked up once per
+  // target, then visited in graph order (renaming rejoins user lists, whose
+  // order follows the order the nodes are changed in).
+  std::vector<std::pair<Node*, unsigned>> todo;
+  g.for_each_target(OpKind::call_function, [&](OpRef target) {
+    const unsigned params = detail::torch_params_of(target.name);
+    if (!params || g.count_nodes_with_kwargs(OpKind::call_function, target) == 0) return;
+    g.for_each_node(OpKind::call_function, target, [&](Node* n) {
+      if (!n->kwargs().empty()) todo.emplace_back(n, params);
+    });
+  });
+  std::sort(todo.begin(), todo.end(), [](const auto& a, const auto& b) { return a.first->is_before(*b.first); });
   std::size_t changed = 0;
-  for (Node* n : g.find_nodes(OpKind::call_function)) {
-    const unsigned params = detail::torch_params_of(n->target_name());
-    if (!params || n->kwargs().empty()) continue;
+  for (const auto& [n, params] : todo) {
     ArgDict renamed;
     bool any = false, clash = false;
     for (const auto& [key, value] : n->kwargs()) {

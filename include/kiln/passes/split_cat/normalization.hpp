@@ -10,6 +10,7 @@
 // `pattern_matcher_count`; nodes without the meta a rewrite needs are left.
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kiln/ops/torch.hpp"
@@ -86,17 +87,20 @@ inline PatternMatcherPass make_normalization_pass(std::shared_ptr<Counters*> cou
                           Node* node = m.nodes()[0];
                           auto found = list_and_dim(*node, true);
                           if (!found) return;
-                          const ArgList args{Arg(found->first)};
+                          ArgList args;  // (a braced list would copy the tensors once more)
+                          args.emplace_back(std::move(found->first));
                           const ArgDict kwargs{{"dim", Arg(found->second)}};
                           if (d::is_call_as(*node, torch::cat, args, kwargs)) return;
-                          d::replace_by_call(g, node, torch::cat, args, kwargs);
+                          d::replace_by_call(g, node, torch::cat, std::move(args), kwargs);
                           count();
                         });
   pass.register_pattern(CallFunctionVarArgs(torch::stack, MULTIPLE), [count, list_and_dim](auto& m, Graph& g, Node*) {
     Node* node = m.nodes()[0];
     auto found = list_and_dim(*node, false);
     if (!found) return;
-    d::replace_by_call(g, node, torch::stack, {Arg(found->first)}, {{"dim", Arg(found->second)}});
+    ArgList args;
+    args.emplace_back(std::move(found->first));
+    d::replace_by_call(g, node, torch::stack, std::move(args), {{"dim", Arg(found->second)}});
     count();
   });
 
