@@ -218,7 +218,7 @@ struct Plan {
   Node* conv_weight_node = nullptr;  // function form: the constant node of the conv weight
 };
 
-// How many nodes read each weight, counted once before the pass rewrites: a
+// How many nodes read each weight, counted once before the first rewrite: a
 // get_attr or placeholder names its weight, and a call_module (or a get_attr of
 // a module) reads every weight under its path. The rewrites only drop readers
 // of existing weights, so the counts stay an upper bound.
@@ -374,7 +374,7 @@ inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
   std::vector<Node*> candidates;
   for (Node* n : g.nodes())
     if (n->op() == OpKind::call_module || inference_batch_norm_call(n)) candidates.push_back(n);
-  const d::WeightReaders readers(g);
+  std::optional<d::WeightReaders> readers;  // counted at the first fold: a graph with none pays nothing
   bool changed = false;
   for (Node* n : candidates) {
     if (n->erased()) continue;
@@ -385,7 +385,8 @@ inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
     if (plan) {
       // The conv weight's own storage when nothing else reads it: no copy of the model's largest weights.
       auto take = [&]() -> std::optional<io::WeightTensor> {
-        if (!d::conv_weight_private(*plan, readers)) return std::nullopt;
+        if (!readers) readers.emplace(g);
+        if (!d::conv_weight_private(*plan, *readers)) return std::nullopt;
         return ctx.weights->take(plan->conv_weight_name);
       };
       folded = d::fold(plan->inputs, take, why);
