@@ -241,3 +241,25 @@ TEST_CASE("fuse_conv_bn on modules takes a module's weight when one call reads i
     CHECK(*store.find("conv.weight") == m.original("conv.weight"));
   }
 }
+
+TEST_CASE("fuse_conv_bn folds float64 parameters in float64") {
+  Model m("float64");
+  io::WeightStore store;
+  for (const auto& [name, t] : m.weights) {
+    const auto v = t.values<float>();
+    store.add(name, io::make_weight<double>(t.shape, std::vector<double>(v.begin(), v.end())));
+  }
+  Graph g = function_graph();
+  CHECK(fuse(g, store).get("fuse_conv_bn") == 1);
+  const io::WeightTensor& weight = store.created_value(store.created()[0]);
+  const io::WeightTensor& bias = store.created_value(store.created()[1]);
+  CHECK(weight.dtype == DType::float64);
+  CHECK(bias.dtype == DType::float64);
+  const auto w = store.find("conv.weight")->values<double>(), got = weight.values<double>();
+  const auto var = store.find("bn.running_var")->values<double>(), gamma = store.find("bn.weight")->values<double>();
+  const std::size_t per_channel = w.size() / kOut;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::size_t o = i / per_channel;
+    CHECK(got[i] == w[i] * (gamma[o] * (1.0 / std::sqrt(var[o] + 1e-3))));
+  }
+}
