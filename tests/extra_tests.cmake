@@ -126,11 +126,15 @@ if(KILN_HAVE_TORCH)
     endforeach()
     # fuse_conv_bn folds all 53 batch-norms of ResNet-50 into new weights, at both
     # levels (F.batch_norm; aten's batch-norm + getitem), and the folded model
-    # still matches PyTorch's outputs.
+    # still matches PyTorch's outputs. The numeric check's atol: the output's
+    # scale is about 82, and a fold in float32 (PyTorch's) moves elements near
+    # zero by up to 5e-5 (PyTorch's own fold of this model, against its unfused
+    # run: 2.7e-5 in float32, 4.6e-5 in float64), past the default 1e-5; 5e-4 is
+    # 6e-6 of the scale.
     foreach(level torch aten)
       set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_resnet50_${level})
       add_test(NAME fuse_conv_bn_resnet50_${level}
-        COMMAND kiln-opt ${_dir}/graph.json --passes fuse_conv_bn --numeric-check --counters --print
+        COMMAND kiln-opt ${_dir}/graph.json --passes fuse_conv_bn --numeric-check --atol 5e-4 --counters --print
                 -o ${_dir}/conv_bn_folded.json)
       set_tests_properties(fuse_conv_bn_resnet50_${level} PROPERTIES
         FIXTURES_REQUIRED model_resnet50_${level} LABELS "torch;model" TIMEOUT 600

@@ -9,9 +9,11 @@
 // A pass that folds constants (fuse_conv_bn) reads the weights its nodes refer to
 // and creates new ones; the caller (kiln-opt) then writes `created()` next to the
 // graph it writes. Files are read lazily, so a pass that touches a few weights of
-// a large model does not read them all.
+// a large model does not read them all; for the same reason a pass may take() a
+// weight read from a file to reuse its storage, since the file can give it again.
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,7 +31,7 @@ class WeightStore {
   explicit WeightStore(const GraphFile& file) : table_(file.weights), base_dir_(file.base_dir) {}
 
   // A weight known from the start, held in memory (a caller without files, a test).
-  void add(std::string name, WeightTensor t) { values_.insert_or_assign(std::move(name), std::move(t)); }
+  void add(std::string name, WeightTensor t) { values_.insert_or_assign(std::move(name), Held{std::move(t), false}); }
 
   // Whether a weight of that name exists (in the table, added or created).
   bool contains(std::string_view name) const {
@@ -38,13 +40,29 @@ class WeightStore {
 
   // The weight's value, read from its file on first use; nullptr when there is none.
   const WeightTensor* find(std::string_view name) {
-    if (auto it = values_.find(name); it != values_.end()) return &it->second;
+    if (auto it = values_.find(name); it != values_.end()) return &it->second.value;
     const std::string* rel = find_weight(table_, name);
     if (!rel) return nullptr;
-    GraphFile where;  // load_weight's errors name the attribute and the file
-    where.weights = {{std::string(name), *rel}};
-    where.base_dir = base_dir_;
-    return &values_.emplace(std::string(name), load_weight(where, name)).first->second;
+    return &values_.emplace(std::string(name), Held{load(name, *rel), true}).first->second.value;
+  }
+
+  // Moves a weight whose value comes from its file out of the store, for a pass
+  // that reuses its storage once the graph no longer refers to it (fuse_conv_bn
+  // scales a convolution's weight in place). The weight still exists: a later
+  // find() reads its file again. nullopt for a weight held only in memory
+  // (added, created) or unknown: the caller copies find()'s value instead.
+  // Pointers find() gave for this name dangle afterwards.
+  std::optional<WeightTensor> take(std::string_view name) {
+    auto it = values_.find(name);
+    if (it != values_.end()) {
+      if (!it->second.from_file) return std::nullopt;
+      WeightTensor t = std::move(it->second.value);
+      values_.erase(it);
+      return t;
+    }
+    const std::string* rel = find_weight(table_, name);
+    if (!rel) return std::nullopt;
+    return load(name, *rel);
   }
 
   // Adds a weight a pass made, named `base`, or `base_1`, `base_2`, ... when
@@ -52,7 +70,7 @@ class WeightStore {
   std::string create(std::string_view base, WeightTensor t) {
     std::string name(base);
     for (int i = 1; contains(name); ++i) name = std::string(base) + "_" + std::to_string(i);
-    values_.emplace(name, std::move(t));
+    values_.emplace(name, Held{std::move(t), false});
     created_.push_back(name);
     return name;
   }
@@ -62,13 +80,24 @@ class WeightStore {
   const WeightTensor& created_value(std::string_view name) const {
     auto it = values_.find(name);
     if (it == values_.end()) throw Error("WeightStore: no weight named '" + std::string(name) + "'");
-    return it->second;
+    return it->second.value;
   }
 
  private:
+  struct Held {
+    WeightTensor value;
+    bool from_file;  // read from the table's file, so take() may hand it out
+  };
+  WeightTensor load(std::string_view name, const std::string& rel) const {
+    GraphFile where;  // load_weight's errors name the attribute and the file
+    where.weights = {{std::string(name), rel}};
+    where.base_dir = base_dir_;
+    return load_weight(where, name);
+  }
+
   WeightsTable table_;
   std::filesystem::path base_dir_;
-  std::map<std::string, WeightTensor, std::less<>> values_;  // added, created and read so far
+  std::map<std::string, Held, std::less<>> values_;  // added, created and read so far
   std::vector<std::string> created_;
 };
 

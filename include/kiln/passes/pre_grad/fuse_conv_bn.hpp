@@ -15,6 +15,11 @@
 // Dynamo lift parameters to placeholders). The convolution's output must have
 // the batch-norm as its only user.
 //
+// The fold computes in the parameters' dtype (float32 for a float model), as
+// PyTorch's fuse_conv_bn_weights does. A conv weight that nothing but its conv
+// reads is taken from the store (WeightStore::take: its file still gives the
+// original) and scaled in place, so folding a model copies none of its weights.
+//
 // Where Inductor replaces a module by its folded copy (so every call of a
 // shared conv module changes), kiln rewrites the one call: a module pair
 // becomes torch.nn.functional.conv{N}d on the folded weights, a functional or
@@ -24,9 +29,13 @@
 // caller gave no WeightStore.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/io/weight_store.hpp"
@@ -45,19 +54,6 @@ inline std::optional<std::string> constant_name(const io::WeightStore& store, co
   std::string name(n->target_name());
   if (!store.contains(name)) return std::nullopt;
   return name;
-}
-
-inline std::optional<std::vector<double>> as_doubles(const io::WeightTensor& t) {
-  if (t.dtype == DType::float32) {
-    const auto v = t.values<float>();
-    return std::vector<double>(v.begin(), v.end());
-  }
-  if (t.dtype == DType::float64) return t.values<double>();
-  return std::nullopt;
-}
-inline io::WeightTensor from_doubles(std::vector<std::int64_t> shape, const std::vector<double>& v, DType dtype) {
-  if (dtype == DType::float64) return io::make_weight<double>(std::move(shape), v);
-  return io::make_weight<float>(std::move(shape), std::vector<float>(v.begin(), v.end()));
 }
 
 inline TensorMeta meta_of(const io::WeightTensor& t) {
@@ -85,43 +81,117 @@ struct Folded {
   io::WeightTensor weight, bias;
 };
 
-// The folded weight and bias in the conv weight's dtype (computed in double);
-// nullopt, with the reason in `why`, when a dtype or size does not fit.
-inline std::optional<Folded> fold(const FoldInputs& in, std::string& why) {
+// Per output channel, what multiplies the weight and the folded bias.
+template <class T>
+struct ChannelFold {
+  std::vector<T> scale, bias;
+};
+
+// Whether a per-channel parameter (null: None) is float32 or float64 with one
+// value per output channel; `why` says why not.
+inline bool channel_param_fits(const io::WeightTensor* t, std::size_t channels, const char* what, std::string& why) {
+  if (!t) return true;
+  if (t->dtype != DType::float32 && t->dtype != DType::float64)
+    why = std::string(what) + " is " + std::string(dtype_name(t->dtype)) + ", not float32 or float64";
+  else if (static_cast<std::size_t>(t->numel()) != channels)
+    why = std::string(what) + " has " + std::to_string(t->numel()) + " values for " + std::to_string(channels) +
+          " output channels";
+  return why.empty();
+}
+
+// A parameter that fits, as T; `fill` everywhere for None.
+template <class T>
+std::vector<T> channel_values(const io::WeightTensor* t, std::size_t channels, T fill) {
+  std::vector<T> out(channels, fill);
+  if (!t) return out;
+  if (t->dtype == DType::float32) {
+    const auto* v = reinterpret_cast<const float*>(t->bytes.data());
+    for (std::size_t i = 0; i < channels; ++i) out[i] = static_cast<T>(v[i]);
+  } else {
+    const auto* v = reinterpret_cast<const double*>(t->bytes.data());
+    for (std::size_t i = 0; i < channels; ++i) out[i] = static_cast<T>(v[i]);
+  }
+  return out;
+}
+
+// PyTorch's fuse_conv_bn_weights in T, the parameters' dtype (float32 for a
+// float model, not double), with its order of operations:
+//   rsqrt = 1 / sqrt(var + eps), scale = gamma * rsqrt, bias' = (b - mean) * rsqrt * gamma + beta.
+template <class T>
+ChannelFold<T> channel_fold(const FoldInputs& in, std::size_t channels) {
+  const std::vector<T> bias = channel_values<T>(in.conv_bias, channels, T(0));
+  const std::vector<T> gamma = channel_values<T>(in.bn_weight, channels, T(1));
+  const std::vector<T> beta = channel_values<T>(in.bn_bias, channels, T(0));
+  const std::vector<T> mean = channel_values<T>(in.mean, channels, T(0));
+  const std::vector<T> var = channel_values<T>(in.var, channels, T(1));
+  ChannelFold<T> f{std::vector<T>(channels), std::vector<T>(channels)};
+  const T eps = static_cast<T>(in.eps);
+  for (std::size_t o = 0; o < channels; ++o) {
+    const T rsqrt = T(1) / std::sqrt(var[o] + eps);
+    f.scale[o] = gamma[o] * rsqrt;
+    f.bias[o] = (bias[o] - mean[o]) * rsqrt * gamma[o] + beta[o];
+  }
+  return f;
+}
+
+// Multiplies each output channel's row of a C-order weight by its scale, in
+// place. The fixed blocks let the compiler vectorize it at -O2 as well.
+template <class T>
+void scale_rows(T* w, std::size_t channels, std::size_t per_channel, const T* scale) {
+  constexpr std::size_t kBlock = 64 / sizeof(T);
+  for (std::size_t o = 0; o < channels; ++o) {
+    const T s = scale[o];
+    T* row = w + o * per_channel;
+    std::size_t k = 0;
+    for (; k + kBlock <= per_channel; k += kBlock)
+      for (std::size_t j = 0; j < kBlock; ++j) row[k + j] *= s;
+    for (; k < per_channel; ++k) row[k] *= s;
+  }
+}
+
+template <class T, class Take>
+Folded fold_as(const FoldInputs& in, std::size_t channels, Take& take_weight) {
+  const ChannelFold<T> f = channel_fold<T>(in, channels);
+  std::optional<io::WeightTensor> taken = take_weight();  // in.conv_weight dangles once taken
+  io::WeightTensor weight = taken ? std::move(*taken) : *in.conv_weight;
+  scale_rows(reinterpret_cast<T*>(weight.bytes.data()), channels, static_cast<std::size_t>(weight.numel()) / channels,
+             f.scale.data());
+  io::WeightTensor bias;
+  bias.dtype = weight.dtype;
+  bias.shape = {static_cast<std::int64_t>(channels)};
+  bias.bytes.resize(channels * sizeof(T));
+  std::memcpy(bias.bytes.data(), f.bias.data(), bias.bytes.size());
+  return Folded{std::move(weight), std::move(bias)};
+}
+
+// The folded weight and bias, in the conv weight's dtype; nullopt, with the
+// reason in `why`, when a dtype or size does not fit. The weight is scaled in
+// place in the storage `take_weight()` gives (the conv weight's own, when
+// nothing else refers to it), else in a copy; it is called only once the fold
+// is known to fit.
+template <class Take>
+std::optional<Folded> fold(const FoldInputs& in, Take&& take_weight, std::string& why) {
   const io::WeightTensor& w = *in.conv_weight;
   if (w.shape.empty() || w.shape[0] <= 0) {
     why = "the convolution weight has no output channels";
     return std::nullopt;
   }
-  const std::int64_t channels = w.shape[0];
-  auto values = [&](const io::WeightTensor* t, const char* what, double fill) -> std::optional<std::vector<double>> {
-    if (!t) return std::vector<double>(static_cast<std::size_t>(channels), fill);
-    auto v = as_doubles(*t);
-    if (!v) why = std::string(what) + " is " + std::string(dtype_name(t->dtype)) + ", not float32 or float64";
-    else if (static_cast<std::int64_t>(v->size()) != channels)
-      why = std::string(what) + " has " + std::to_string(v->size()) + " values for " + std::to_string(channels) +
-            " output channels", v.reset();
-    return v;
-  };
-  const auto weight = as_doubles(w);
-  if (!weight) {
+  if (w.dtype != DType::float32 && w.dtype != DType::float64) {
     why = "the convolution weight is " + std::string(dtype_name(w.dtype)) + ", not float32 or float64";
     return std::nullopt;
   }
-  const auto bias = values(in.conv_bias, "the convolution bias", 0.0);
-  const auto gamma = values(in.bn_weight, "the batch-norm weight", 1.0);
-  const auto beta = values(in.bn_bias, "the batch-norm bias", 0.0);
-  const auto mean = values(in.mean, "running_mean", 0.0);
-  const auto var = values(in.var, "running_var", 1.0);
-  if (!bias || !gamma || !beta || !mean || !var) return std::nullopt;
-  const std::size_t per_channel = weight->size() / static_cast<std::size_t>(channels);
-  std::vector<double> fw(weight->size()), fb(static_cast<std::size_t>(channels));
-  for (std::size_t o = 0; o < static_cast<std::size_t>(channels); ++o) {
-    const double scale = (*gamma)[o] / std::sqrt((*var)[o] + in.eps);
-    for (std::size_t k = 0; k < per_channel; ++k) fw[o * per_channel + k] = (*weight)[o * per_channel + k] * scale;
-    fb[o] = ((*bias)[o] - (*mean)[o]) * scale + (*beta)[o];
-  }
-  return Folded{from_doubles(w.shape, fw, w.dtype), from_doubles({channels}, fb, w.dtype)};
+  const auto channels = static_cast<std::size_t>(w.shape[0]);
+  if (!channel_param_fits(in.conv_bias, channels, "the convolution bias", why) ||
+      !channel_param_fits(in.bn_weight, channels, "the batch-norm weight", why) ||
+      !channel_param_fits(in.bn_bias, channels, "the batch-norm bias", why) ||
+      !channel_param_fits(in.mean, channels, "running_mean", why) ||
+      !channel_param_fits(in.var, channels, "running_var", why))
+    return std::nullopt;
+  return w.dtype == DType::float32 ? fold_as<float>(in, channels, take_weight) : fold_as<double>(in, channels, take_weight);
+}
+// The same on a copy of the conv weight.
+inline std::optional<Folded> fold(const FoldInputs& in, std::string& why) {
+  return fold(in, [] { return std::optional<io::WeightTensor>(); }, why);
 }
 
 // Erases constants that lost their last user (get_attr, or a placeholder bound to a weight).
@@ -145,7 +215,40 @@ struct Plan {
   int dims = 2;
   FoldInputs inputs;
   std::vector<Node*> constants;  // the nodes whose values are folded in
+  std::string conv_weight_name;
+  Node* conv_weight_node = nullptr;  // function form: the constant node of the conv weight
 };
+
+// How many nodes read each weight, counted once before the first rewrite: a
+// get_attr or placeholder names its weight, and a call_module (or a get_attr of
+// a module) reads every weight under its path. The rewrites only drop readers
+// of existing weights, so the counts stay an upper bound.
+class WeightReaders {
+ public:
+  explicit WeightReaders(const Graph& g) {
+    for (const Node* n : g.nodes())
+      if (n->op() == OpKind::get_attr || n->op() == OpKind::placeholder || n->op() == OpKind::call_module)
+        ++by_target_[std::string(n->target_name())];
+  }
+  int count(std::string_view weight) const {
+    int c = 0;
+    for (std::size_t end = weight.find('.');; end = weight.find('.', end + 1)) {
+      const auto it = by_target_.find(weight.substr(0, end));
+      if (it != by_target_.end()) c += it->second;
+      if (end == std::string_view::npos) return c;
+    }
+  }
+
+ private:
+  std::map<std::string, int, std::less<>> by_target_;
+};
+
+// Whether the plan's conv weight is read by its conv alone, so the fold may
+// scale its storage in place: the rewrite leaves nothing that refers to it.
+inline bool conv_weight_private(const Plan& p, const WeightReaders& readers) {
+  if (p.conv_weight_node && p.conv_weight_node->num_users() != 1) return false;
+  return readers.count(p.conv_weight_name) == 1;
+}
 
 inline constexpr const char* kNoWeights = "the caller gave no weights to fold";
 
@@ -184,6 +287,7 @@ inline std::optional<Plan> plan_function_form(io::WeightStore* weights, Node* n,
     }
     *slot = store.find(*name);
     p.constants.push_back(node);
+    if (node == conv->weight) p.conv_weight_name = *name, p.conv_weight_node = node;
   }
   return p;
 }
@@ -206,7 +310,8 @@ inline std::optional<Plan> plan_module_form(io::WeightStore* weights, Graph& g, 
   io::WeightStore& store = *weights;
   p.inputs.eps = pair->eps;
   const std::string cpath(p.conv->target_name()), bpath(n->target_name());
-  p.inputs.conv_weight = store.find(cpath + ".weight");
+  p.conv_weight_name = cpath + ".weight";
+  p.inputs.conv_weight = store.find(p.conv_weight_name);
   p.inputs.conv_bias = store.find(cpath + ".bias");
   p.inputs.mean = store.find(bpath + ".running_mean");
   p.inputs.var = store.find(bpath + ".running_var");
@@ -278,6 +383,7 @@ inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
         });
   });
   std::sort(candidates.begin(), candidates.end(), [](const Node* a, const Node* b) { return a->is_before(*b); });
+  std::optional<d::WeightReaders> readers;  // counted at the first fold: a graph with none pays nothing
   bool changed = false;
   for (Node* n : candidates) {
     if (n->erased()) continue;
@@ -285,7 +391,15 @@ inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
     std::optional<d::Plan> plan = n->op() == OpKind::call_module ? d::plan_module_form(ctx.weights, g, n, why)
                                                                   : d::plan_function_form(ctx.weights, n, why);
     std::optional<d::Folded> folded;
-    if (plan) folded = d::fold(plan->inputs, why);
+    if (plan) {
+      // The conv weight's own storage when nothing else reads it: no copy of the model's largest weights.
+      auto take = [&]() -> std::optional<io::WeightTensor> {
+        if (!readers) readers.emplace(g);
+        if (!d::conv_weight_private(*plan, *readers)) return std::nullopt;
+        return ctx.weights->take(plan->conv_weight_name);
+      };
+      folded = d::fold(plan->inputs, take, why);
+    }
     if (!folded) {
       if (why == d::kNoWeights) ctx.counters.increment("fuse_conv_bn_no_weights");
       if (ctx.log && !why.empty()) *ctx.log << "fuse_conv_bn: " << n->name() << " left: " << why << "\n";
