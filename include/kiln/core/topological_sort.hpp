@@ -3,6 +3,8 @@
 // order except where a node comes before one of its inputs, in which case it is
 // moved to just after the last of them. An already sorted graph is left exactly
 // as it is (no node moves, no order key changes).
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kiln/core/graph.hpp"
@@ -11,24 +13,36 @@ namespace kiln {
 
 // Returns the number of nodes moved. Throws GraphError on a dependency cycle.
 inline std::size_t stable_topological_sort(Graph& g) {
-  // Fast path: when every input already comes before its user, Inductor's
-  // algorithm would move nothing; order keys answer that in one walk.
-  bool sorted = true;
-  for (const Node* n : g.nodes()) {
+  // Nodes before the first one that comes before an input are placed where
+  // they are and wait on nothing: the algorithm starts at that node. An
+  // already sorted graph is answered by this walk alone (order keys).
+  Node* first_unsorted = nullptr;
+  std::size_t sorted_prefix = 0;
+  for (Node* n : g.nodes()) {
     for (const Node* in : n->all_input_nodes())
       if (!in->is_before(*n)) {
-        sorted = false;
+        first_unsorted = n;
         break;
       }
-    if (!sorted) break;
+    if (first_unsorted) break;
+    ++sorted_prefix;
   }
-  if (sorted) return 0;
+  if (!first_unsorted) return 0;
 
-  // Per-node state lives in flat tables indexed by each node's position.
-  std::vector<Node*> order = g.node_list();
-  for (std::uint32_t i = 0; i < order.size(); ++i) order[i]->scratch() = i;
+  // Per-node state lives in flat tables indexed by each node's position past
+  // the prefix; a prefix node is ready (its scratch is kReady).
+  constexpr std::uint32_t kReady = 0xFFFFFFFF, kNone = 0xFFFFFFFF;
+  for (Node* n = g.front(); n != first_unsorted; n = n->next()) n->scratch() = kReady;
+  std::vector<Node*> order;
+  order.reserve(g.size() - sorted_prefix);
+  for (Node* n = first_unsorted; n; n = n->next()) {
+    n->scratch() = static_cast<std::uint32_t>(order.size());
+    order.push_back(n);
+  }
   std::vector<char> ready(order.size(), 0);
-  std::vector<std::vector<std::uint32_t>> waiting(order.size());
+  // The nodes waiting on each node, as singly linked lists through `next_waiting`
+  // (newest first, so pushing a list in its order pops the oldest first).
+  std::vector<std::uint32_t> first_waiting(order.size(), kNone), next_waiting(order.size(), kNone);
 
   std::vector<std::uint32_t> pending;  // a stack: the next node to look at is at the back
   pending.reserve(order.size());
@@ -36,7 +50,7 @@ inline std::size_t stable_topological_sort(Graph& g) {
 
   std::size_t moved = 0;
   std::size_t ready_count = 0;
-  Node* cursor = nullptr;
+  Node* cursor = first_unsorted->prev();
   while (!pending.empty()) {
     const std::uint32_t i = pending.back();
     pending.pop_back();
@@ -45,25 +59,24 @@ inline std::size_t stable_topological_sort(Graph& g) {
     // included) that is not ready yet, so a sorted graph re-checks nothing.
     std::int64_t last_unready = -1;
     auto visit = [&](Node* in) {
-      if (!ready[in->scratch()]) last_unready = in->scratch();
+      const std::uint32_t k = in->scratch();
+      if (k != kReady && !ready[k]) last_unready = k;
     };
     for (const auto& a : node->args()) for_each_node(a, visit);
     for (const auto& [k, a] : node->kwargs()) for_each_node(a, visit);
     if (last_unready >= 0) {
-      waiting[last_unready].push_back(i);
+      next_waiting[i] = first_waiting[last_unready];
+      first_waiting[last_unready] = i;
       continue;
     }
     ready[i] = 1;
     ++ready_count;
-    if (cursor && cursor->next() != node) {
+    if (cursor && cursor->next() != node) {  // (Inductor: the first node placed stays where it is)
       g.move_before(cursor->next(), node);
       ++moved;
     }
     cursor = node;
-    auto& w = waiting[i];
-    for (auto it = w.rbegin(); it != w.rend(); ++it) pending.push_back(*it);
-    w.clear();
-    w.shrink_to_fit();
+    for (std::uint32_t w = std::exchange(first_waiting[i], kNone); w != kNone; w = next_waiting[w]) pending.push_back(w);
   }
   if (ready_count != order.size()) {
     for (std::size_t i = 0; i < order.size(); ++i)
