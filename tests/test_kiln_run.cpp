@@ -116,6 +116,13 @@ TEST_CASE("kiln-run exits 2 on bad input, naming what is wrong") {
   r = kiln_run("'" + dir.string() + "' --frobnicate");
   CHECK(r.status == 2);
   CHECK(r.err.find("unknown option --frobnicate") != std::string::npos);
+  // A choice option names its choices.
+  r = kiln_run("'" + dir.string() + "' --conv-algorithm fast");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--conv-algorithm takes direct or winograd, got 'fast'") != std::string::npos);
+  r = kiln_run("'" + dir.string() + "' --fpmath f16");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--fpmath takes bf16 or strict, got 'f16'") != std::string::npos);
   // An input of the wrong shape is named.
   io::write_npy(scratch_dir() / "x_wrong.npy", io::make_weight<float>({4, 3}, kX));
   r = kiln_run("'" + dir.string() + "' --inputs '" + (scratch_dir() / "x_wrong.npy").string() + "'");

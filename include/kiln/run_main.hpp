@@ -11,11 +11,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -86,6 +88,16 @@ struct Options {
 inline long long parse_int(const std::string& flag, const std::string& text, long long lo) {
   return static_cast<long long>(tool_args::parse_whole(flag, text, static_cast<unsigned long long>(lo)));
 }
+// The value of `flag` named by `text`, one of `choices`.
+template <class E>
+E parse_choice(const std::string& flag, const std::string& text, std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (text == name) return value;
+    names += names.empty() ? name : std::string(" or ") + name;
+  }
+  throw UsageError(flag + " takes " + names + ", got '" + text + "'");
+}
 // Returns false when the run is over (--help or --version printed).
 inline bool parse_args(int argc, char** argv, const std::string& tool, Options& o) {
   tool_args::ArgCursor cur(argc, argv);
@@ -101,15 +113,11 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--iterations") o.iterations = static_cast<int>(parse_int(a, value(), 1));
     else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0));
     else if (a == "--fpmath") {
-      const std::string v = value();
-      if (v == "bf16") o.fpmath = runtime::CompileOptions::FpMath::bf16;
-      else if (v == "strict") o.fpmath = runtime::CompileOptions::FpMath::strict;
-      else throw UsageError("--fpmath takes bf16 or strict, got '" + v + "'");
+      using F = runtime::CompileOptions::FpMath;
+      o.fpmath = parse_choice<F>(a, value(), {{"bf16", F::bf16}, {"strict", F::strict}});
     } else if (a == "--conv-algorithm") {
-      const std::string v = value();
-      if (v == "winograd") o.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::winograd;
-      else if (v == "direct") o.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::direct;
-      else throw UsageError("--conv-algorithm takes direct or winograd, got '" + v + "'");
+      using C = runtime::CompileOptions::ConvAlgorithm;
+      o.conv_algorithm = parse_choice<C>(a, value(), {{"direct", C::direct}, {"winograd", C::winograd}});
     } else if (a == "--outputs") o.outputs = value();
     else if (a == "--compare") o.compare = value();
     else if (a == "--rtol") o.rtol = parse_number(a, value());

@@ -189,10 +189,6 @@ std::optional<Folded> fold(const FoldInputs& in, Take&& take_weight, std::string
     return std::nullopt;
   return w.dtype == DType::float32 ? fold_as<float>(in, channels, take_weight) : fold_as<double>(in, channels, take_weight);
 }
-// The same on a copy of the conv weight.
-inline std::optional<Folded> fold(const FoldInputs& in, std::string& why) {
-  return fold(in, [] { return std::optional<io::WeightTensor>(); }, why);
-}
 
 // Erases constants that lost their last user (get_attr, or a placeholder bound to a weight).
 inline void erase_unused_constants(Graph& g, const io::WeightStore& store, std::vector<Node*> nodes) {
@@ -375,13 +371,10 @@ inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
   // Module calls and inference batch-norm calls in graph order, found through
   // the graph's index of targets (a graph without them is not walked).
   std::vector<Node*> candidates = g.find_nodes(OpKind::call_module, std::nullopt, /*sorted=*/false);
-  g.for_each_target(OpKind::call_function, [&](OpRef target) {
-    for (std::size_t i = 0; i < kBatchNormTargets; ++i)
-      if (target.name == batch_norm_target(i))
-        g.for_each_node(OpKind::call_function, target, [&](Node* n) {
-          if (inference_batch_norm_call(n)) candidates.push_back(n);
-        });
-  });
+  for (std::size_t i = 0; i < kBatchNormTargets; ++i)
+    g.for_each_node(OpKind::call_function, OpRef(batch_norm_target(i)), [&](Node* n) {
+      if (inference_batch_norm_call(n)) candidates.push_back(n);
+    });
   std::sort(candidates.begin(), candidates.end(), [](const Node* a, const Node* b) { return a->is_before(*b); });
   std::optional<d::WeightReaders> readers;  // counted at the first fold: a graph with none pays nothing
   bool changed = false;
