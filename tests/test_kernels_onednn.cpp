@@ -8,6 +8,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "kiln/kernels/onednn/conv_algorithm.hpp"
 #include "kiln/runtime/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
@@ -280,14 +281,44 @@ TEST_CASE("Winograd convolution: 3x3 stride-1 ones run it where oneDNN has it, a
       // Winograd's transforms round differently from the direct sum: a looser bound than the 1e-5 above.
       CHECK(worst_rel(ref, cg.run({tx})[0]) < 1e-4);
     }
-  // Options left at their default: direct, as PyTorch computes it.
-  Graph g;
-  Node* x = g.placeholder("x", meta({1, 16, 8, 8}));
-  g.output(ArgList{g.call_function(aten::convolution, {x, g.get_attr("w", meta({16, 16, 3, 3})), Arg(), ArgList{1, 1}, ArgList{1, 1},
-                                                       ArgList{1, 1}, false, ArgList{0, 0}, 1})});
-  auto direct = CompiledGraph::compile(g, runtime::Weights{{"w", random_tensor({16, 16, 3, 3}, 43)}});
-  CHECK(direct.step(0).implementation.find("wino") == std::string::npos);
-  CHECK_FALSE(direct.step(0).implementation.empty());
+}
+
+TEST_CASE("automatic convolution algorithm: Winograd only with enough multiply-adds per thread, direct when asked") {
+  const bool has_winograd = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  auto conv_graph = [](std::int64_t C, std::int64_t HW) {
+    Graph g;
+    Node* x = g.placeholder("x", meta({1, C, HW, HW}));
+    g.output(ArgList{g.call_function(aten::convolution, {x, g.get_attr("w", meta({C, C, 3, 3})), Arg(), ArgList{1, 1},
+                                                         ArgList{1, 1}, ArgList{1, 1}, false, ArgList{0, 0}, 1})});
+    return g;
+  };
+  auto uses_winograd = [](const CompiledGraph& cg) { return cg.step(0).implementation.find("wino") != std::string::npos; };
+  // 64 channels at 40x40: 59 million multiply-adds, over the 20 million per thread on 1 and 2 threads, under it on 4.
+  Graph big = conv_graph(64, 40);
+  const std::int64_t macs = 64 * 40 * 40 * 64 * 9;
+  REQUIRE(macs / 2 >= kernels::onednn::winograd_min_macs_per_thread);
+  REQUIRE(macs / 4 < kernels::onednn::winograd_min_macs_per_thread);
+  Tensor tw = random_tensor({64, 64, 3, 3}, 44), tx = random_tensor({1, 64, 40, 40}, 45);
+  const std::vector<double> ref = naive_conv(tx, tw, nullptr, 1, 1, 1, 1);
+  for (int threads : {1, 2, 4}) {
+    CAPTURE(threads);
+    runtime::CompileOptions opts;  // conv_algorithm left at its default, automatic
+    opts.threads = threads;
+    auto cg = CompiledGraph::compile(big, runtime::Weights{{"w", tw}}, opts);
+    CHECK(uses_winograd(cg) == (has_winograd && threads <= 2));
+    CHECK(worst_rel(ref, cg.run({tx})[0]) < 1e-4);
+    opts.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::direct;
+    CHECK_FALSE(uses_winograd(CompiledGraph::compile(big, runtime::Weights{{"w", tw}}, opts)));
+  }
+  // A small convolution stays direct at its default even on one thread; forced, it runs Winograd.
+  Graph small = conv_graph(16, 8);
+  const runtime::Weights ws{{"w", random_tensor({16, 16, 3, 3}, 43)}};
+  auto automatic = CompiledGraph::compile(small, ws);
+  CHECK_FALSE(uses_winograd(automatic));
+  CHECK_FALSE(automatic.step(0).implementation.empty());
+  runtime::CompileOptions forced;
+  forced.conv_algorithm = runtime::CompileOptions::ConvAlgorithm::winograd;
+  CHECK(uses_winograd(CompiledGraph::compile(small, ws, forced)) == has_winograd);
 }
 
 TEST_CASE("conv, batch-norm, relu and conv, batch-norm, residual add, relu run as single steps") {

@@ -119,7 +119,7 @@ TEST_CASE("kiln-run exits 2 on bad input, naming what is wrong") {
   // A choice option names its choices.
   r = kiln_run("'" + dir.string() + "' --conv-algorithm fast");
   CHECK(r.status == 2);
-  CHECK(r.err.find("--conv-algorithm takes direct or winograd, got 'fast'") != std::string::npos);
+  CHECK(r.err.find("--conv-algorithm takes auto or direct or winograd, got 'fast'") != std::string::npos);
   r = kiln_run("'" + dir.string() + "' --fpmath f16");
   CHECK(r.status == 2);
   CHECK(r.err.find("--fpmath takes bf16 or strict, got 'f16'") != std::string::npos);

@@ -51,9 +51,10 @@ inline std::string help_text(const std::string& tool) {
          "  --random SEED         random inputs drawn with SEED (normal floats, ints in [0, 10))\n"
          "  --threads N           threads per run (default 1)\n"
          "  --fpmath bf16|strict  oneDNN's arithmetic: bf16 products on fp32 tensors (AMX), or fp32 (default)\n"
-         "  --conv-algorithm direct|winograd\n"
-         "                        3x3 stride-1 convolutions: direct (default, as PyTorch), or Winograd where\n"
-         "                        oneDNN has it (AVX-512): fewer multiplications, other rounding\n"
+         "  --conv-algorithm auto|direct|winograd\n"
+         "                        3x3 stride-1 convolutions: Winograd where oneDNN has it (AVX-512: fewer\n"
+         "                        multiplications, other rounding) and each thread has enough work (auto,\n"
+         "                        the default), always Winograd, or always direct (as PyTorch)\n"
          "  --iterations N        timed runs (default 10)\n"
          "  --warmup N            untimed runs first (default 2)\n"
          "  --outputs DIR         write the outputs as DIR/output_<i>.npy\n"
@@ -82,7 +83,7 @@ struct Options {
   std::optional<double> max_rel_err;
   bool profile = false, json = false;
   runtime::CompileOptions::FpMath fpmath = runtime::CompileOptions::FpMath::strict;
-  runtime::CompileOptions::ConvAlgorithm conv_algorithm = runtime::CompileOptions::ConvAlgorithm::direct;
+  runtime::CompileOptions::ConvAlgorithm conv_algorithm = runtime::CompileOptions::ConvAlgorithm::automatic;
 };
 
 inline long long parse_int(const std::string& flag, const std::string& text, long long lo) {
@@ -97,6 +98,10 @@ E parse_choice(const std::string& flag, const std::string& text, std::initialize
     names += names.empty() ? name : std::string(" or ") + name;
   }
   throw UsageError(flag + " takes " + names + ", got '" + text + "'");
+}
+inline const char* conv_algorithm_name(runtime::CompileOptions::ConvAlgorithm a) {
+  using C = runtime::CompileOptions::ConvAlgorithm;
+  return a == C::direct ? "direct" : a == C::winograd ? "winograd" : "auto";
 }
 // Returns false when the run is over (--help or --version printed).
 inline bool parse_args(int argc, char** argv, const std::string& tool, Options& o) {
@@ -117,7 +122,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
       o.fpmath = parse_choice<F>(a, value(), {{"bf16", F::bf16}, {"strict", F::strict}});
     } else if (a == "--conv-algorithm") {
       using C = runtime::CompileOptions::ConvAlgorithm;
-      o.conv_algorithm = parse_choice<C>(a, value(), {{"direct", C::direct}, {"winograd", C::winograd}});
+      o.conv_algorithm = parse_choice<C>(a, value(), {{"auto", C::automatic}, {"direct", C::direct}, {"winograd", C::winograd}});
     } else if (a == "--outputs") o.outputs = value();
     else if (a == "--compare") o.compare = value();
     else if (a == "--rtol") o.rtol = parse_number(a, value());
@@ -284,7 +289,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     nlohmann::json j{{"graph", o.graph},
                      {"threads", o.threads},
                      {"fpmath", o.fpmath == runtime::CompileOptions::FpMath::bf16 ? "bf16" : "strict"},
-                     {"conv_algorithm", o.conv_algorithm == runtime::CompileOptions::ConvAlgorithm::winograd ? "winograd" : "direct"},
+                     {"conv_algorithm", conv_algorithm_name(o.conv_algorithm)},
                      {"iterations", o.iterations},
                      {"steps", cg.num_steps()},
                      {"compile_ms", compile_ms},

@@ -6,15 +6,16 @@
 // the primitive wants another layout (a graph's NCHW input). Constant weights
 // are reordered once, with a following inference batch-norm folded in, and a
 // relu or residual add after it become post-ops (onednn/epilogue.hpp).
-// With CompileOptions::conv_algorithm winograd, a 3x3 stride-1 convolution
-// with no residual add runs oneDNN's Winograd primitive where it exists: it
-// writes its own blocked layout, which the step reorders into the result.
+// A 3x3 stride-1 convolution with no residual add may run oneDNN's Winograd
+// primitive where it exists (CompileOptions::conv_algorithm, onednn/conv_algorithm.hpp):
+// it writes its own blocked layout, which the step reorders into the result.
 #include <cmath>
 #include <optional>
 
 #include "kiln/kernels/detail/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
+#include "kiln/kernels/onednn/conv_algorithm.hpp"
 #include "kiln/kernels/onednn/epilogue.hpp"
 
 namespace kiln::kernels {
@@ -110,9 +111,8 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
   bool winograd = false;
   // Winograd writes its own blocked layout, reordered out after; an addend
   // pre-filled into the destination would not reach it, so a residual add keeps direct.
-  if (ctx.options().conv_algorithm == runtime::CompileOptions::ConvAlgorithm::winograd && KH == 3 && KW == 3 &&
-      a.stride == std::vector<std::int64_t>{1, 1} && a.dilation == std::vector<std::int64_t>{1, 1} && G == 1 &&
-      !e.addend) {
+  if (KH == 3 && KW == 3 && a.stride == std::vector<std::int64_t>{1, 1} && a.dilation == std::vector<std::int64_t>{1, 1} &&
+      G == 1 && !e.addend && onednn::wants_winograd(ctx.options(), N * OC * OH * OW * C * KH * KW)) {
     try {
       pd = make_pd(dnnl::algorithm::convolution_winograd, dnnl::memory::desc({N, OC, OH, OW}, dt::f32, tag::any));
       winograd = true;
