@@ -50,6 +50,15 @@ inline std::string kernel_key(const Node& n) {
       const ModuleInfo* m = n.graph().modules().find(n.target_name());
       return "module:" + (m ? m->class_name : std::string(n.target_name()));
     }
+    case OpKind::call_function: {
+      // A Tensor method called as a function (Inductor's split/cat rewrites write
+      // torch.Tensor.view) is the method; so is a bare name, which is how an
+      // exporter without a dotted name for the method descriptor writes it.
+      const std::string_view t = n.target_name();
+      if (t.starts_with("torch.Tensor.")) return "Tensor." + std::string(t.substr(13));
+      if (!t.empty() && t.find('.') == std::string_view::npos) return "Tensor." + std::string(t);
+      return std::string(t);
+    }
     default: return std::string(n.target_name());
   }
 }

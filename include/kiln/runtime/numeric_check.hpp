@@ -57,6 +57,12 @@ class NumericMismatch : public Error {
   using Error::Error;
 };
 
+template <class T>
+void fill_small_ints(Tensor& t, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> d(0, 9);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(d(rng));
+}
+
 // A tensor of `layout` filled from a seeded generator: normal(0, 1) for floats,
 // integers in [0, 10) for integer types (valid indices for small tables), bools at random.
 inline Tensor random_input(const Layout& layout, std::mt19937_64& rng) {
@@ -83,6 +89,9 @@ inline Tensor random_input(const Layout& layout, std::mt19937_64& rng) {
       for (std::int64_t i = 0; i < n; ++i) t.data<std::int32_t>()[i] = d(rng);
       break;
     }
+    case DType::int16: fill_small_ints<std::int16_t>(t, rng); break;
+    case DType::int8: fill_small_ints<std::int8_t>(t, rng); break;
+    case DType::uint8: fill_small_ints<std::uint8_t>(t, rng); break;
     case DType::bool_: {
       std::bernoulli_distribution d;
       for (std::int64_t i = 0; i < n; ++i) t.data<bool>()[i] = d(rng);
