@@ -261,8 +261,11 @@ else()
   message(STATUS "kiln: clang++ not found; the ThreadSanitizer test is not registered (scripts/install-deps.sh installs clang)")
 endif()
 
-# Fuzzing the readers (tests/fuzz, libFuzzer): about a minute each, from seed
-# corpora of the fixtures and the bundled example's weights.
+# Fuzzing the readers (tests/fuzz, libFuzzer): KILN_FUZZ_SECONDS each, from seed
+# corpora of the fixtures and the bundled example's weights. The three run one
+# after another (they share one build), so their time is CI's tail: a longer
+# campaign is -DKILN_FUZZ_SECONDS=600.
+set(KILN_FUZZ_SECONDS 30 CACHE STRING "Seconds each reader is fuzzed for by the fuzz_* tests")
 if(KILN_CLANGXX)
   file(GLOB _fuzz_gz_seeds ${KILN_FIXTURES_DIR}/inductor/*.json.gz)
   file(GLOB _fuzz_json_seeds ${PROJECT_SOURCE_DIR}/examples/small_cnn/*.json ${PROJECT_SOURCE_DIR}/tests/data/*.json)
@@ -274,7 +277,7 @@ if(KILN_CLANGXX)
     add_test(NAME fuzz_${_fz}
       COMMAND ${CMAKE_COMMAND}
         -DCLANGXX=${KILN_CLANGXX} -DKILN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
-        -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz_work -DFUZZ_TARGET=${_fz} -DSECONDS=60
+        -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz_work -DFUZZ_TARGET=${_fz} -DSECONDS=${KILN_FUZZ_SECONDS}
         "-DSEEDS=${_fuzz_seeds_${_fz}}"
         -P ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.cmake)
     set_tests_properties(fuzz_${_fz} PROPERTIES TIMEOUT 900 LABELS "slow;fuzz" RESOURCE_LOCK kiln_fuzz_build)

@@ -8,8 +8,7 @@
 #ifdef KILN_HAVE_RUNTIME
 #include <memory>
 
-#define KILN_KERNELS_IMPLEMENTATION  // this file compiles every kernel
-#include "kiln/kernels/registry.hpp"
+#include "kiln/kernels/registry.hpp"  // the kernels themselves: kernels_impl.cpp
 #include "kiln/runtime/numeric_check.hpp"
 
 namespace {
