@@ -1,10 +1,22 @@
 #pragma once
 // default_pass_registry(): every pass kiln ships, by name (what kiln-opt offers).
 // Each pass family adds its register_* call here.
+//
+// Instantiating every pass's patterns is most of the compile time of a file
+// that calls it. A program that calls it from several files may compile it once:
+// define KILN_DEFAULT_REGISTRY_SEPARATE in every file and, in one of them,
+// KILN_DEFAULT_REGISTRY_IMPLEMENTATION too (kiln's tools and tests do, through
+// tools/default_registry_impl.cpp). With neither, the function is inline here.
+#include "kiln/passes/pass_registry.hpp"
+
+#if defined(KILN_DEFAULT_REGISTRY_SEPARATE) && !defined(KILN_DEFAULT_REGISTRY_IMPLEMENTATION)
+namespace kiln {
+PassRegistry default_pass_registry();  // defined where KILN_DEFAULT_REGISTRY_IMPLEMENTATION is
+}  // namespace kiln
+#else
 #include "kiln/passes/builtin_passes.hpp"
 #include "kiln/passes/fuse_addmm.hpp"
 #include "kiln/passes/group_batch_fusion.hpp"
-#include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/predispatch.hpp"
 #include "kiln/passes/pre_grad/misc_passes.hpp"
 #include "kiln/passes/pre_grad/conv_bn.hpp"
@@ -16,7 +28,10 @@
 
 namespace kiln {
 
-inline PassRegistry default_pass_registry() {
+#ifndef KILN_DEFAULT_REGISTRY_SEPARATE
+inline
+#endif
+PassRegistry default_pass_registry() {
   PassRegistry r;
   register_builtin_passes(r);
   register_fuse_addmm_pass(r);
@@ -33,3 +48,4 @@ inline PassRegistry default_pass_registry() {
 }
 
 }  // namespace kiln
+#endif
