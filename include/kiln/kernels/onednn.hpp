@@ -27,6 +27,10 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"torch.nn.functional.layer_norm">, Kernel<"aten.layer_norm.default">, Kernel<"aten.native_layer_norm.default">,
     // convolution (onednn/convolution.hpp)
     Kernel<"aten.convolution.default">, Kernel<"torch.conv2d">, Kernel<"torch.nn.functional.conv2d">,
+    Kernel<"torch.conv1d">, Kernel<"torch.conv3d">, Kernel<"torch.nn.functional.conv1d">, Kernel<"torch.nn.functional.conv3d">,
+    Kernel<"torch.conv_transpose1d">, Kernel<"torch.conv_transpose2d">, Kernel<"torch.conv_transpose3d">,
+    Kernel<"torch.nn.functional.conv_transpose1d">, Kernel<"torch.nn.functional.conv_transpose2d">,
+    Kernel<"torch.nn.functional.conv_transpose3d">,
     // batch norm (onednn/batch_norm.hpp)
     Kernel<"torch.nn.functional.batch_norm">, Kernel<"aten.batch_norm.default">, Kernel<"torch.batch_norm">,
     Kernel<"aten.native_batch_norm.default">, Kernel<"aten._native_batch_norm_legit_no_training.default">,
