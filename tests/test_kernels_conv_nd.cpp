@@ -1,7 +1,7 @@
 // 1-d and 3-d convolution and transposed convolution (1-, 2- and 3-d) against
 // naive loops written here: odd sizes, per-dim stride / padding / dilation,
 // groups, a strided (transposed-view) input, constant and input weights, both
-// activation layouts, at the aten (aten.convolution) and torch levels.
+// activation layouts, at the aten (aten.convolution, aten.convNd) and torch levels.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -113,7 +113,7 @@ ArgList ints(const Dims& v) {
 }
 std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
 
-enum class Form { aten, torch, functional };
+enum class Form { aten, torch, functional, aten_nd };  // aten_nd: aten.convNd.default
 
 // Runs the case through a whole compile + run at `form`, the input read through a
 // transposed view when `strided`, and checks it against the loop.
@@ -143,7 +143,10 @@ void check_case(const ConvCase& c, bool transposed, Form form, bool constant, bo
   const Arg bias = b ? Arg(b) : Arg();
   const std::string n = std::to_string(nd);
   Node* conv = nullptr;
-  if (form == Form::aten) {
+  if (form == Form::aten_nd) {
+    const std::string name = "aten.conv" + n + "d.default";
+    conv = g.call_function(OpRef(name.c_str()), {x, w, bias, ints(c.stride), ints(c.padding), ints(c.dilation), c.groups});
+  } else if (form == Form::aten) {
     conv = g.call_function(aten::convolution, {x, w, bias, ints(c.stride), ints(c.padding), ints(c.dilation), transposed,
                                                ints(transposed ? c.output_padding : Dims(nd, 0)), c.groups});
   } else {
@@ -179,7 +182,7 @@ constexpr std::array kLayouts{runtime::CompileOptions::ConvLayout::channels_last
 
 }  // namespace
 
-TEST_CASE("conv1d and conv3d: stride, padding, dilation per dim, groups, depthwise, odd sizes, strided input") {
+TEST_CASE("conv1d and conv3d (and aten.convNd): stride, padding, dilation per dim, groups, depthwise, odd sizes, strided input") {
   const ConvCase cases[] = {
       {2, 3, 7, {33}, {3}, {2}, {1}, {1}, {}, 1, true},
       {1, 6, 4, {7}, {2}, {1}, {0}, {3}, {}, 2, false},
@@ -187,9 +190,10 @@ TEST_CASE("conv1d and conv3d: stride, padding, dilation per dim, groups, depthwi
       {1, 4, 6, {5, 7, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {}, 2, true},
       {2, 3, 5, {7, 1, 9}, {3, 1, 2}, {2, 1, 1}, {1, 0, 0}, {1, 1, 2}, {}, 1, false},
       {1, 8, 8, {3, 5, 4}, {1, 3, 3}, {1, 2, 1}, {0, 1, 1}, {1, 1, 1}, {}, 8, true},
+      {1, 3, 5, {7, 9}, {3, 2}, {2, 1}, {1, 0}, {1, 2}, {}, 1, true},  // 2-d, through aten.conv2d
   };
   for (const ConvCase& c : cases)
-    for (Form form : {Form::aten, Form::torch, Form::functional})
+    for (Form form : {Form::aten, Form::torch, Form::functional, Form::aten_nd})
       for (bool constant : {true, false})
         for (auto layout : kLayouts) check_case(c, false, form, constant, form == Form::torch, layout);
 }

@@ -28,6 +28,8 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     // convolution (onednn/convolution.hpp)
     Kernel<"aten.convolution.default">, Kernel<"torch.conv2d">, Kernel<"torch.nn.functional.conv2d">,
     Kernel<"torch.conv1d">, Kernel<"torch.conv3d">, Kernel<"torch.nn.functional.conv1d">, Kernel<"torch.nn.functional.conv3d">,
+    Kernel<"aten.conv1d.default">, Kernel<"aten.conv2d.default">, Kernel<"aten.conv3d.default">, Kernel<"aten.conv1d.padding">,
+    Kernel<"aten.conv2d.padding">, Kernel<"aten.conv3d.padding">,
     Kernel<"torch.conv_transpose1d">, Kernel<"torch.conv_transpose2d">, Kernel<"torch.conv_transpose3d">,
     Kernel<"torch.nn.functional.conv_transpose1d">, Kernel<"torch.nn.functional.conv_transpose2d">,
     Kernel<"torch.nn.functional.conv_transpose3d">,

@@ -266,7 +266,7 @@ struct AtenConvolution {
     lower_conv(ctx, a);
   }
 };
-// torch.convNd / F.convNd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1).
+// torch.convNd / F.convNd / aten.convNd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1).
 template <std::size_t ND>
 struct TorchConv {
   static void lower(runtime::LowerContext& ctx) {
@@ -304,6 +304,12 @@ template <> struct Kernel<"torch.conv3d"> : onednn_detail::TorchConv<3> {};
 template <> struct Kernel<"torch.nn.functional.conv1d"> : onednn_detail::TorchConv<1> {};
 template <> struct Kernel<"torch.nn.functional.conv2d"> : onednn_detail::TorchConv<2> {};
 template <> struct Kernel<"torch.nn.functional.conv3d"> : onednn_detail::TorchConv<3> {};
+template <> struct Kernel<"aten.conv1d.default"> : onednn_detail::TorchConv<1> {};
+template <> struct Kernel<"aten.conv2d.default"> : onednn_detail::TorchConv<2> {};
+template <> struct Kernel<"aten.conv3d.default"> : onednn_detail::TorchConv<3> {};
+template <> struct Kernel<"aten.conv1d.padding"> : onednn_detail::TorchConv<1> {};
+template <> struct Kernel<"aten.conv2d.padding"> : onednn_detail::TorchConv<2> {};
+template <> struct Kernel<"aten.conv3d.padding"> : onednn_detail::TorchConv<3> {};
 template <> struct Kernel<"torch.conv_transpose1d"> : onednn_detail::TorchConvTranspose<1> {};
 template <> struct Kernel<"torch.conv_transpose2d"> : onednn_detail::TorchConvTranspose<2> {};
 template <> struct Kernel<"torch.conv_transpose3d"> : onednn_detail::TorchConvTranspose<3> {};
