@@ -40,6 +40,8 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"torch.nn.functional.max_pool2d">, Kernel<"torch.max_pool2d">, Kernel<"aten.max_pool2d.default">,
     Kernel<"aten.max_pool2d_with_indices.default">, Kernel<"torch.nn.functional.avg_pool2d">, Kernel<"aten.avg_pool2d.default">,
     Kernel<"torch.nn.functional.adaptive_avg_pool2d">, Kernel<"aten.adaptive_avg_pool2d.default">,
-    Kernel<"aten._adaptive_avg_pool2d.default">>;
+    Kernel<"aten._adaptive_avg_pool2d.default">, Kernel<"torch.nn.functional.max_pool2d_with_indices">,
+    Kernel<"torch.nn.functional.adaptive_max_pool2d">, Kernel<"torch.nn.functional.adaptive_max_pool2d_with_indices">,
+    Kernel<"aten.adaptive_max_pool2d.default">>;
 
 }  // namespace kiln::kernels
