@@ -129,12 +129,13 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
   if (a.transposed) {
     std::int64_t ksize = 1;
     for (std::int64_t k : K) ksize *= k;
+    // In memory: [G][C/G][OC/G][k...], the kernel dims row-major.
     dnnl::memory::dims ws(wdims.size());
     std::int64_t acc = 1;
     for (std::size_t k = wdims.size(); k-- > wdims.size() - nd;) ws[k] = acc, acc *= wdims[k];
     const std::size_t o = G > 1 ? 1 : 0;
-    ws[o] = ksize;                                // OC/G
-    ws[o + 1] = (OC / G) * ksize;                 // C/G
+    ws[o] = ksize;
+    ws[o + 1] = (OC / G) * ksize;
     if (G > 1) ws[0] = (C / G) * (OC / G) * ksize;
     w_plain = dnnl::memory::desc(wdims, dt::f32, ws);
   } else {
