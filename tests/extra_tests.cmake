@@ -157,6 +157,36 @@ if(KILN_HAVE_TORCH)
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
   endif()
+    # Op forms beyond ResNet's and BERT's (tests/python/op_coverage.py): N-d and
+    # transposed convolution, pooling with indices or uneven windows, layer
+    # norm's statistics, against PyTorch eager's outputs.
+    set(_coverage
+      "conv_pool|ConvPoolNet|torch|2,4,33/1,3,5,7,6/2,3,7,33"
+      "conv_pool|ConvPoolNet|aten|2,4,33/1,3,5,7,6/2,3,7,33"
+      "layer_norm_stats|LayerNormStats|aten|2,7,33")
+    foreach(_entry ${_coverage})
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _name)
+      list(GET _parts 1 _factory)
+      list(GET _parts 2 _level)
+      list(GET _parts 3 _shapes)
+      string(REPLACE "/" ";" _shapes "${_shapes}")
+      set(_shape_args)
+      foreach(_shape ${_shapes})
+        list(APPEND _shape_args --input-shape ${_shape})
+      endforeach()
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/export_${_name}_${_level})
+      add_test(NAME export_op_coverage_${_name}_${_level}
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.op_coverage:${_factory}
+                ${_shape_args} --level ${_level} --seed 0 --out ${_dir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_op_coverage_${_name}_${_level} PROPERTIES FIXTURES_SETUP op_coverage_${_name}_${_level}
+        LABELS torch TIMEOUT 300)
+      add_test(NAME kiln_run_op_coverage_${_name}_${_level}
+        COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_op_coverage_${_name}_${_level} PROPERTIES FIXTURES_REQUIRED op_coverage_${_name}_${_level}
+        LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the
   # exporter must then write the "modules" table.
   add_executable(test_exported_modules torch/test_exported_modules.cpp)

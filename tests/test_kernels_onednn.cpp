@@ -472,8 +472,8 @@ TEST_CASE("oneDNN kernels refuse what they cannot do, naming the node") {
   Graph g;
   Node* x = g.placeholder("x", meta({1, 4, 5, 5}));
   Node* w = g.placeholder("w", meta({4, 4, 3, 3}));
-  g.output(ArgList{g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{0, 0}, ArgList{1, 1}, true, ArgList{0, 0}, 1}, {}, "deconv")});
-  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("node deconv (aten.convolution.default): transposed convolution is not supported"),
+  g.output(ArgList{g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{0, 0}, ArgList{1, 1}, true, ArgList{0, 0}, 3}, {}, "deconv")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("node deconv (aten.convolution.default): weight [4, 4, 3, 3] with groups=3 does not fit"),
                        runtime::CompileError);
   Graph h;
   Node* y = h.placeholder("y", meta({1, 4, 5, 5}));

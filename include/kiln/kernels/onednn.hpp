@@ -27,6 +27,12 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"torch.nn.functional.layer_norm">, Kernel<"aten.layer_norm.default">, Kernel<"aten.native_layer_norm.default">,
     // convolution (onednn/convolution.hpp)
     Kernel<"aten.convolution.default">, Kernel<"torch.conv2d">, Kernel<"torch.nn.functional.conv2d">,
+    Kernel<"torch.conv1d">, Kernel<"torch.conv3d">, Kernel<"torch.nn.functional.conv1d">, Kernel<"torch.nn.functional.conv3d">,
+    Kernel<"aten.conv1d.default">, Kernel<"aten.conv2d.default">, Kernel<"aten.conv3d.default">, Kernel<"aten.conv1d.padding">,
+    Kernel<"aten.conv2d.padding">, Kernel<"aten.conv3d.padding">,
+    Kernel<"torch.conv_transpose1d">, Kernel<"torch.conv_transpose2d">, Kernel<"torch.conv_transpose3d">,
+    Kernel<"torch.nn.functional.conv_transpose1d">, Kernel<"torch.nn.functional.conv_transpose2d">,
+    Kernel<"torch.nn.functional.conv_transpose3d">,
     // batch norm (onednn/batch_norm.hpp)
     Kernel<"torch.nn.functional.batch_norm">, Kernel<"aten.batch_norm.default">, Kernel<"torch.batch_norm">,
     Kernel<"aten.native_batch_norm.default">, Kernel<"aten._native_batch_norm_legit_no_training.default">,
@@ -34,6 +40,8 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"torch.nn.functional.max_pool2d">, Kernel<"torch.max_pool2d">, Kernel<"aten.max_pool2d.default">,
     Kernel<"aten.max_pool2d_with_indices.default">, Kernel<"torch.nn.functional.avg_pool2d">, Kernel<"aten.avg_pool2d.default">,
     Kernel<"torch.nn.functional.adaptive_avg_pool2d">, Kernel<"aten.adaptive_avg_pool2d.default">,
-    Kernel<"aten._adaptive_avg_pool2d.default">>;
+    Kernel<"aten._adaptive_avg_pool2d.default">, Kernel<"torch.nn.functional.max_pool2d_with_indices">,
+    Kernel<"torch.nn.functional.adaptive_max_pool2d">, Kernel<"torch.nn.functional.adaptive_max_pool2d_with_indices">,
+    Kernel<"aten.adaptive_max_pool2d.default">>;
 
 }  // namespace kiln::kernels

@@ -27,7 +27,7 @@ inline bool is_convolution(const Node& n) {
   if (n.op() != OpKind::call_function) return false;
   const std::string_view t = n.target_name();
   return t == "aten.convolution.default" || t == "torch.conv2d" || t == "torch.nn.functional.conv2d" ||
-         t == "torch.conv3d" || t == "torch.nn.functional.conv3d";
+         t == "torch.conv3d" || t == "torch.nn.functional.conv3d" || t == "aten.conv2d.default" || t == "aten.conv3d.default";
 }
 }  // namespace detail
 

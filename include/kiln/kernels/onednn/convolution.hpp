@@ -1,12 +1,14 @@
 #pragma once
-// 2-d convolution on oneDNN's convolution primitive, at the aten
-// (aten.convolution) and torch (torch.conv2d, F.conv2d) levels. The result is
-// channels-last when the graph's layout decision says so (then oneDNN reads
-// and writes NHWC directly); the source is reordered in the step only when
-// the primitive wants another layout (a graph's NCHW input). Constant weights
-// are reordered once, with a following inference batch-norm folded in, and a
-// relu or residual add after it become post-ops (onednn/epilogue.hpp).
-// A 3x3 stride-1 convolution with no residual add may run oneDNN's Winograd
+// 1-, 2- and 3-d convolution on oneDNN's convolution primitive, and transposed
+// convolution on its deconvolution primitive, at the aten (aten.convolution)
+// and torch (torch.convNd, F.convNd, torch.conv_transposeNd, F.conv_transposeNd)
+// levels. A 2-d result is channels-last when the graph's layout decision says
+// so (then oneDNN reads and writes NHWC directly); 1-d and 3-d results are
+// row-major. The source is reordered in the step only when the primitive wants
+// another layout (a graph's NCHW input). Constant weights are reordered once,
+// with a following inference batch-norm folded in (not into a transposed one),
+// and a relu or residual add after it become post-ops (onednn/epilogue.hpp).
+// A 2-d 3x3 stride-1 convolution with no residual add may run oneDNN's Winograd
 // primitive where it exists (CompileOptions::conv_algorithm, onednn/conv_algorithm.hpp):
 // it writes its own blocked layout, which the step reorders into the result.
 #include <cmath>
@@ -22,52 +24,82 @@ namespace kiln::kernels {
 
 namespace onednn_detail {
 
-inline std::vector<std::int64_t> pair_arg(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw,
-                                          std::int64_t dflt) {
-  auto v = ctx.ints_arg(pos, kw, std::vector<std::int64_t>{dflt, dflt});
-  if (v.size() == 1) v.push_back(v[0]);
-  if (v.size() != 2) ctx.fail(std::string(kw) + " must have 1 or 2 values for a 2-d convolution");
+// A stride / padding / dilation / output_padding: one value for every spatial dim, or one per dim.
+inline std::vector<std::int64_t> spatial_arg(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw,
+                                             std::int64_t dflt, std::size_t nd) {
+  auto v = ctx.ints_arg(pos, kw, std::vector<std::int64_t>{dflt});
+  if (v.size() == 1) v.resize(nd, v[0]);
+  if (v.size() != nd)
+    ctx.fail(std::string(kw) + " must have " + (nd == 1 ? "1 value" : "1 or " + std::to_string(nd) + " values") + " for a " +
+             std::to_string(nd) + "-d convolution");
   return v;
 }
 
 struct ConvArgs {
   runtime::ValueId input, weight;
   std::optional<runtime::ValueId> bias;
-  std::vector<std::int64_t> stride, padding, dilation;
+  std::vector<std::int64_t> stride, padding, dilation;  // one value per spatial dim
   std::int64_t groups = 1;
   bool same_padding = false;
+  bool transposed = false;
+  std::vector<std::int64_t> output_padding{};  // transposed only
 };
 
-inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
+// The primitive picked (a convolution or a deconvolution) and the layouts it reads and writes.
+struct ConvPrimitive {
+  dnnl::primitive prim;
+  dnnl::memory::desc src, weights, dst, scratchpad;
+  template <class PD>
+  static ConvPrimitive of(dnnl::primitive prim, const PD& pd) {
+    return {std::move(prim), pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()};
+  }
+};
+
+inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
   const runtime::Layout& in = ctx.layout(a.input);
   const runtime::Layout& w = ctx.layout(a.weight);
   if (in.dtype != DType::float32 || w.dtype != DType::float32) ctx.fail("convolution takes float32");
-  if (in.rank() != 4 || w.rank() != 4)
-    ctx.fail("a 2-d convolution takes a 4-d input and weight, got " + runtime::shape_str(in.shape) + " and " +
-             runtime::shape_str(w.shape));
-  const std::int64_t N = in.shape[0], C = in.shape[1], H = in.shape[2], W = in.shape[3];
-  const std::int64_t OC = w.shape[0], KH = w.shape[2], KW = w.shape[3], G = a.groups;
-  if (G < 1 || C % G != 0 || OC % G != 0 || w.shape[1] * G != C)
+  const std::size_t nd = a.stride.size();
+  if (nd < 1 || nd > 3 || in.rank() != nd + 2 || w.rank() != nd + 2)
+    ctx.fail("a " + std::to_string(nd) + "-d convolution takes a " + std::to_string(nd + 2) + "-d input and weight, got " +
+             runtime::shape_str(in.shape) + " and " + runtime::shape_str(w.shape));
+  // PyTorch's weight is [OC, C / G, k...], a transposed one [C, OC / G, k...].
+  const std::int64_t N = in.shape[0], C = in.shape[1], G = a.groups;
+  const std::int64_t OC = a.transposed ? w.shape[1] * G : w.shape[0];
+  const runtime::Shape K(w.shape.begin() + 2, w.shape.end());
+  if (G < 1 || C % G != 0 || OC % G != 0 || (a.transposed ? w.shape[0] != C : w.shape[1] * G != C))
     ctx.fail("weight " + runtime::shape_str(w.shape) + " with groups=" + std::to_string(G) + " does not fit input " +
              runtime::shape_str(in.shape));
+  // Winograd (below) is for 2-d convolutions only: its test reads these, 0 for the others.
+  const std::int64_t KH = nd == 2 && !a.transposed ? K[0] : 0, KW = nd == 2 && !a.transposed ? K[1] : 0;
   std::vector<std::int64_t> pad_l = a.padding, pad_r = a.padding;
-  if (a.same_padding) {
-    for (int k = 0; k < 2; ++k) {
-      const std::int64_t total = a.dilation[k] * ((k ? KW : KH) - 1);
-      pad_l[k] = total / 2;
-      pad_r[k] = total - pad_l[k];
+  runtime::Shape out_shape{N, OC};
+  for (std::size_t k = 0; k < nd; ++k) {
+    const std::int64_t span = a.dilation[k] * (K[k] - 1), I = in.shape[2 + k];
+    if (a.same_padding) {
+      pad_l[k] = span / 2;
+      pad_r[k] = span - pad_l[k];
     }
+    std::int64_t o = 0;
+    if (a.transposed) {
+      if (a.output_padding[k] < 0 || a.output_padding[k] >= std::max(a.stride[k], a.dilation[k]))
+        ctx.fail("output_padding must be smaller than the stride or the dilation");
+      o = (I - 1) * a.stride[k] - 2 * a.padding[k] + span + a.output_padding[k] + 1;
+      pad_r[k] = a.padding[k] - a.output_padding[k];  // oneDNN sizes the result from both paddings
+    } else {
+      const std::int64_t room = I + pad_l[k] + pad_r[k] - span - 1;
+      o = room < 0 ? 0 : room / a.stride[k] + 1;
+    }
+    if (o <= 0) ctx.fail("the kernel is larger than the padded input " + runtime::shape_str(in.shape));
+    out_shape.push_back(o);
   }
-  const std::int64_t OH = (H + pad_l[0] + pad_r[0] - a.dilation[0] * (KH - 1) - 1) / a.stride[0] + 1;
-  const std::int64_t OW = (W + pad_l[1] + pad_r[1] - a.dilation[1] * (KW - 1) - 1) / a.stride[1] + 1;
-  if (OH <= 0 || OW <= 0) ctx.fail("the kernel is larger than the padded input " + runtime::shape_str(in.shape));
-  const runtime::Shape out_shape{N, OC, OH, OW};
   const runtime::Layout out_layout =
-      ctx.channels_last() ? runtime::channels_last(out_shape) : runtime::Layout::contiguous(out_shape);
+      ctx.channels_last() && nd == 2 ? runtime::channels_last(out_shape) : runtime::Layout::contiguous(out_shape);
 
   const auto wconst = ctx.constant(a.weight);
   const std::optional<runtime::Tensor> bconst = a.bias ? ctx.constant(*a.bias) : std::nullopt;
-  const bool foldable = wconst && (!a.bias || bconst);
+  // A batch-norm folds into [OC, ...] weights only (a transposed weight holds OC in dim 1).
+  const bool foldable = wconst && (!a.bias || bconst) && !a.transposed;
   onednn::Epilogue e = onednn::find_epilogue(ctx, ctx.node(), out_layout, OC, foldable);
 
   // Weights (and bias) with a folded batch-norm, as constants.
@@ -87,34 +119,67 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
 
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
-  const dnnl::memory::dims wdims = G > 1 ? dnnl::memory::dims{G, OC / G, C / G, KH, KW} : dnnl::memory::dims{OC, C, KH, KW};
-  const dnnl::memory::desc w_plain(wdims, dt::f32, G > 1 ? tag::goihw : tag::oihw);
+  // oneDNN's weight dims are [G,] OC/G, C/G, k... for both primitives; a
+  // transposed weight holds them in PyTorch's [C, OC/G, k...] order, given by strides.
+  dnnl::memory::dims wdims;
+  if (G > 1) wdims.push_back(G);
+  wdims.push_back(OC / G);
+  wdims.push_back(C / G);
+  wdims.insert(wdims.end(), K.begin(), K.end());
+  dnnl::memory::desc w_plain;
+  if (a.transposed) {
+    std::int64_t ksize = 1;
+    for (std::int64_t k : K) ksize *= k;
+    // In memory: [G][C/G][OC/G][k...], the kernel dims row-major.
+    dnnl::memory::dims ws(wdims.size());
+    std::int64_t acc = 1;
+    for (std::size_t k = wdims.size(); k-- > wdims.size() - nd;) ws[k] = acc, acc *= wdims[k];
+    const std::size_t o = G > 1 ? 1 : 0;
+    ws[o] = ksize;
+    ws[o + 1] = (OC / G) * ksize;
+    if (G > 1) ws[0] = (C / G) * (OC / G) * ksize;
+    w_plain = dnnl::memory::desc(wdims, dt::f32, ws);
+  } else {
+    static constexpr tag plain[] = {tag::oiw, tag::oihw, tag::oidhw}, grouped[] = {tag::goiw, tag::goihw, tag::goidhw};
+    w_plain = dnnl::memory::desc(wdims, dt::f32, G > 1 ? grouped[nd - 1] : plain[nd - 1]);
+  }
   const dnnl::memory::desc src_given = onednn::desc_of(in);
   const dnnl::memory::desc dst_md = onednn::desc_of(out_layout);
-  const dnnl::memory::desc src_any({N, C, H, W}, dt::f32, tag::any), w_any(wdims, dt::f32, tag::any);
+  const dnnl::memory::dims src_dims(in.shape.begin(), in.shape.end()), out_dims(out_shape.begin(), out_shape.end());
+  const dnnl::memory::desc src_any(src_dims, dt::f32, tag::any), w_any(wdims, dt::f32, tag::any);
   const bool has_bias = bv.has_value() || (a.bias.has_value() && !bconst);
   const dnnl::memory::desc b_md({OC}, dt::f32, tag::a);
 
   dnnl::primitive_attr attr = onednn::primitive_attr_for(ctx);
   attr.set_post_ops(e.post_ops);
   const dnnl::memory::dims strides(a.stride.begin(), a.stride.end());
-  const dnnl::memory::dims dil{a.dilation[0] - 1, a.dilation[1] - 1};  // oneDNN counts the gaps
+  dnnl::memory::dims dil;
+  for (std::int64_t d : a.dilation) dil.push_back(d - 1);  // oneDNN counts the gaps
   const dnnl::memory::dims pl(pad_l.begin(), pad_l.end()), pr(pad_r.begin(), pad_r.end());
   auto make_pd = [&](dnnl::algorithm algo, const dnnl::memory::desc& dst) {
+    if (a.transposed) {
+      using D = dnnl::deconvolution_forward;
+      auto d = has_bias ? D::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, b_md, dst, strides, dil, pl, pr)
+                        : D::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, dst, strides, dil, pl, pr);
+      const D::primitive_desc pd(d, attr, onednn::engine());
+      return ConvPrimitive::of(D(pd), pd);
+    }
     auto d = has_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, b_md, dst,
                                                         strides, dil, pl, pr)
                       : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, dst,
                                                         strides, dil, pl, pr);
-    return dnnl::convolution_forward::primitive_desc(d, attr, onednn::engine());
+    const dnnl::convolution_forward::primitive_desc pd(d, attr, onednn::engine());
+    return ConvPrimitive::of(dnnl::convolution_forward(pd), pd);
   };
-  dnnl::convolution_forward::primitive_desc pd;
+  ConvPrimitive pd;
   bool winograd = false;
   // Winograd writes its own blocked layout, reordered out after; an addend
   // pre-filled into the destination would not reach it, so a residual add keeps direct.
+  const auto macs = [&] { return out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3] * C * KH * KW; };  // 2-d only
   if (KH == 3 && KW == 3 && a.stride == std::vector<std::int64_t>{1, 1} && a.dilation == std::vector<std::int64_t>{1, 1} &&
-      G == 1 && !e.addend && onednn::wants_winograd(ctx.options(), N * OC * OH * OW * C * KH * KW)) {
+      G == 1 && !e.addend && onednn::wants_winograd(ctx.options(), macs())) {
     try {
-      pd = make_pd(dnnl::algorithm::convolution_winograd, dnnl::memory::desc({N, OC, OH, OW}, dt::f32, tag::any));
+      pd = make_pd(dnnl::algorithm::convolution_winograd, dnnl::memory::desc(out_dims, dt::f32, tag::any));
       winograd = true;
     } catch (const dnnl::error&) {
       // no Winograd implementation here (no AVX-512, or a post-op it does not take): direct
@@ -122,9 +187,9 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
   }
   if (!winograd) {
     try {
-      pd = make_pd(dnnl::algorithm::convolution_direct, dst_md);
+      pd = make_pd(a.transposed ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct, dst_md);
     } catch (const dnnl::error& err) {
-      ctx.fail(std::string("oneDNN refused the convolution: ") + err.what());
+      ctx.fail(std::string("oneDNN refused the ") + (a.transposed ? "transposed " : "") + "convolution: " + err.what());
     }
   }
 
@@ -136,17 +201,17 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
   };
   std::vector<onednn::PrimitiveStep::In> ins;
   std::vector<runtime::ValueId> reads;
-  ins.push_back({DNNL_ARG_SRC, a.input, src_given, pd.src_desc(), 0});
-  if (!(src_given == pd.src_desc())) ins.back().scratch_offset = reserve(pd.src_desc().get_size());
+  ins.push_back({DNNL_ARG_SRC, a.input, src_given, pd.src, 0});
+  if (!(src_given == pd.src)) ins.back().scratch_offset = reserve(pd.src.get_size());
   reads.push_back(a.input);
   if (wv) {
-    const auto packed = ctx.constant_value(onednn::reorder_once(*wv, w_plain, pd.weights_desc()), ctx.node().name() + ".packed_weight");
-    ins.push_back({DNNL_ARG_WEIGHTS, packed, pd.weights_desc(), pd.weights_desc(), 0});
+    const auto packed = ctx.constant_value(onednn::reorder_once(*wv, w_plain, pd.weights), ctx.node().name() + ".packed_weight");
+    ins.push_back({DNNL_ARG_WEIGHTS, packed, pd.weights, pd.weights, 0});
     reads.push_back(packed);
   } else {
     if (!w.is_contiguous()) ctx.fail("a non-constant weight must be contiguous");
-    ins.push_back({DNNL_ARG_WEIGHTS, a.weight, w_plain, pd.weights_desc(), 0});
-    if (!(w_plain == pd.weights_desc())) ins.back().scratch_offset = reserve(pd.weights_desc().get_size());
+    ins.push_back({DNNL_ARG_WEIGHTS, a.weight, w_plain, pd.weights, 0});
+    if (!(w_plain == pd.weights)) ins.back().scratch_offset = reserve(pd.weights.get_size());
     reads.push_back(a.weight);
   }
   if (bv) {
@@ -178,46 +243,80 @@ inline void lower_conv2d(runtime::LowerContext& ctx, const ConvArgs& a) {
     out = ctx.buffer(out_layout);
   }
   std::optional<onednn::PrimitiveStep::DstReorder> written;
-  if (!(pd.dst_desc() == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst_desc(), reserve(pd.dst_desc().get_size())};
-  const std::size_t pad_at = reserve(pd.scratchpad_desc().get_size());
-  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, pre_fill,
-                                                        pre_copy, pd.scratchpad_desc(), pad_at, std::move(written)),
+  if (!(pd.dst == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst, reserve(pd.dst.get_size())};
+  const std::size_t pad_at = reserve(pd.scratchpad.get_size());
+  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(pd.prim, std::move(ins), out, dst_md, pre_fill,
+                                                        pre_copy, pd.scratchpad, pad_at, std::move(written)),
                reads, {out}, scratch);
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));
   for (const Node* n : e.tuple_nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));
   ctx.set_result(out);
 }
 
-// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups).
+// aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+// the weight's rank gives the spatial dims.
 struct AtenConvolution {
   static void lower(runtime::LowerContext& ctx) {
-    if (ctx.bool_arg(6, "transposed", false)) ctx.fail("transposed convolution is not supported yet");
-    ConvArgs a{ctx.tensor(0, "input"), ctx.tensor(1, "weight"), ctx.optional_tensor(2, "bias"),
-               pair_arg(ctx, 3, "stride", 1), pair_arg(ctx, 4, "padding", 0), pair_arg(ctx, 5, "dilation", 1),
-               ctx.int_arg(8, "groups", 1)};
-    lower_conv2d(ctx, a);
+    const auto weight = ctx.tensor(1, "weight");
+    const runtime::Layout& wl = ctx.layout(weight);
+    if (wl.rank() < 3 || wl.rank() > 5) ctx.fail("the weight must be 3-, 4- or 5-d, got " + runtime::shape_str(wl.shape));
+    const std::size_t nd = wl.rank() - 2;
+    ConvArgs a{ctx.tensor(0, "input"), weight, ctx.optional_tensor(2, "bias"), spatial_arg(ctx, 3, "stride", 1, nd),
+               spatial_arg(ctx, 4, "padding", 0, nd), spatial_arg(ctx, 5, "dilation", 1, nd), ctx.int_arg(8, "groups", 1)};
+    a.transposed = ctx.bool_arg(6, "transposed", false);
+    if (a.transposed) a.output_padding = spatial_arg(ctx, 7, "output_padding", 0, nd);
+    lower_conv(ctx, a);
   }
 };
-// torch.conv2d / F.conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1).
-struct TorchConv2d {
+// torch.convNd / F.convNd / aten.convNd(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1).
+template <std::size_t ND>
+struct TorchConv {
   static void lower(runtime::LowerContext& ctx) {
-    ConvArgs a{ctx.tensor(0, "input"), ctx.tensor(1, "weight"), ctx.optional_tensor(2, "bias"), pair_arg(ctx, 3, "stride", 1),
-               {0, 0}, pair_arg(ctx, 5, "dilation", 1), ctx.int_arg(6, "groups", 1)};
+    ConvArgs a{ctx.tensor(0, "input"), ctx.tensor(1, "weight"), ctx.optional_tensor(2, "bias"), spatial_arg(ctx, 3, "stride", 1, ND),
+               std::vector<std::int64_t>(ND, 0), spatial_arg(ctx, 5, "dilation", 1, ND), ctx.int_arg(6, "groups", 1)};
     const Arg pad = ctx.value(4, "padding");
     if (const auto* s = pad.get_if<std::string>()) {
       if (*s == "same") a.same_padding = true;
       else if (*s != "valid") ctx.fail("padding '" + *s + "' is neither 'same' nor 'valid'");
     } else {
-      a.padding = pair_arg(ctx, 4, "padding", 0);
+      a.padding = spatial_arg(ctx, 4, "padding", 0, ND);
     }
-    lower_conv2d(ctx, a);
+    lower_conv(ctx, a);
+  }
+};
+// torch.conv_transposeNd / F.conv_transposeNd(input, weight, bias=None, stride=1, padding=0, output_padding=0,
+// groups=1, dilation=1): groups come before dilation here.
+template <std::size_t ND>
+struct TorchConvTranspose {
+  static void lower(runtime::LowerContext& ctx) {
+    ConvArgs a{ctx.tensor(0, "input"), ctx.tensor(1, "weight"), ctx.optional_tensor(2, "bias"), spatial_arg(ctx, 3, "stride", 1, ND),
+               spatial_arg(ctx, 4, "padding", 0, ND), spatial_arg(ctx, 7, "dilation", 1, ND), ctx.int_arg(6, "groups", 1)};
+    a.transposed = true;
+    a.output_padding = spatial_arg(ctx, 5, "output_padding", 0, ND);
+    lower_conv(ctx, a);
   }
 };
 
 }  // namespace onednn_detail
 
 template <> struct Kernel<"aten.convolution.default"> : onednn_detail::AtenConvolution {};
-template <> struct Kernel<"torch.conv2d"> : onednn_detail::TorchConv2d {};
-template <> struct Kernel<"torch.nn.functional.conv2d"> : onednn_detail::TorchConv2d {};
+template <> struct Kernel<"torch.conv1d"> : onednn_detail::TorchConv<1> {};
+template <> struct Kernel<"torch.conv2d"> : onednn_detail::TorchConv<2> {};
+template <> struct Kernel<"torch.conv3d"> : onednn_detail::TorchConv<3> {};
+template <> struct Kernel<"torch.nn.functional.conv1d"> : onednn_detail::TorchConv<1> {};
+template <> struct Kernel<"torch.nn.functional.conv2d"> : onednn_detail::TorchConv<2> {};
+template <> struct Kernel<"torch.nn.functional.conv3d"> : onednn_detail::TorchConv<3> {};
+template <> struct Kernel<"aten.conv1d.default"> : onednn_detail::TorchConv<1> {};
+template <> struct Kernel<"aten.conv2d.default"> : onednn_detail::TorchConv<2> {};
+template <> struct Kernel<"aten.conv3d.default"> : onednn_detail::TorchConv<3> {};
+template <> struct Kernel<"aten.conv1d.padding"> : onednn_detail::TorchConv<1> {};
+template <> struct Kernel<"aten.conv2d.padding"> : onednn_detail::TorchConv<2> {};
+template <> struct Kernel<"aten.conv3d.padding"> : onednn_detail::TorchConv<3> {};
+template <> struct Kernel<"torch.conv_transpose1d"> : onednn_detail::TorchConvTranspose<1> {};
+template <> struct Kernel<"torch.conv_transpose2d"> : onednn_detail::TorchConvTranspose<2> {};
+template <> struct Kernel<"torch.conv_transpose3d"> : onednn_detail::TorchConvTranspose<3> {};
+template <> struct Kernel<"torch.nn.functional.conv_transpose1d"> : onednn_detail::TorchConvTranspose<1> {};
+template <> struct Kernel<"torch.nn.functional.conv_transpose2d"> : onednn_detail::TorchConvTranspose<2> {};
+template <> struct Kernel<"torch.nn.functional.conv_transpose3d"> : onednn_detail::TorchConvTranspose<3> {};
 
 }  // namespace kiln::kernels
