@@ -474,6 +474,54 @@ TEST_CASE("permute_matmul_fusion: bmm/matmul of last-two-dims permutes becomes m
   lint(h);
 }
 
+TEST_CASE("linear_permute_fusion at ranks 3 and 4, with and without bias, computes the permuted linear") {
+  // The rewrite is matmul(w, x^T): the 2-d weight broadcast over x's batch dims.
+  // kiln's executor does not broadcast a matmul's first operand (its oneDNN
+  // matmul lowering refuses it), so the runnable copy expands w to the batch
+  // shape first; everything else the pass wrote runs as written.
+  for (const bool bias : {true, false})
+    for (const std::size_t rank : {3u, 4u}) {
+      INFO("rank " << rank << (bias ? ", bias" : ", no bias"));
+      const std::vector<Dim> batch = rank == 3 ? std::vector<Dim>{3} : std::vector<Dim>{2, 3};
+      auto with_batch = [&](std::vector<Dim> tail) {
+        std::vector<Dim> s = batch;
+        s.insert(s.end(), tail.begin(), tail.end());
+        return s;
+      };
+      Graph g;
+      Node* x = g.placeholder("x", f32(with_batch({5, 7})));
+      Node* w = g.placeholder("w", f32({4, 7}));
+      ArgList args{Arg(x), Arg(w)};
+      if (bias) args.push_back(Arg(g.placeholder("b", f32({4}))));
+      Node* lin = with_meta(g.call_function(F::linear, std::move(args)), f32(with_batch({5, 4})));
+      std::vector<std::int64_t> dims;
+      for (std::size_t d = 0; d + 2 < rank; ++d) dims.push_back(static_cast<std::int64_t>(d));
+      dims.push_back(-1);
+      dims.push_back(static_cast<std::int64_t>(rank) - 2);
+      Node* p = permute(g, lin, dims, with_batch({4, 5}));
+      g.output(ArgList{Arg(p)});
+      const Graph original = g.clone();
+      REQUIRE(run_pass(g, "linear_permute_fusion").get("linear_permute_fusion") == 1);
+      CHECK(count(g, OpKind::call_function, F::linear) == 0);
+      lint(g);
+
+      Graph runnable = g.clone();
+      const auto mms = runnable.find_nodes(OpKind::call_function, torch::matmul);
+      REQUIRE(mms.size() == 1);
+      Node* weight = mms[0]->args()[0].node();
+      REQUIRE(weight->op() == OpKind::placeholder);
+      ArgList sizes{Arg(weight)};
+      for (const Dim& d : with_batch({4, 7})) sizes.push_back(Arg(std::get<std::int64_t>(d)));
+      {
+        auto at = runnable.inserting_before(mms[0]);
+        Node* expanded = with_meta(runnable.call_method("expand", std::move(sizes)), f32(with_batch({4, 7})));
+        mms[0]->set_arg(0, Arg(expanded));
+      }
+      lint(runnable);
+      check_numerics(original, runnable);
+    }
+}
+
 // ---------------------------------------------------------------- apply_gumbel_max_trick
 
 namespace {
@@ -521,6 +569,111 @@ TEST_CASE("apply_gumbel_max_trick_pass: argmax(softmax(x) / Exp(1)) becomes argm
   // The softmax's dim written as 1 (the last of rank 2) is the same.
   Sampler last = sampler(1);
   CHECK(run_pass(last.g, "apply_gumbel_max_trick_pass").get("apply_gumbel_max_trick") == 1);
+}
+
+namespace {
+// argmax(softmax(logits, dim) / torch.empty(5, 13).exponential_(1.0), dim=-1,
+// keepdim=True), with a placeholder `noise` that nothing reads yet: the
+// numeric check puts exp(noise) in the sample's place.
+Graph noisy_sampler(std::int64_t softmax_dim) {
+  Graph g;
+  Node* logits = g.placeholder("logits", f32({5, 13}));
+  g.placeholder("noise", f32({5, 13}));
+  Node* softmax = with_meta(g.call_function(F::softmax, {Arg(logits)}, ArgDict{{"dim", Arg(softmax_dim)}}), f32({5, 13}));
+  Node* empty = with_meta(g.call_function(OpRef("torch.empty"), {Arg(5), Arg(13)}), f32({5, 13}));
+  Node* rand_exp = with_meta(g.call_method("exponential_", {Arg(empty), Arg(1.0)}), f32({5, 13}));
+  Node* div = with_meta(g.call_function(pyop::truediv, {Arg(softmax), Arg(rand_exp)}), f32({5, 13}));
+  Node* argmax = with_meta(
+      g.call_function(OpRef("torch.argmax"), {Arg(div)}, ArgDict{{"dim", Arg(-1)}, {"keepdim", Arg(true)}}), i64({5, 1}));
+  g.output(ArgList{Arg(argmax)});
+  return g;
+}
+
+// The executor has no kernel for torch.argmax nor for Tensor.exponential_ (a
+// random fill), so a sampler is run up to the argmax's input with the sample
+// fixed to exp(noise) (positive, as an Exp(1) sample is), and the test takes
+// each row's argmax itself.
+Graph up_to_argmax_with_fixed_noise(Graph g) {
+  Node* noise = nullptr;
+  for (Node* n : g.find_nodes(OpKind::placeholder))
+    if (n->name() == "noise") noise = n;
+  Node* rand_exp = nullptr;
+  for (Node* n : g.nodes())
+    if (n->op() == OpKind::call_method && n->target_name() == "exponential_") rand_exp = n;
+  const auto argmaxes = g.find_nodes(OpKind::call_function, OpRef("torch.argmax"));
+  REQUIRE(noise);
+  REQUIRE(rand_exp);
+  REQUIRE(argmaxes.size() == 1);
+  Node* empty = rand_exp->args()[0].node();
+  Node* fixed;
+  {
+    auto at = g.inserting_before(rand_exp);
+    fixed = with_meta(g.call_function(torch::exp, {Arg(noise)}), rand_exp->meta.val);
+  }
+  rand_exp->replace_all_uses_with(fixed);
+  g.erase_node(rand_exp);
+  g.erase_node(empty);
+  Node* scores = argmaxes[0]->args()[0].node();
+  g.output_node()->set_args(ArgList{Arg(ArgList{Arg(scores)})});
+  g.erase_node(argmaxes[0]);
+  lint(g);
+  return g;
+}
+
+// Each row's first index of its largest value.
+std::vector<std::int64_t> row_argmax(const runtime::Tensor& t) {
+  const runtime::Tensor c = t.contiguous();
+  const float* v = c.data<float>();
+  const std::int64_t rows = c.size(0), cols = c.size(1);
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < cols; ++j)
+      if (v[i * cols + j] > v[i * cols + best]) best = j;
+    out.push_back(best);
+  }
+  return out;
+}
+
+// argmax_j(logits[i, j] - noise[i, j]) per row: the Gumbel-max index, from the inputs.
+std::vector<std::int64_t> gumbel_index(const runtime::Tensor& logits, const runtime::Tensor& noise) {
+  const runtime::Tensor x = logits.contiguous(), n = noise.contiguous();
+  runtime::Tensor d = runtime::Tensor::empty(x.shape());
+  for (std::int64_t i = 0; i < x.numel(); ++i) d.data<float>()[i] = x.data<float>()[i] - n.data<float>()[i];
+  return row_argmax(d);
+}
+}  // namespace
+
+TEST_CASE("apply_gumbel_max_trick_pass picks the original's index in every row once the noise is fixed") {
+  Graph g = noisy_sampler(-1);
+  const Graph original = g.clone();
+  REQUIRE(run_pass(g, "apply_gumbel_max_trick_pass").get("apply_gumbel_max_trick") == 1);
+  lint(g);
+  const auto before = runtime::CompiledGraph::compile(up_to_argmax_with_fixed_noise(original.clone()), {});
+  const auto after = runtime::CompiledGraph::compile(up_to_argmax_with_fixed_noise(g.clone()), {});
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    INFO("seed " << seed);
+    const auto inputs = runtime::random_inputs(before, seed);
+    const auto want = row_argmax(before.run(inputs)[0]);
+    CHECK(row_argmax(after.run(inputs)[0]) == want);
+    CHECK(want == gumbel_index(inputs[0], inputs[1]));
+  }
+}
+
+TEST_CASE("apply_gumbel_max_trick_pass leaves a softmax over dim 0, whose index the trick would change") {
+  Graph g = noisy_sampler(0);
+  const Graph original = g.clone();
+  CHECK(run_pass(g, "apply_gumbel_max_trick_pass").get("apply_gumbel_max_trick_skipped") == 1);
+  const auto before = runtime::CompiledGraph::compile(up_to_argmax_with_fixed_noise(original.clone()), {});
+  const auto after = runtime::CompiledGraph::compile(up_to_argmax_with_fixed_noise(g.clone()), {});
+  bool trick_differs = false;
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    const auto inputs = runtime::random_inputs(before, seed);
+    const auto want = row_argmax(before.run(inputs)[0]);
+    CHECK(row_argmax(after.run(inputs)[0]) == want);
+    trick_differs = trick_differs || want != gumbel_index(inputs[0], inputs[1]);
+  }
+  CHECK(trick_differs);  // softmax over dim 0 divides each column by its own sum: not the Gumbel-max index
 }
 
 TEST_CASE("apply_gumbel_max_trick_pass near-misses: softmax over another dim, rate 2, softmax read elsewhere") {

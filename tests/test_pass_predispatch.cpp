@@ -411,3 +411,123 @@ TEST_CASE("fuse_split_linear_add_pass: linears of every piece summed are one lin
     check_unchanged(h, {"fuse_split_linear_add_pass"}, "fuse_split_linear_add_pass_skipped");
   }
 }
+
+// ---------------------------------------------------------------- the method forms a traced module writes
+
+namespace {
+Node* method(Graph& g, std::string_view name, ArgList args, const Sizes& shape, ArgDict kwargs = {}) {
+  Node* n = g.call_method(name, std::move(args), std::move(kwargs));
+  n->meta.val = f32(shape);
+  return n;
+}
+Node* multi_method(Graph& g, std::string_view name, ArgList args, const std::vector<Sizes>& pieces, ArgDict kwargs = {}) {
+  Node* n = g.call_method(name, std::move(args), std::move(kwargs));
+  MetaVal::List parts;
+  for (const Sizes& p : pieces) parts.push_back(MetaVal(f32(p)));
+  n->meta.val = MetaVal(std::move(parts));
+  return n;
+}
+std::size_t count_methods(const Graph& g, std::string_view name) {
+  std::size_t k = 0;
+  for (const Node* n : g.nodes()) k += n->op() == OpKind::call_method && n->target_name() == name;
+  return k;
+}
+}  // namespace
+
+TEST_CASE("remove_reshape_pass on x.reshape and x.view: to the same shape they go, to another they stay") {
+  Graph g;
+  Node* x = input(g, "x", {3, 5});
+  Node* same = method(g, "reshape", {Arg(x), Arg(3), Arg(5)}, {3, 5});
+  Node* view = method(g, "view", {Arg(same), Arg(ArgList{Arg(3), Arg(-1)})}, {3, 5});
+  Node* other = method(g, "view", {Arg(view), Arg(5), Arg(3)}, {5, 3});
+  g.output(list({other, view}));
+  CHECK(run_checked(g, {"remove_reshape_pass"}).get("remove_reshape_pass") == 2);
+  CHECK(count_methods(g, "reshape") == 0);
+  REQUIRE(count_methods(g, "view") == 1);
+  CHECK(g.output_node()->args()[0].list()->at(1).node() == x);
+}
+
+TEST_CASE("fuse_chunk_reshape_concat_pass and fuse_chunk_squeeze_cat_pass on x.chunk, .reshape, .view, .squeeze") {
+  Graph g;
+  Node* x = input(g, "x", {2, 9});
+  Node* ch = multi_method(g, "chunk", {Arg(x), Arg(3), Arg(1)}, {{2, 3}, {2, 3}, {2, 3}});
+  ArgList shaped;
+  for (int i = 0; i < 3; ++i)
+    shaped.push_back(Arg(method(g, i == 1 ? "view" : "reshape", {Arg(item(g, ch, i)), Arg(2), Arg(3), Arg(1)}, {2, 3, 1})));
+  g.output(list({call(g, torch::cat, {Arg(shaped), Arg(1)}, {2, 9, 1})}));
+  CHECK(run_checked(g, {"fuse_chunk_reshape_concat_pass"}).get("fuse_chunk_reshape_concat_pass") == 1);
+  CHECK(g.size() == 3);  // x, reshape, output
+  REQUIRE(count_calls(g, torch::reshape) == 1);
+
+  Graph h;
+  Node* y = input(h, "y", {2, 3, 5});
+  Node* ch2 = multi_method(h, "chunk", {Arg(y), Arg(3)}, {{2, 1, 5}, {2, 1, 5}, {2, 1, 5}}, {{"dim", Arg(1)}});
+  ArgList sq;
+  for (int i = 0; i < 3; ++i) sq.push_back(Arg(method(h, "squeeze", {Arg(item(h, ch2, i)), Arg(1)}, {2, 5})));
+  h.output(list({call(h, torch::cat, {Arg(sq), Arg(1)}, {2, 15})}));
+  CHECK(run_checked(h, {"fuse_chunk_squeeze_cat_pass"}).get("fuse_chunk_squeeze_cat_pass") == 1);
+  CHECK(count_methods(h, "chunk") == 0);
+  CHECK(count_methods(h, "squeeze") == 0);
+
+  // Reversed pieces through the methods: left and counted.
+  Graph k;
+  Node* z = input(k, "z", {2, 2, 5});
+  Node* ch3 = multi_method(k, "chunk", {Arg(z), Arg(2), Arg(1)}, {{2, 1, 5}, {2, 1, 5}});
+  Node* s0 = method(k, "squeeze", {Arg(item(k, ch3, 0)), Arg(1)}, {2, 5});
+  Node* s1 = method(k, "squeeze", {Arg(item(k, ch3, 1)), Arg(1)}, {2, 5});
+  k.output(list({call(k, torch::cat, {Arg(list({s1, s0})), Arg(1)}, {2, 10})}));
+  check_unchanged(k, {"fuse_chunk_squeeze_cat_pass"}, "fuse_chunk_squeeze_cat_pass_skipped");
+}
+
+TEST_CASE("fuse_chunk_reshape_unsqueeze_concat_pass on .reshape then .unsqueeze of x.chunk pieces") {
+  Graph g;
+  Node* x = input(g, "x", {3, 8});
+  Node* ch = multi_method(g, "chunk", {Arg(x), Arg(2)}, {{3, 4}, {3, 4}}, {{"dim", Arg(1)}});
+  ArgList parts;
+  for (int i = 0; i < 2; ++i) {
+    Node* r = method(g, "reshape", {Arg(item(g, ch, i)), Arg(ArgList{Arg(3), Arg(2), Arg(2)})}, {3, 2, 2});
+    parts.push_back(Arg(method(g, "unsqueeze", {Arg(r), Arg(1)}, {3, 1, 2, 2})));
+  }
+  g.output(list({call(g, torch::cat, {Arg(parts), Arg(1)}, {3, 2, 2, 2})}));
+  CHECK(run_checked(g, {"fuse_chunk_reshape_unsqueeze_concat_pass"}).get("fuse_chunk_reshape_unsqueeze_concat_pass") == 1);
+  CHECK(g.size() == 3);
+}
+
+TEST_CASE("fuse_split_linear_add_pass and remove_split_ops_pass on x.split") {
+  Graph g;
+  Node* x = input(g, "x", {4, 5});
+  Node* sp = multi_method(g, "split", {Arg(x), Arg(ArgList{Arg(2), Arg(3)}), Arg(1)}, {{4, 2}, {4, 3}});
+  Node* w0 = input(g, "w0", {3, 2});
+  Node* w1 = input(g, "w1", {3, 3});
+  Node* l0 = call(g, F::linear, {Arg(item(g, sp, 0)), Arg(w0)}, {4, 3});
+  Node* l1 = call(g, F::linear, {Arg(item(g, sp, 1)), Arg(w1)}, {4, 3});
+  g.output(list({call(g, torch::add, {Arg(l0), Arg(l1)}, {4, 3})}));
+  CHECK(run_checked(g, {"fuse_split_linear_add_pass"}).get("fuse_split_linear_add_pass") == 1);
+  CHECK(count_calls(g, F::linear) == 1);
+  CHECK(count_methods(g, "split") == 0);
+
+  // x.split into one piece: its getitem is x.
+  Graph h;
+  Node* y = input(h, "y", {4, 5});
+  Node* one = multi_method(h, "split", {Arg(y), Arg(5)}, {{4, 5}}, {{"dim", Arg(1)}});
+  h.output(list({call(h, torch::relu, {Arg(item(h, one, 0))}, {4, 5})}));
+  CHECK(run_checked(h, {"remove_split_ops_pass"}).get("remove_split_ops_pass") == 1);
+  CHECK(count_methods(h, "split") == 0);
+}
+
+TEST_CASE("relu_nan_to_num on x.relu() and .nan_to_num(): known finite goes, possibly NaN stays") {
+  Graph g;
+  Node* x = input(g, "x", {3, 7});
+  Node* clean = method(g, "nan_to_num", {Arg(x)}, {3, 7});
+  Node* r = method(g, "relu", {Arg(clean)}, {3, 7});
+  Node* again = method(g, "nan_to_num", {Arg(r)}, {3, 7});
+  g.output(list({again}));
+  CHECK(run_checked(g, {"relu_nan_to_num"}).get("relu_nan_to_num") == 1);
+  CHECK(count_methods(g, "nan_to_num") == 1);  // the first one, on x
+
+  Graph h;
+  Node* y = input(h, "y", {3, 7});
+  Node* r2 = method(h, "relu", {Arg(y)}, {3, 7});
+  h.output(list({method(h, "nan_to_num", {Arg(r2)}, {3, 7})}));
+  check_unchanged(h, {"relu_nan_to_num"}, "relu_nan_to_num_skipped");
+}

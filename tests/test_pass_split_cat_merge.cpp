@@ -115,11 +115,12 @@ struct Ran {
   Counters counters;
   std::int64_t operator[](const std::string& name) const { return counters.get(name); }
 };
-Ran run_and_compare(Graph& g, const std::string& pass) {
+Ran run_and_compare(Graph& g, const std::string& pass, const nlohmann::json& options = nlohmann::json::object()) {
   const Graph original = g.clone();
   runtime::NumericCheck check(original, runtime::Weights{});
   const PassRegistry registry = default_pass_registry();
   PassManager pm(registry);
+  pm.set_options({{pass, options}});
   pm.run(g, {pass});
   lint(g);
   const runtime::NumericReport r = check.compare(g);
@@ -391,6 +392,83 @@ TEST_CASE("move_reshape_out_of_split_stack_pass: near-misses are left and counte
     CHECK(ran["move_reshape_out_of_split_stack_pass_skipped"] == 1);
     CHECK(count_calls(t.g, torch::stack) == 1);
   }
+}
+
+TEST_CASE("move_reshape_out_of_split_stack_pass: runs of threshold_to_cat pieces merge into reshapes of slices") {
+  struct Case {
+    const char* name;
+    std::vector<int> order;  // -1: another tensor y of the pieces' reshaped shape
+    std::size_t reshapes;    // of x or a slice of it, after
+    std::size_t stacks;      // of inputs kept, after
+  };
+  const std::vector<Case> cases = {
+      {"partial: pieces 1..3", {1, 2, 3}, 1, 0},
+      {"reordered: 2, 3 then 0, 1", {2, 3, 0, 1}, 2, 0},
+      {"repeated: 0, 1 then 1, 2", {0, 1, 1, 2}, 2, 0},
+      {"mixed: 0, 1, y, 3", {0, 1, -1, 3}, 1, 1},
+      {"mixed: y, 0, 1, 2, 3 (the whole input)", {-1, 0, 1, 2, 3}, 1, 1},
+      {"a short run kept between merged ones: 0, 1, 3, 2, 3", {0, 1, 3, 2, 3}, 2, 1},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Split t({16, 16, 16, 16});
+    Node* y = t.g.placeholder("y", f32({4, 4, 4}));
+    std::vector<Node*> shaped;
+    for (int i : c.order) shaped.push_back(i < 0 ? y : reshape(t.g, t.pieces[static_cast<std::size_t>(i)], {4, 4, 4}));
+    output(t.g, {stack(t.g, shaped, 1)});
+    const Ran ran = run_and_compare(t.g, "move_reshape_out_of_split_stack_pass", {{"threshold_to_cat", 2}});
+    CHECK(ran["move_reshape_out_of_split_stack_pass"] == 1);
+    CHECK(ran["move_reshape_out_of_split_stack_pass_skipped"] == 0);
+    CHECK(count_calls(t.g, torch::stack) == c.stacks);
+    // Each merged run is one reshape; the kept pieces keep theirs.
+    std::size_t kept_pieces = 0;
+    for (Node* st : t.g.find_nodes(OpKind::call_function, torch::stack))
+      for (const Arg& a : *st->args()[0].list()) kept_pieces += a.node() != y;
+    CHECK(count_calls(t.g, torch::reshape) == c.reshapes + kept_pieces);
+  }
+}
+
+TEST_CASE("move_reshape_out_of_split_stack_pass: with threshold_to_cat 2, no run or a wrong element order is skipped") {
+  struct Case {
+    const char* name;
+    std::vector<int> order;
+    std::vector<std::int64_t> shape;
+    std::int64_t stack_dim;
+  };
+  const std::vector<Case> cases = {
+      {"reversed", {3, 2, 1, 0}, {4, 4, 4}, 1},
+      {"each piece alone", {0, 2}, {4, 4, 4}, 1},
+      {"a partial run, stack dim 0", {1, 2}, {4, 4, 4}, 0},
+      {"a partial run, reshape that mixes the batch dim", {1, 2, 3}, {16, 4}, 1},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    Split t({16, 16, 16, 16});
+    std::vector<Node*> shaped;
+    for (int i : c.order) shaped.push_back(reshape(t.g, t.pieces[static_cast<std::size_t>(i)], c.shape));
+    output(t.g, {stack(t.g, shaped, c.stack_dim)});
+    const Ran ran = run_and_compare(t.g, "move_reshape_out_of_split_stack_pass", {{"threshold_to_cat", 2}});
+    CHECK(ran["move_reshape_out_of_split_stack_pass"] == 0);
+    CHECK(ran["move_reshape_out_of_split_stack_pass_skipped"] == 1);
+    CHECK(count_calls(t.g, torch::stack) == 1);
+  }
+  // A piece another node reads stays with its split; the run still merges.
+  Split t({16, 16, 16, 16});
+  std::vector<Node*> shaped;
+  for (int i : {1, 2}) shaped.push_back(reshape(t.g, t.pieces[static_cast<std::size_t>(i)], {4, 4, 4}));
+  Node* keep = unary(t.g, torch::tanh, t.pieces[1]);
+  output(t.g, {stack(t.g, shaped, -3), keep});
+  const Ran ran = run_and_compare(t.g, "move_reshape_out_of_split_stack_pass", {{"threshold_to_cat", 2}});
+  CHECK(ran["move_reshape_out_of_split_stack_pass"] == 1);
+  CHECK(count_calls(t.g, torch::split) == 1);
+  CHECK(count_calls(t.g, torch::stack) == 0);
+  // threshold_to_cat must be an integer >= 1.
+  Split bad({16, 16, 16, 16});
+  output(bad.g, {stack(bad.g, {reshape(bad.g, bad.pieces[0], {4, 4, 4})}, 1)});
+  const PassRegistry registry = default_pass_registry();
+  PassManager pm(registry);
+  pm.set_options({{"move_reshape_out_of_split_stack_pass", {{"threshold_to_cat", 0}}}});
+  CHECK_THROWS_AS(pm.run(bad.g, {"move_reshape_out_of_split_stack_pass"}), Error);
 }
 
 // ---------------------------------------------------------------- on Inductor's fixture

@@ -300,6 +300,46 @@ TEST_CASE("split_cat_pass: size-1 pieces squeezed along the split dim become an 
   CHECK(count_calls(n.g, torch::unbind) == 1);
   CHECK(count_calls(n.g, torch::split) == 0);
   CHECK(count_calls(n.g, torch::squeeze) == 0);
+  // Inductor's RepeatedExpr at the last squeeze: split, getitem and squeeze for it, then for each of the 3 squeezes.
+  CHECK(k.get("pattern_matcher_count") == 1);
+  CHECK(k.get("pattern_matcher_nodes") == 9);
+}
+
+TEST_CASE("split_cat_pass: the squeeze case counts Inductor's matches and nodes when its handler declines") {
+  SUBCASE("a piece of size 2: Inductor's pattern matches at each of the 4 squeezes, 12 nodes each") {
+    Net n;
+    Node* x = n.input("x", {4, 5, 8});
+    auto p = n.items(n.split(x, {2, 1, 1, 1}, 1));
+    std::vector<Node*> outs;
+    for (Node* piece : p) outs.push_back(n.squeeze(piece, 1));
+    n.output(outs);
+    const Counters k = run_unchanged(n.g, "split_cat_pass");
+    CHECK(k.get("split_cat_pass") == 0);
+    CHECK(k.get("pattern_matcher_count") == 4);
+    CHECK(k.get("pattern_matcher_nodes") == 48);
+  }
+  SUBCASE("one piece read by a tanh: the 2 squeezes are the anchors, 6 nodes each") {
+    Net n;
+    Node* x = n.input("x", {4, 3, 8});
+    auto p = n.items(n.split(x, {1, 1, 1}, 1));
+    n.output({n.tanh(p[0]), n.squeeze(p[1], 1), n.squeeze(p[2], 1)});
+    const Counters k = run_unchanged(n.g, "split_cat_pass");
+    CHECK(k.get("split_cat_pass") == 0);
+    CHECK(k.get("pattern_matcher_count") == 2);
+    CHECK(k.get("pattern_matcher_nodes") == 12);
+  }
+  SUBCASE("a negative squeeze dim for the split's 1: no Inductor match, kiln unbinds and counts its own one") {
+    Net n;
+    Node* x = n.input("x", {4, 3});
+    auto p = n.items(n.split(x, {1, 1, 1}, 1));
+    std::vector<Node*> outs;
+    for (Node* piece : p) outs.push_back(n.squeeze(piece, -1));
+    n.output(outs);
+    const Counters k = run_checked(n.g, "split_cat_pass");
+    CHECK(k.get("split_cat_pass") == 1);
+    CHECK(k.get("pattern_matcher_count") == 1);
+    CHECK(k.get("pattern_matcher_nodes") == 1);
+  }
 }
 
 TEST_CASE("split_cat_pass: a squeeze along another dim than the split's is skipped") {

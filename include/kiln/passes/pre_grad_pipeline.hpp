@@ -5,7 +5,8 @@
 // own name (PassManager::disable("fuse_conv_bn")):
 //   1. fuse_fx: sink_cat_after_pointwise; the permute fusions when
 //      "permute_fusion" is set (Inductor runs them off CPU only); remove_identity
-//      and fuse_conv_bn when "freezing" is set;
+//      and fuse_conv_bn when "freezing" is set (with the options object
+//      "fuse_conv_bn" gives: {"threads": 2});
 //   2. numpy_compat_normalization;
 //   3. normalization_pass, if pre_grad_fusion_options names it;
 //   4. the group/batch fusions pre_grad_fusion_options names, in its order;
@@ -167,7 +168,9 @@ inline std::vector<PipelineStep> pre_grad_steps(const nlohmann::json& options) {
     for (const char* p : {"linear_permute_fusion", "permute_linear_fusion", "permute_matmul_fusion"}) step(p);
   if (d::flag(options, "freezing")) {
     step("remove_identity");
-    step("fuse_conv_bn");
+    nlohmann::json fold = options.contains("fuse_conv_bn") ? options.at("fuse_conv_bn") : nlohmann::json::object();
+    if (!fold.is_object()) throw Error("pre_grad: option 'fuse_conv_bn' must be a JSON object, not " + fold.dump());
+    step("fuse_conv_bn", std::move(fold));
   }
   step("numpy_compat_normalization");
   const auto fusions = d::fusion_options(options.contains("pre_grad_fusion_options")
@@ -199,11 +202,11 @@ inline std::vector<PipelineStep> pre_grad_steps(const nlohmann::json& options) {
 inline void register_pre_grad_pipeline(PassRegistry& registry) {
   registry.add_pipeline({"pre_grad",
                          "Inductor's pre_grad_passes in its order (options: pre_grad_fusion_options, freezing, "
-                         "permute_fusion, efficient_conv_bn_eval; predispatch, add_passes, remove_passes for "
-                         "Inductor's pre-dispatch list)",
+                         "permute_fusion, efficient_conv_bn_eval, fuse_conv_bn (its options); predispatch, add_passes, "
+                         "remove_passes for Inductor's pre-dispatch list)",
                          pre_grad_steps,
-                         {"pre_grad_fusion_options", "freezing", "permute_fusion", "efficient_conv_bn_eval", "predispatch",
-                          "add_passes", "remove_passes"}});
+                         {"pre_grad_fusion_options", "freezing", "permute_fusion", "efficient_conv_bn_eval", "fuse_conv_bn",
+                          "predispatch", "add_passes", "remove_passes"}});
 }
 
 }  // namespace kiln

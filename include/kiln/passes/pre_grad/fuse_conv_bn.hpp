@@ -19,6 +19,10 @@
 // PyTorch's fuse_conv_bn_weights does. A conv weight that nothing but its conv
 // reads is taken from the store (WeightStore::take: its file still gives the
 // original) and scaled in place, so folding a model copies none of its weights.
+// That pass over the weights is bound by memory bandwidth, so it is split over
+// threads (options `threads`, default the CPUs this process may run on, 1: no
+// thread; `min_bytes_per_thread`, default 1 MiB, below which a share is not
+// worth a thread); the result is the same bits whatever the split.
 //
 // Where Inductor replaces a module by its folded copy (so every call of a
 // shared conv module changes), kiln rewrites the one call: a module pair
@@ -38,6 +42,10 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "kiln/core/error.hpp"
+#include "kiln/core/parallel_shares.hpp"
 #include "kiln/io/weight_store.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/passes/pre_grad/conv_bn_common.hpp"
@@ -77,8 +85,11 @@ struct FoldInputs {
   const io::WeightTensor* var = nullptr;
   double eps = 1e-5;
 };
+// A fold decided: its bias made, and its weight's storage (taken from the
+// store or copied) waiting to be multiplied by `scale`, row by row.
 struct Folded {
   io::WeightTensor weight, bias;
+  std::vector<std::byte> scale;  // one value per output channel, in the weight's dtype
 };
 
 // Per output channel, what multiplies the weight and the folded bias.
@@ -134,43 +145,28 @@ ChannelFold<T> channel_fold(const FoldInputs& in, std::size_t channels) {
   return f;
 }
 
-// Multiplies each output channel's row of a C-order weight by its scale, in
-// place. The fixed blocks let the compiler vectorize it at -O2 as well.
 template <class T>
-void scale_rows(T* w, std::size_t channels, std::size_t per_channel, const T* scale) {
-  constexpr std::size_t kBlock = 64 / sizeof(T);
-  for (std::size_t o = 0; o < channels; ++o) {
-    const T s = scale[o];
-    T* row = w + o * per_channel;
-    std::size_t k = 0;
-    for (; k + kBlock <= per_channel; k += kBlock)
-      for (std::size_t j = 0; j < kBlock; ++j) row[k + j] *= s;
-    for (; k < per_channel; ++k) row[k] *= s;
-  }
+std::vector<std::byte> bytes_of(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
 }
 
-template <class T, class Take>
-Folded fold_as(const FoldInputs& in, std::size_t channels, Take& take_weight) {
+template <class T>
+Folded prepare_as(const FoldInputs& in, std::size_t channels) {
   const ChannelFold<T> f = channel_fold<T>(in, channels);
-  std::optional<io::WeightTensor> taken = take_weight();  // in.conv_weight dangles once taken
-  io::WeightTensor weight = taken ? std::move(*taken) : *in.conv_weight;
-  scale_rows(reinterpret_cast<T*>(weight.bytes.data()), channels, static_cast<std::size_t>(weight.numel()) / channels,
-             f.scale.data());
-  io::WeightTensor bias;
-  bias.dtype = weight.dtype;
-  bias.shape = {static_cast<std::int64_t>(channels)};
-  bias.bytes.resize(channels * sizeof(T));
-  std::memcpy(bias.bytes.data(), f.bias.data(), bias.bytes.size());
-  return Folded{std::move(weight), std::move(bias)};
+  Folded out;
+  out.bias.dtype = in.conv_weight->dtype;
+  out.bias.shape = {static_cast<std::int64_t>(channels)};
+  out.bias.bytes = bytes_of(f.bias);
+  out.scale = bytes_of(f.scale);
+  return out;
 }
 
-// The folded weight and bias, in the conv weight's dtype; nullopt, with the
-// reason in `why`, when a dtype or size does not fit. The weight is scaled in
-// place in the storage `take_weight()` gives (the conv weight's own, when
-// nothing else refers to it), else in a copy; it is called only once the fold
-// is known to fit.
-template <class Take>
-std::optional<Folded> fold(const FoldInputs& in, Take&& take_weight, std::string& why) {
+// The folded bias and the weight's per-channel scale, in the conv weight's
+// dtype; nullopt, with the reason in `why`, when a dtype or size does not fit.
+// The weight itself is left to the caller (take or copy, then scale_weights).
+inline std::optional<Folded> prepare_fold(const FoldInputs& in, std::string& why) {
   const io::WeightTensor& w = *in.conv_weight;
   if (w.shape.empty() || w.shape[0] <= 0) {
     why = "the convolution weight has no output channels";
@@ -187,7 +183,92 @@ std::optional<Folded> fold(const FoldInputs& in, Take&& take_weight, std::string
       !channel_param_fits(in.mean, channels, "running_mean", why) ||
       !channel_param_fits(in.var, channels, "running_var", why))
     return std::nullopt;
-  return w.dtype == DType::float32 ? fold_as<float>(in, channels, take_weight) : fold_as<double>(in, channels, take_weight);
+  return w.dtype == DType::float32 ? prepare_as<float>(in, channels) : prepare_as<double>(in, channels);
+}
+
+// Multiplies the C-order weight's elements [begin, end) by their output
+// channel's scale, in place. The fixed blocks let the compiler vectorize it at
+// -O2 as well; each element is one multiply, so any split of the range gives
+// the same bits.
+template <class T>
+void scale_elements(T* w, std::size_t per_channel, const T* scale, std::size_t begin, std::size_t end) {
+  constexpr std::size_t kBlock = 64 / sizeof(T);
+  while (begin < end) {
+    const std::size_t o = begin / per_channel;
+    const std::size_t row_end = std::min(end, (o + 1) * per_channel);
+    const T s = scale[o];
+    T* x = w + begin;
+    const std::size_t n = row_end - begin;
+    std::size_t k = 0;
+    for (; k + kBlock <= n; k += kBlock)
+      for (std::size_t j = 0; j < kBlock; ++j) x[k + j] *= s;
+    for (; k < n; ++k) x[k] *= s;
+    begin = row_end;
+  }
+}
+
+// fuse_conv_bn's options: how many threads the fold may use (default: the
+// CPUs this process may run on; 1: none started), and the fewest bytes of
+// weights worth a thread, so a small model starts none.
+struct FoldThreads {
+  std::size_t threads = 1;
+  std::size_t min_bytes_per_thread = std::size_t{1} << 20;
+};
+
+inline FoldThreads fold_threads(const nlohmann::json& options) {
+  FoldThreads t;
+  t.threads = available_cpus();
+  auto positive = [&](const char* key, std::size_t& out) {
+    if (!options.contains(key)) return;
+    const nlohmann::json& v = options.at(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
+      throw Error(std::string("pass fuse_conv_bn: option ") + key + " must be an integer >= 1, got " + v.dump());
+    out = static_cast<std::size_t>(v.get<std::int64_t>());
+  };
+  positive("threads", t.threads);
+  positive("min_bytes_per_thread", t.min_bytes_per_thread);
+  return t;
+}
+
+// How many shares `bytes` of weights are cut into: at most `threads`, and no
+// share smaller than min_bytes_per_thread (so a small model starts no thread).
+inline std::size_t share_count(std::size_t bytes, const FoldThreads& t) {
+  return std::max<std::size_t>(1, std::min(t.threads, bytes / t.min_bytes_per_thread));
+}
+
+// Scales every fold's weight by its scale, in shares of equal bytes over at
+// most `threads` threads (the weights' bytes laid end to end and cut evenly,
+// so one large weight is split by rows and small ones go together). The
+// weights are the pass's own (taken from the store or copied), so whatever
+// happens here leaves the store and the graph as they were.
+inline void scale_weights(std::vector<Folded>& folds, const FoldThreads& t) {
+  std::size_t total = 0;
+  for (const Folded& f : folds) total += f.weight.bytes.size();
+  const std::size_t shares = share_count(total, t);
+  run_shares(shares, [&](std::size_t share) {
+    // This share's bytes [from, to) of the weights laid end to end.
+    const std::size_t from = total / shares * share + std::min(share, total % shares);
+    const std::size_t to = from + total / shares + (share < total % shares ? 1 : 0);
+    std::size_t offset = 0;
+    for (Folded& f : folds) {
+      const std::size_t size = f.weight.bytes.size();
+      const std::size_t lo = std::max(from, offset), hi = std::min(to, offset + size);
+      if (lo < hi) {
+        const std::size_t channels = static_cast<std::size_t>(f.weight.shape[0]);
+        const std::size_t elem = f.weight.dtype == DType::float32 ? sizeof(float) : sizeof(double);
+        const std::size_t per_channel = size / elem / channels;
+        // Element bounds round down on both ends, so consecutive shares tile the weight.
+        const std::size_t begin = (lo - offset) / elem, end = hi == offset + size ? size / elem : (hi - offset) / elem;
+        if (f.weight.dtype == DType::float32)
+          scale_elements(reinterpret_cast<float*>(f.weight.bytes.data()), per_channel,
+                         reinterpret_cast<const float*>(f.scale.data()), begin, end);
+        else
+          scale_elements(reinterpret_cast<double*>(f.weight.bytes.data()), per_channel,
+                         reinterpret_cast<const double*>(f.scale.data()), begin, end);
+      }
+      offset += size;
+    }
+  });
 }
 
 // Erases constants that lost their last user (get_attr, or a placeholder bound to a weight).
@@ -205,7 +286,6 @@ inline void erase_unused_constants(Graph& g, const io::WeightStore& store, std::
 struct Plan {
   BatchNormCall bn;           // bn.node: the batch-norm (call_function or call_module)
   Node* conv = nullptr;
-  Node* conv_input = nullptr;
   std::optional<ConvCall> call;  // the functional/aten conv; empty for the module form
   ArgList module_conv_args;      // module form: stride, padding, dilation, groups
   int dims = 2;
@@ -268,7 +348,6 @@ inline std::optional<Plan> plan_function_form(io::WeightStore* weights, Node* n,
   Plan p;
   p.bn = *bn;
   p.conv = conv->node;
-  p.conv_input = conv->input;
   p.call = conv;
   p.inputs.eps = bn->eps;
   const std::pair<Node*, const io::WeightTensor**> wanted[] = {
@@ -295,7 +374,6 @@ inline std::optional<Plan> plan_module_form(io::WeightStore* weights, Graph& g, 
   p.bn.node = n;
   p.bn.input = pair->conv;
   p.conv = pair->conv;
-  p.conv_input = pair->input;
   p.dims = pair->dims;
   p.module_conv_args = pair->conv_args;
   if (!pair_is_private(p.conv, p.bn, why)) return std::nullopt;
@@ -351,7 +429,7 @@ inline void apply_plan(Graph& g, io::WeightStore& store, Plan& p, Folded folded)
     Node* call;
     {
       auto guard = g.inserting_before(conv);
-      ArgList args{Arg(p.conv_input), Arg(weight), Arg(bias)};
+      ArgList args{conv->args()[0], Arg(weight), Arg(bias)};  // an earlier pair may have replaced the input
       for (const Arg& a : p.module_conv_args) args.push_back(a);
       call = g.call_function(OpRef("torch.nn.functional.conv" + std::to_string(p.dims) + "d"), std::move(args));
     }
@@ -364,10 +442,13 @@ inline void apply_plan(Graph& g, io::WeightStore& store, Plan& p, Folded folded)
 
 }  // namespace conv_bn_detail
 
-// The pass: every foldable pair, each decided from the graph as it is before
-// its own rewrite. Returns whether the graph changed.
+// The pass: every foldable pair, all decided from the graph before the first
+// rewrite (each pair's nodes are its own, so no rewrite changes another's
+// decision), then the weights scaled (over threads, see FoldThreads), then the
+// rewrites. Returns whether the graph changed.
 inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
   namespace d = conv_bn_detail;
+  const d::FoldThreads threads = d::fold_threads(ctx.options);
   // Module calls and inference batch-norm calls in graph order, found through
   // the graph's index of targets (a graph without them is not walked).
   std::vector<Node*> candidates = g.find_nodes(OpKind::call_module, std::nullopt, /*sorted=*/false);
@@ -376,33 +457,40 @@ inline bool fuse_conv_bn(Graph& g, PassContext& ctx) {
       if (inference_batch_norm_call(n)) candidates.push_back(n);
     });
   std::sort(candidates.begin(), candidates.end(), [](const Node* a, const Node* b) { return a->is_before(*b); });
-  std::optional<d::WeightReaders> readers;  // counted at the first fold: a graph with none pays nothing
-  bool changed = false;
+  std::vector<d::Plan> plans;
+  std::vector<d::Folded> folds;
   for (Node* n : candidates) {
-    if (n->erased()) continue;
     std::string why;
     std::optional<d::Plan> plan = n->op() == OpKind::call_module ? d::plan_module_form(ctx.weights, g, n, why)
                                                                   : d::plan_function_form(ctx.weights, n, why);
     std::optional<d::Folded> folded;
-    if (plan) {
-      // The conv weight's own storage when nothing else reads it: no copy of the model's largest weights.
-      auto take = [&]() -> std::optional<io::WeightTensor> {
-        if (!readers) readers.emplace(g);
-        if (!d::conv_weight_private(*plan, *readers)) return std::nullopt;
-        return ctx.weights->take(plan->conv_weight_name);
-      };
-      folded = d::fold(plan->inputs, take, why);
-    }
+    if (plan) folded = d::prepare_fold(plan->inputs, why);
     if (!folded) {
       if (why == d::kNoWeights) ctx.counters.increment("fuse_conv_bn_no_weights");
       if (ctx.log && !why.empty()) *ctx.log << "fuse_conv_bn: " << n->name() << " left: " << why << "\n";
       continue;
     }
-    d::apply_plan(g, *ctx.weights, *plan, std::move(*folded));
-    ctx.counters.increment("fuse_conv_bn");
-    changed = true;
+    plans.push_back(std::move(*plan));
+    folds.push_back(std::move(*folded));
   }
-  return changed;
+  if (plans.empty()) return false;
+  // Each conv weight's storage: its own, taken from the store, when nothing
+  // else reads it (no copy of the model's largest weights), else a copy. A
+  // taken weight still comes from its file, so until the rewrites below the
+  // store holds the same values.
+  const d::WeightReaders readers(g);
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    std::optional<io::WeightTensor> taken;
+    if (d::conv_weight_private(plans[i], readers)) taken = ctx.weights->take(plans[i].conv_weight_name);
+    if (taken) folds[i].weight = std::move(*taken);  // inputs.conv_weight dangles now
+    else folds[i].weight = *plans[i].inputs.conv_weight;
+  }
+  d::scale_weights(folds, threads);
+  for (std::size_t i = 0; i < plans.size(); ++i) {
+    d::apply_plan(g, *ctx.weights, plans[i], std::move(folds[i]));
+    ctx.counters.increment("fuse_conv_bn");
+  }
+  return true;
 }
 
 }  // namespace kiln::pre_grad

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/ops/aten.hpp"
@@ -39,17 +40,34 @@ inline bool is_any(const Node& n, std::initializer_list<OpRef> ops) {
 // Whether `n` is an aten overload (new nodes then stay at the aten level).
 inline bool is_aten(const Node& n) { return n.target_name().starts_with("aten."); }
 
+// A Tensor method call, x.<name>(...), as a traced module writes it (the
+// passes read its arguments where the torch function has them: self first).
+inline bool is_method(const Node& n, std::string_view name) {
+  return n.op() == OpKind::call_method && n.target_name() == name;
+}
+// x.view(...) to a shape, not x.view(dtype): the result keeps the input's dtype.
+inline bool is_shape_view_method(const Node& n) {
+  if (!is_method(n, "view") || n.args().empty()) return false;
+  const TensorMeta* in = tensor_of(n.args()[0].node());
+  const TensorMeta* out = tensor_of(&n);
+  return in && out && in->dtype == out->dtype;
+}
+
 inline bool is_cat(const Node& n) { return is_any(n, {aten::cat, torch::cat, ops::torch_concat}); }
-inline bool is_chunk(const Node& n) { return is_any(n, {ops::chunk, torch::chunk}); }
-inline bool is_split(const Node& n) { return is_any(n, {aten::split_Tensor, aten::split_with_sizes, torch::split}); }
+inline bool is_chunk(const Node& n) { return is_any(n, {ops::chunk, torch::chunk}) || is_method(n, "chunk"); }
+inline bool is_split(const Node& n) {
+  return is_any(n, {aten::split_Tensor, aten::split_with_sizes, torch::split}) || is_method(n, "split");
+}
 inline bool is_linear(const Node& n) { return is_any(n, {aten::linear, F::linear}); }
 inline bool is_reshape(const Node& n) {
-  return is_any(n, {aten::reshape, aten::view, aten::unsafe_view, torch::reshape});
+  return is_any(n, {aten::reshape, aten::view, aten::unsafe_view, torch::reshape}) || is_method(n, "reshape") ||
+         is_shape_view_method(n);
 }
 inline bool is_squeeze(const Node& n) {
-  return is_any(n, {aten::squeeze_dim, ops::squeeze_dims, ops::squeeze_default, torch::squeeze});
+  return is_any(n, {aten::squeeze_dim, ops::squeeze_dims, ops::squeeze_default, torch::squeeze}) ||
+         is_method(n, "squeeze");
 }
-inline bool is_unsqueeze(const Node& n) { return is_any(n, {aten::unsqueeze, torch::unsqueeze}); }
+inline bool is_unsqueeze(const Node& n) { return is_any(n, {aten::unsqueeze, torch::unsqueeze}) || is_method(n, "unsqueeze"); }
 
 inline std::int64_t numel(const Shape& s) {
   std::int64_t n = 1;

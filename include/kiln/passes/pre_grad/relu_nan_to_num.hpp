@@ -15,8 +15,10 @@
 namespace kiln::predispatch {
 
 namespace detail {
-inline bool is_relu(const Node& n) { return is_any(n, {aten::relu, torch::relu, F::relu}); }
-inline bool is_nan_to_num(const Node& n) { return is_any(n, {ops::nan_to_num, torch::nan_to_num}); }
+inline bool is_relu(const Node& n) { return is_any(n, {aten::relu, torch::relu, F::relu}) || is_method(n, "relu"); }
+inline bool is_nan_to_num(const Node& n) {
+  return is_any(n, {ops::nan_to_num, torch::nan_to_num}) || is_method(n, "nan_to_num");
+}
 // nan_to_num whose posinf and neginf are left to their defaults (the dtype's
 // finite extremes) and whose nan, if given, is a number: its result is finite.
 inline bool is_finite_nan_to_num(const Node& n) {
@@ -46,28 +48,29 @@ inline bool known_finite(const Node* n) {
 inline PatternMatcherPass make_relu_nan_to_num_pass(std::shared_ptr<Counters*> counters) {
   namespace d = detail;
   PatternMatcherPass pass("relu_nan_to_num");
-  pass.register_pattern(pattern::CallFunctionVarArgs({ops::nan_to_num, torch::nan_to_num}, pattern::MULTIPLE),
-                        [count = d::Count{counters}](auto& m, Graph& g, Node*) {
-                          Node* node = m.nodes()[0];
-                          if (!d::is_finite_nan_to_num(*node) || node->args().size() != 1) return;
-                          if (!node->kwargs().empty()) {
-                            const Arg* nan = node->kwargs().find("nan");
-                            if (node->kwargs().size() > 3 || (nan && !nan->is_none() && !(nan->get_if<double>() && *nan->get_if<double>() == 0.0)))
-                              return;  // only the default arguments
-                          }
-                          Node* input = node->args()[0].node();
-                          const TensorMeta* t = d::tensor_of(input);
-                          if (!input || !t || !d::tensor_of(node) || t->dtype != d::tensor_of(node)->dtype) return;
-                          const bool integral = !is_floating_point(t->dtype);
-                          if (!integral && !d::is_relu(*input)) return;
-                          if (!integral && !d::known_finite(input)) {
-                            count("relu_nan_to_num_skipped");
-                            return;
-                          }
-                          node->replace_all_uses_with(input);
-                          g.erase_node(node);
-                          count("relu_nan_to_num");
-                        });
+  auto handler = [count = d::Count{counters}](auto& m, Graph& g, Node*) {
+    Node* node = m.nodes()[0];
+    if (!d::is_finite_nan_to_num(*node) || node->args().size() != 1) return;
+    if (!node->kwargs().empty()) {
+      const Arg* nan = node->kwargs().find("nan");
+      if (node->kwargs().size() > 3 || (nan && !nan->is_none() && !(nan->get_if<double>() && *nan->get_if<double>() == 0.0)))
+        return;  // only the default arguments
+    }
+    Node* input = node->args()[0].node();
+    const TensorMeta* t = d::tensor_of(input);
+    if (!input || !t || !d::tensor_of(node) || t->dtype != d::tensor_of(node)->dtype) return;
+    const bool integral = !is_floating_point(t->dtype);
+    if (!integral && !d::is_relu(*input)) return;
+    if (!integral && !d::known_finite(input)) {
+      count("relu_nan_to_num_skipped");
+      return;
+    }
+    node->replace_all_uses_with(input);
+    g.erase_node(node);
+    count("relu_nan_to_num");
+  };
+  pass.register_pattern(pattern::CallFunctionVarArgs({ops::nan_to_num, torch::nan_to_num}, pattern::MULTIPLE), handler);
+  pass.register_pattern(pattern::CallMethodVarArgs("nan_to_num", pattern::MULTIPLE), handler);  // x.nan_to_num()
   return pass;
 }
 

@@ -70,6 +70,8 @@ inline PatternMatcherPass make_remove_split_ops_pass(std::shared_ptr<Counters*> 
                                                       ops::chunk, torch::chunk},
                                                      pattern::MULTIPLE),
                         one_piece);
+  pass.register_pattern(pattern::CallMethodVarArgs("split", pattern::MULTIPLE), one_piece);  // x.split(...)
+  pass.register_pattern(pattern::CallMethodVarArgs("chunk", pattern::MULTIPLE), one_piece);  // x.chunk(...)
   return pass;
 }
 

@@ -2,6 +2,9 @@
 // The split/cat passes that merge a split's pieces back together, under
 // Inductor's names: merge_getitem_cat_pass, mutate_cat_pass,
 // merge_stack_tahn_unbind_pass, move_reshape_out_of_split_stack_pass.
+#include <memory>
+
+#include "kiln/core/error.hpp"
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/split_cat/merge_getitem_cat.hpp"
 #include "kiln/passes/split_cat/merge_stack_tahn_unbind.hpp"
@@ -22,10 +25,25 @@ inline void register_sc_merge_passes(PassRegistry& registry) {
        "unbind(tanh(stack(consecutive split pieces))) becomes a split of tanh of one merged piece (Inductor's "
        "split_cat)",
        split_cat::make_merge_stack_tahn_unbind_pass},
-      {"move_reshape_out_of_split_stack_pass",
-       "a stack of every piece of a split, reshaped alike, becomes one reshape of its input (Inductor's split_cat)",
-       split_cat::make_move_reshape_out_of_split_stack_pass},
   });
+  auto slot = std::make_shared<Counters*>(nullptr);
+  auto threshold = std::make_shared<std::int64_t>(10);
+  auto pass = std::make_shared<PatternMatcherPass>(split_cat::make_move_reshape_out_of_split_stack_pass(slot, threshold));
+  registry.add({"move_reshape_out_of_split_stack_pass",
+                "in a stack of split pieces reshaped alike, each run of consecutive pieces becomes one reshape of "
+                "the split's input or a slice of it (Inductor's split_cat); option threshold_to_cat (default 10)",
+                split_cat::counting_pass_run(slot, pass,
+                                             [threshold](PassContext* ctx) {
+                                               *threshold = 10;
+                                               if (!ctx || !ctx->options.contains("threshold_to_cat")) return;
+                                               const auto& t = ctx->options["threshold_to_cat"];
+                                               if (!t.is_number_integer() || t.get<std::int64_t>() < 1)
+                                                 throw Error("pass move_reshape_out_of_split_stack_pass: option "
+                                                             "threshold_to_cat must be an integer >= 1, got " +
+                                                             t.dump());
+                                               *threshold = t.get<std::int64_t>();
+                                             }),
+                {"threshold_to_cat"}});
 }
 
 }  // namespace kiln

@@ -6,11 +6,11 @@
 // unbind_stack_pass), and a split into size-1 pieces each squeezed along the
 // split dim becomes an unbind (counting split_cat_pass).
 //
-// The squeeze case is anchored at the split (Inductor anchors a RepeatedExpr
-// at each squeeze), so such a match counts one pattern_matcher_node, not
-// three per piece. Where Inductor's squeeze rewrite would unbind along a
-// squeeze dim other than the split dim (a different tensor), kiln leaves it
-// and counts split_cat_pass_skipped, as it does for every simplification
+// The squeeze case is anchored at the split, where Inductor anchors a
+// RepeatedExpr at each squeeze; kiln's counters are still Inductor's (see
+// inductor_squeeze_count) wherever Inductor's pattern matches. Where the
+// squeeze dim is another dim than the split's, kiln leaves the split and counts
+// split_cat_pass_skipped, as it does for every simplification
 // SplitCatSimplifier declines as unsafe.
 #include <map>
 #include <memory>
@@ -50,6 +50,45 @@ inline bool matches_split_squeeze(const Node& split) {
     any = true;
   }
   return any;
+}
+
+// What Inductor 2.11 counts for `split` in this case, when its pattern
+// matches. The pattern is RepeatedExpr(squeeze(getitem(split, _), dim)), tried
+// at each squeeze: one match lists the root's split, getitem and squeeze, then
+// the same three for every other squeeze (anchors: the squeezes reading the
+// split's getitems), 3 * N nodes for N squeezes. Each anchor's getitem must
+// have one user and its squeeze must give dim, by position or keyword, equal
+// to the split's dim keyword (one KeywordArg "dim" for both). Its handler
+// rewrites when every piece has size 1, dim is one int and every getitem user
+// is a squeeze, erasing the other squeezes: one match. Otherwise it declines
+// and each squeeze is tried again as a root: N matches of 3 * N nodes.
+struct InductorSqueezeCount {
+  std::int64_t matches = 0, nodes = 0;
+};
+inline std::optional<InductorSqueezeCount> inductor_squeeze_count(const Node& split) {
+  namespace sd = simplify_detail;
+  const Arg* split_dim = split.kwargs().find("dim");
+  if (!sd::is_normalized_split(split) || split.args().size() != 2 || split.kwargs().size() != 1 || !split_dim)
+    return std::nullopt;
+  std::int64_t anchors = 0;
+  bool all_squeezes = true;
+  for (const Node* gi : split.users())
+    for (const Node* u : gi->users()) {
+      if (!u->is_call(torch::squeeze)) {
+        all_squeezes = false;
+        continue;
+      }
+      const Arg* d = squeeze_dim(*u);
+      if (!d || gi->num_users() != 1 || !pattern::python_equal(*d, *split_dim)) return std::nullopt;
+      ++anchors;
+    }
+  if (anchors == 0) return std::nullopt;
+  const auto sections = sd::int_list(&split.args()[1]);
+  bool rewrites = all_squeezes && sections && split_dim->get_if<std::int64_t>();
+  if (rewrites)
+    for (std::int64_t s : *sections) rewrites = rewrites && s == 1;
+  const std::int64_t matches = rewrites ? 1 : anchors;
+  return InductorSqueezeCount{matches, matches * 3 * anchors};
 }
 
 // split -> getitem -> squeeze(dim = split dim) for every piece of size 1: one unbind.
@@ -136,7 +175,14 @@ inline PatternMatcherPass make_split_cat_pass(std::shared_ptr<Counters*> counter
   pass.register_pattern(
       CallFunctionVarArgs(torch::split, MULTIPLE),
       [counters, skipped](auto& m, Graph& g, Node*) {
-        skipped(squeeze_detail::merge_split_squeeze(g, m.nodes()[0], *counters));
+        Node* split_node = m.nodes()[0];
+        // Read before the rewrite; the driver counts this match's own one match and node.
+        const auto inductor = squeeze_detail::inductor_squeeze_count(*split_node);
+        skipped(squeeze_detail::merge_split_squeeze(g, split_node, *counters));
+        if (inductor && *counters) {
+          (*counters)->increment("pattern_matcher_count", inductor->matches - 1);
+          (*counters)->increment("pattern_matcher_nodes", inductor->nodes - static_cast<std::int64_t>(m.nodes().size()));
+        }
       },
       [](const auto& m) { return squeeze_detail::matches_split_squeeze(*m.nodes()[0]); });
   return pass;
