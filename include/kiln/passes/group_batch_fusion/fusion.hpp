@@ -27,6 +27,12 @@ class Fusion {
   bool pre_grad() const { return pre_grad_; }
 
   virtual std::optional<std::string> match(const Node& n) const = 0;
+  // Whether match() accepts only call_function nodes, and of those only
+  // targets that may_match_target() lets through; the search then looks
+  // only from nodes near such nodes (Search::run). A fusion that does not
+  // say so is looked for from every node.
+  virtual bool matches_calls_only() const { return false; }
+  virtual bool may_match_target(OpRef /*target*/) const { return true; }
   // Replaces the nodes of `subset` (in the search's order) by one batched op;
   // returns the nodes that took their places, in the same order.
   virtual std::vector<Node*> fuse(Graph& g, std::span<Node* const> subset) const = 0;

@@ -189,6 +189,8 @@ class GroupLinear final : public Fusion {
 class BatchMathPostGrad final : public Fusion {
  public:
   BatchMathPostGrad(std::string name, OpRef op) : Fusion(std::move(name), false), op_(op) {}
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == op_.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(op_) || n.args().size() != 2) return std::nullopt;
     const Node* input = n.args()[0].node();
@@ -245,6 +247,8 @@ class BatchMathPostGrad final : public Fusion {
 class BatchUnaryPostGrad final : public Fusion {
  public:
   BatchUnaryPostGrad(std::string name, OpRef op) : Fusion(std::move(name), false), op_(op) {}
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == op_.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(op_) || !meta_valid(&n)) return std::nullopt;
     const Node* input = node_arg(n, 0, "input");

@@ -111,6 +111,8 @@ inline bool linear_can_be_fused(const Node& n) {
 class BatchLinear final : public Fusion {
  public:
   BatchLinear() : Fusion("batch_linear", true) {}
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == F::linear.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(F::linear) || !detail::linear_can_be_fused(n)) return std::nullopt;
     const Node* input = node_arg(n, 0, "input");
@@ -169,6 +171,8 @@ class BatchLinear final : public Fusion {
 class BatchLinearLHS final : public Fusion {
  public:
   BatchLinearLHS() : Fusion("batch_linear_lhs", true) {}
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == F::linear.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(F::linear) || !detail::linear_can_be_fused(n)) return std::nullopt;
     const Arg* bias = arg_value(n, 2, "bias");
@@ -229,6 +233,8 @@ class BatchLayernorm final : public Fusion {
     const Node& n = *subset.front();
     return (node_arg(n, 2, "weight") ? 1 : 0) + (node_arg(n, 3, "bias") ? 1 : 0);
   }
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == F::layer_norm.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(F::layer_norm)) return std::nullopt;
     const Node* input = node_arg(n, 0, "input");
@@ -291,6 +297,8 @@ class BatchLayernorm final : public Fusion {
 class BatchPointwise final : public Fusion {
  public:
   BatchPointwise(std::string name, OpRef op) : Fusion(std::move(name), true), op_(op) {}
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == op_.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(op_) || !meta_valid(&n)) return std::nullopt;
     const Node* input = node_arg(n, 0, "input");
@@ -327,6 +335,8 @@ class BatchPointwise final : public Fusion {
 class BatchMath final : public Fusion {
  public:
   BatchMath(std::string name, OpRef op) : Fusion(std::move(name), true), op_(op) {}
+  bool matches_calls_only() const override { return true; }
+  bool may_match_target(OpRef t) const override { return t.hash == op_.hash; }
   std::optional<std::string> match(const Node& n) const override {
     if (!n.is_call(op_) || !meta_valid(&n) || n.num_users() == 0) return std::nullopt;
     const TensorMeta* t = tensor_of(node_arg(n, 0, "input"));

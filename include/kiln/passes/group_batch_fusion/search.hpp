@@ -11,7 +11,9 @@
 // Inductor recomputes each candidate's ancestors among the group (a walk of
 // the whole graph above it, for every candidate); here a round marks the
 // ancestors and descendants of the set as it grows, so each node is visited
-// about once per round, and the sets come out the same.
+// about once per round, and the sets come out the same. Where the fusion says
+// which targets it matches, only nodes a few steps below such a node are
+// searched from, and the final sort is skipped when no rewrite needs it.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -22,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/core/detail/graph_internals.hpp"
 #include "kiln/core/topological_sort.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/passes/counters.hpp"
@@ -40,10 +43,14 @@ class Marks {
   // The node's group key, as an index into the search's key table; kUnknown
   // until match() was asked, kNoKey when it found none.
   static constexpr std::uint32_t kUnknown = 0xFFFFFFFF, kNoKey = 0xFFFFFFFE;
+  static constexpr std::uint32_t kMaxNear = 0xFFFF;  // Record::near's limit
   struct Record {
     std::uint32_t key = kUnknown;
     std::uint32_t level = 0;  // more than the level of each of the node's inputs (see Search::run)
     std::uint32_t visited = 0, up = 0, down = 0;
+    // 1 + how many more steps down it is still near a node the fusion may
+    // match (0: not near one; see Search::mark_near).
+    std::uint16_t near = 0;
     bool fused = false;
   };
 
@@ -52,15 +59,35 @@ class Marks {
   // giving each its level: one more than its inputs' highest, 0 for none.
   // The graph must be sorted. One walk, since past a few thousand towers
   // every walk of the graph misses the cache.
-  void reset(Graph& g) {
+  void reset(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0) {
+    if (!reset_if_sorted(g, near_targets, near_depth)) throw GraphError("group/batch fusion: the graph is not sorted");
+  }
+  // The same when the graph is sorted, in the same walk that finds out
+  // (so a sorted graph, as each fusion leaves it, costs one walk, not two);
+  // false, leaving the records half made, when a node comes before an input.
+  // With `near_targets`, also marks how near each node is to a call of one
+  // of those targets (Record::near; `near_depth` steps at most).
+  bool reset_if_sorted(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0) {
     records_.clear();
     records_.reserve(g.size() + g.size() / 8);
     for (Node* n : g.nodes()) {
-      std::uint32_t level = 0;
-      for (const Node* in : n->all_input_nodes()) level = std::max(level, records_[in->scratch() - 1].level + 1);
-      records_.emplace_back().level = level;
+      std::uint32_t level = 0, near = 0;
+      for (const Node* in : n->all_input_nodes()) {
+        if (!in->is_before(*n)) return false;
+        const Record& r = records_[in->scratch() - 1];
+        level = std::max(level, r.level + 1);
+        near = std::max<std::uint32_t>(near, r.near);
+      }
+      near = near > 0 ? near - 1 : 0;
+      if (n->op() == OpKind::call_function &&
+          std::find(near_targets.begin(), near_targets.end(), n->target().hash) != near_targets.end())
+        near = near_depth + 1;
+      Record& r = records_.emplace_back();
+      r.level = level;
+      r.near = static_cast<std::uint16_t>(near);
       n->scratch() = static_cast<std::uint32_t>(records_.size());
     }
+    return true;
   }
   static bool is_new(const Node* n) { return n->scratch() == 0; }
   Record& at(const Node* n) {
@@ -76,6 +103,7 @@ class Marks {
   std::uint32_t& up(const Node* n) { return at(n).up; }
   std::uint32_t& down(const Node* n) { return at(n).down; }
   bool& fused(const Node* n) { return at(n).fused; }
+  std::uint16_t& near(const Node* n) { return at(n).near; }
 
  private:
   std::vector<Record> records_;
@@ -141,47 +169,69 @@ class Search {
   // set so far (and while the set is under max_fuse_set_size); the rest wait
   // for the next round. Each set of at least min_fuse_set_size goes to
   // `use` before the next round starts.
+  //
+  // A round costs what it looks at, not what waits: the nodes it never
+  // reached (once the set is full) stay in place in `nodes`, and the ones it
+  // skipped are put right before them, so the next round's list is a suffix.
+  // (Copying and scanning the whole waiting list every round made a group of
+  // n candidates cost n * n / max_fuse_set_size.)
   template <class Use>
   void independent_subsets(std::span<Node* const> candidates, Use&& use) {
     std::vector<Node*>& nodes = pending_;
     std::vector<Node*>& subset = subset_;
-    std::vector<Node*>& next = next_;
+    std::vector<Node*>& skipped = next_;
     nodes.assign(candidates.begin(), candidates.end());
-    while (!nodes.empty()) {
-      const std::uint32_t round = ++round_stamp_;
+    const auto max_size = static_cast<std::size_t>(std::max<std::int64_t>(fusion_.options.max_fuse_set_size, 0));
+    std::size_t start = 0;
+    while (start < nodes.size()) {
+      round_ = ++round_stamp_;
       subset.clear();
-      next.clear();
-      // Levels grow along every edge, so a path between two of the round's
-      // nodes stays between their levels: marking need not leave that band.
-      lo_ = ~std::uint32_t{0};
+      skipped.clear();
+      lo_ = ~std::uint32_t{0};  // an empty band: the first node sets it
       hi_ = 0;
-      for (const Node* n : nodes) {
-        lo_ = std::min(lo_, marks_.level(n));
-        hi_ = std::max(hi_, marks_.level(n));
-      }
-      for (Node* n : nodes) {
-        const bool full = static_cast<std::int64_t>(subset.size()) >= fusion_.options.max_fuse_set_size;
+      std::size_t i = start;
+      for (; i < nodes.size() && subset.size() < max_size; ++i) {
+        Node* n = nodes[i];
+        const std::uint32_t level = marks_.level(n);
+        if (level < lo_ || level > hi_) widen_band(level, subset);
         // Marked up: an ancestor of the set; marked down: a descendant of it.
-        if (full || marks_.up(n) == round || marks_.down(n) == round) {
-          next.push_back(n);
+        if (marks_.up(n) == round_ || marks_.down(n) == round_) {
+          skipped.push_back(n);
           continue;
         }
         subset.push_back(n);
-        mark(n, round, /*up=*/true);
-        mark(n, round, /*up=*/false);
+        mark(n, round_, /*up=*/true);
+        mark(n, round_, /*up=*/false);
       }
+      start = i - skipped.size();
+      std::copy(skipped.begin(), skipped.end(), nodes.begin() + static_cast<std::ptrdiff_t>(start));
       if (static_cast<std::int64_t>(subset.size()) >= fusion_.options.min_fuse_set_size) use(subset);
-      nodes.swap(next);
     }
   }
 
   // Runs the whole search; returns the number of sets fused.
   std::size_t run(Counters* counters, std::ostream* log) {
-    stable_topological_sort(g_);
-    marks_.reset(g_);
+    // A node's search finds something only if a node the fusion may match
+    // lies at most max_fuse_search_depth steps above it: where the fusion
+    // says which targets it matches, the search looks only from nodes near
+    // one of those. Inductor sorts first (stable_topological_sort); the
+    // graph is usually sorted already, and one walk finds that out, numbers
+    // the nodes and marks those near.
+    filter_roots_ = fusion_.matches_calls_only() && fusion_.options.max_fuse_search_depth < detail::Marks::kMaxNear;
+    std::vector<std::uint64_t> targets;
+    if (filter_roots_)
+      g_.for_each_target(OpKind::call_function, [&](OpRef target) {
+        if (fusion_.may_match_target(target)) targets.push_back(target.hash);
+      });
+    if (!marks_.reset_if_sorted(g_, targets, near_depth())) {
+      stable_topological_sort(g_);
+      marks_.reset(g_, targets, near_depth());
+    }
+    sorted_ = true;
     std::size_t fused_sets = 0;
     CandidateGroups found;
     for (Node* root = g_.back(); root; root = root->prev()) {
+      if (filter_roots_ && marks_.near(root) == 0) continue;
       candidates(root, found);
       for (auto& [key, nodes] : found.groups()) {
         if (static_cast<std::int64_t>(nodes.size()) < fusion_.options.min_fuse_set_size) continue;
@@ -193,19 +243,34 @@ class Search {
             for (Node* in : n->all_input_nodes()) marks_.key(in) = detail::Marks::kUnknown;
             for (Node* u : n->users()) marks_.key(u) = detail::Marks::kUnknown;
           }
+          const std::size_t erased_mark = kiln::detail::GraphInternals::erased_pending(g_);
+          const std::size_t size_before = g_.size();
           const std::vector<Node*> replacements = fusion_.fuse(g_, subset);
           for (Node* n : subset) marks_.fused(n) = true;
           update_levels(replacements);
+          // New edges all touch the new nodes: what is near a matchable node
+          // through them is below one of those. (A rewrite that made a node
+          // that is not above a replacement goes unseen: search from all.)
+          const bool all_new_seen = g_.size() + subset.size() == size_before + new_nodes_.size();
+          if (filter_roots_) {
+            if (all_new_seen) mark_near(new_nodes_);
+            else filter_roots_ = false;
+          }
+          if (sorted_) sorted_ = all_new_seen && new_edges_sorted();
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
           if (log) *log << fusion_.name() << ": fused " << subset.size() << " nodes, first " << subset.front()->name() << "\n";
+          // The fused nodes (all a rewrite erases) are in no list of the
+          // search's any more: their places go to the next set's new nodes,
+          // near the towers they replace, instead of fresh memory.
+          kiln::detail::GraphInternals::recycle_erased_since(g_, erased_mark, [](const Node*) { return true; });
         });
       }
     }
     // Some rewrites leave a node before its input (batch_linear_post_grad's
     // bias adds, as in Inductor, whose next fusion sorts first): sort now, so
     // the graph a pass returns is always valid.
-    if (fused_sets) stable_topological_sort(g_);
+    if (fused_sets && !sorted_) stable_topological_sort(g_);
     return fused_sets;
   }
 
@@ -243,7 +308,9 @@ class Search {
   // get theirs from their inputs, and a user of a replacement that is now
   // not above it is raised, and its users after it, as far as needed.
   void update_levels(const std::vector<Node*>& replacements) {
-    // The new nodes, inputs before users (a depth-first walk up from the replacements).
+    // The new nodes, inputs before users (a depth-first walk up from the
+    // replacements), also kept in new_nodes_.
+    new_nodes_.clear();
     std::vector<std::pair<Node*, bool>> walk;
     for (Node* r : replacements) walk.emplace_back(r, false);
     while (!walk.empty()) {
@@ -259,6 +326,7 @@ class Search {
       std::uint32_t level = 0;
       for (Node* in : n->all_input_nodes()) level = std::max(level, marks_.level(in) + 1);
       marks_.level(n) = level;  // (numbers the node: it is no longer new)
+      new_nodes_.push_back(n);
     }
     stack_.assign(replacements.begin(), replacements.end());
     while (!stack_.empty()) {
@@ -269,6 +337,72 @@ class Search {
         if (marks_.level(u) >= above) continue;
         marks_.level(u) = above;
         stack_.push_back(u);
+      }
+    }
+  }
+
+  // Levels grow along every edge, so a path between two nodes a round looks
+  // at stays between their levels: marking from the set need not leave the
+  // band of levels of the nodes looked at so far. A node outside the band
+  // widens it (to at least twice its width, so a round widens it a few times
+  // at most) and the set is marked again, under a new stamp, in the new band.
+  void widen_band(std::uint32_t level, const std::vector<Node*>& subset) {
+    if (lo_ > hi_) {  // the round's first node: nothing is marked yet
+      lo_ = hi_ = level;
+      return;
+    }
+    const std::uint32_t width = hi_ - lo_ + 1;
+    const std::uint32_t lo = std::min(lo_, level), hi = std::max(hi_, level);
+    lo_ = lo > width ? lo - width : 0;
+    hi_ = hi < ~std::uint32_t{0} - width ? hi + width : ~std::uint32_t{0};
+    round_ = ++round_stamp_;
+    for (Node* s : subset) {
+      mark(s, round_, /*up=*/true);
+      mark(s, round_, /*up=*/false);
+    }
+  }
+
+  // Whether the edges the last fusion made (those of its new nodes: a
+  // rewrite changes no other) all run forward, so that a graph sorted
+  // before it is still sorted.
+  bool new_edges_sorted() const {
+    for (const Node* n : new_nodes_) {
+      for (const Node* in : n->all_input_nodes())
+        if (!in->is_before(*n)) return false;
+      for (const Node* u : n->users())
+        if (!n->is_before(*u)) return false;
+    }
+    return true;
+  }
+
+  // How far above a node its search looks (its inputs, at least); run()
+  // filters only where this is under Marks::kMaxNear.
+  std::uint32_t near_depth() const {
+    return static_cast<std::uint32_t>(std::clamp<std::int64_t>(fusion_.options.max_fuse_search_depth, 1, detail::Marks::kMaxNear - 1));
+  }
+  // Marks as near each node at most max_fuse_search_depth steps below one of
+  // `from` (and those nodes), keeping per node the most steps left, so each
+  // is visited at most that many times whatever the number of sources.
+  // Nodes that match none of the fusion's targets are harmless sources.
+  void mark_near(const std::vector<Node*>& from) {
+    const std::uint32_t depth = near_depth();
+    near_stack_.clear();
+    for (Node* n : from) {
+      std::uint16_t& m = marks_.near(n);
+      if (m >= depth + 1) continue;
+      m = static_cast<std::uint16_t>(depth + 1);
+      near_stack_.push_back(n);
+    }
+    while (!near_stack_.empty()) {
+      Node* n = near_stack_.back();
+      near_stack_.pop_back();
+      const std::uint32_t left = marks_.near(n) - 1;
+      if (left == 0) continue;
+      for (Node* u : n->users()) {
+        std::uint16_t& m = marks_.near(u);
+        if (m >= left) continue;
+        m = static_cast<std::uint16_t>(left);
+        near_stack_.push_back(u);
       }
     }
   }
@@ -302,10 +436,13 @@ class Search {
   detail::Marks marks_;
   std::unordered_map<std::string, std::uint32_t> key_ids_;
   std::uint32_t lo_ = 0, hi_ = ~std::uint32_t{0};  // the round's band of levels
-  std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0;
+  std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0, round_ = 0;
   std::vector<std::pair<std::int64_t, Node*>> queue_;
-  std::vector<Node*> stack_;
-  std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists, kept between calls
+  std::vector<Node*> stack_, near_stack_;
+  std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
+  bool filter_roots_ = false;     // looking only from nodes marked near (run)
+  bool sorted_ = true;            // no fusion of this run has left a node before an input
+  std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists (next_: the skipped), kept between calls
 };
 
 // Applies `fusion` to `g` as Inductor's apply_group_batch_fusion does; counts
