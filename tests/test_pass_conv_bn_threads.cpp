@@ -17,6 +17,7 @@
 #include "kiln/io/weight_store.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
+#include "kiln/passes/pre_grad/fuse_conv_bn.hpp"
 #include "kiln/passes/pre_grad_pipeline.hpp"
 #include "tool_test_support.hpp"
 
