@@ -8,7 +8,7 @@
 #ifdef KILN_HAVE_RUNTIME
 #include <memory>
 
-#include "kiln/kernels/registry.hpp"  // the kernels themselves: kernels_impl.cpp
+#include "kiln/kernels/registry.hpp"  // the kernels themselves: tools/kernels_*.cpp
 #include "kiln/runtime/numeric_check.hpp"
 
 namespace {

@@ -36,15 +36,21 @@ class KernelTable {
   std::unordered_map<std::string, LowerFn> table_;
 };
 
-// The table of every kernel type in the Hana tuple `kernels` (hana::tuple_t<Kernel<"a">, ...>).
+// Adds every kernel type in the Hana tuple `kernels` (hana::tuple_t<Kernel<"a">, ...>) to `table`.
 template <class Kernels>
-KernelTable make_kernel_table(Kernels kernels) {
-  KernelTable table;
+void add_kernels(KernelTable& table, Kernels kernels) {
   boost::hana::for_each(kernels, [&](auto k) {
     using K = typename decltype(k)::type;
     static_assert(LowerableKernel<K>, "a kernel in the table has no `static void lower(runtime::LowerContext&)`");
     table.add(kernel_traits<K>::target, &K::lower);
   });
+}
+
+// The table of every kernel type in the Hana tuple `kernels`.
+template <class Kernels>
+KernelTable make_kernel_table(Kernels kernels) {
+  KernelTable table;
+  add_kernels(table, kernels);
   return table;
 }
 

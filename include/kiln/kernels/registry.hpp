@@ -1,8 +1,8 @@
 #pragma once
-// Every kernel kiln ships, in one compile-time table (Boost.Hana), folded
-// once into the dispatch table that lowering uses. A new kernel is one
-// Kernel<"target"> specialization in its group's header and one entry in that
-// group's tuple.
+// Every kernel kiln ships, in compile-time tables (Boost.Hana, one per kernel
+// group), folded once into the dispatch table that lowering uses. A new kernel
+// is one Kernel<"target"> specialization in its group's header and one entry
+// in that group's tuple.
 //
 // Compiling every kernel is the executor's biggest compile cost, so it is done
 // in one translation unit of the program, as doctest's main is:
@@ -11,36 +11,60 @@
 //   #include <kiln/kernels/registry.hpp>
 //
 // Every other file includes kiln/runtime/compiled_graph.hpp (or this header
-// without the macro), which only declares default_kernels().
+// without the macro), which only declares default_kernels(). A program that
+// wants the kernels in parallel, smaller translation units compiles the three
+// parts in three files instead: KILN_KERNELS_PART_ONEDNN (convolution, matrix
+// products, normalization, pooling), KILN_KERNELS_PART_POINTWISE, and
+// KILN_KERNELS_PART_REST (reductions, shape ops, einsum and default_kernels()).
 #include "kiln/kernels/kernel_table.hpp"
 
 namespace kiln::kernels {
 
-// The table of every kernel below; defined where KILN_KERNELS_IMPLEMENTATION is.
+// The table of every kernel below; defined where KILN_KERNELS_IMPLEMENTATION
+// (or KILN_KERNELS_PART_REST) is.
 const KernelTable& default_kernels();
+
+// Each part's kernels, added to a table; defined where that part is compiled.
+void add_onednn_kernels(KernelTable& table);
+void add_pointwise_kernels(KernelTable& table);
+void add_rest_kernels(KernelTable& table);
 
 }  // namespace kiln::kernels
 
-#ifdef KILN_KERNELS_IMPLEMENTATION
-#include <boost/hana/concat.hpp>
-
-#include "kiln/kernels/einsum.hpp"
+#if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_ONEDNN)
 #include "kiln/kernels/onednn.hpp"
+namespace kiln::kernels {
+void add_onednn_kernels(KernelTable& table) { add_kernels(table, onednn_kernels); }
+}  // namespace kiln::kernels
+#endif
+
+#if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_POINTWISE)
 #include "kiln/kernels/pointwise.hpp"
+namespace kiln::kernels {
+void add_pointwise_kernels(KernelTable& table) { add_kernels(table, pointwise_kernels); }
+}  // namespace kiln::kernels
+#endif
+
+#if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_REST)
+#include "kiln/kernels/einsum.hpp"
 #include "kiln/kernels/reductions.hpp"
 #include "kiln/kernels/shape_ops.hpp"
-
 namespace kiln::kernels {
-
-inline constexpr auto all_kernels =
-    boost::hana::concat(boost::hana::concat(boost::hana::concat(pointwise_kernels, reductions_kernels),
-                                            boost::hana::concat(shape_ops_kernels, onednn_kernels)),
-                        einsum_kernels);
-
-const KernelTable& default_kernels() {
-  static const KernelTable table = make_kernel_table(all_kernels);
-  return table;
+void add_rest_kernels(KernelTable& table) {
+  add_kernels(table, reductions_kernels);
+  add_kernels(table, shape_ops_kernels);
+  add_kernels(table, einsum_kernels);
 }
 
+const KernelTable& default_kernels() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    add_pointwise_kernels(t);
+    add_rest_kernels(t);
+    add_onednn_kernels(t);
+    return t;
+  }();
+  return table;
+}
 }  // namespace kiln::kernels
 #endif
