@@ -89,9 +89,20 @@ struct Options {
 inline long long parse_int(const std::string& flag, const std::string& text, long long lo) {
   return static_cast<long long>(tool_args::parse_whole(flag, text, static_cast<unsigned long long>(lo)));
 }
+// The names the choice options (--fpmath, --conv-algorithm) take, each with its
+// value: one table serves the parsing and the name printed back (--json).
+template <class E>
+using Choices = std::initializer_list<std::pair<const char*, E>>;
+inline constexpr Choices<runtime::CompileOptions::FpMath> kFpMathChoices{
+    {"bf16", runtime::CompileOptions::FpMath::bf16}, {"strict", runtime::CompileOptions::FpMath::strict}};
+inline constexpr Choices<runtime::CompileOptions::ConvAlgorithm> kConvAlgorithmChoices{
+    {"auto", runtime::CompileOptions::ConvAlgorithm::automatic},
+    {"direct", runtime::CompileOptions::ConvAlgorithm::direct},
+    {"winograd", runtime::CompileOptions::ConvAlgorithm::winograd}};
+
 // The value of `flag` named by `text`, one of `choices`.
 template <class E>
-E parse_choice(const std::string& flag, const std::string& text, std::initializer_list<std::pair<const char*, E>> choices) {
+E parse_choice(const std::string& flag, const std::string& text, Choices<E> choices) {
   std::string names;
   for (const auto& [name, value] : choices) {
     if (text == name) return value;
@@ -99,9 +110,12 @@ E parse_choice(const std::string& flag, const std::string& text, std::initialize
   }
   throw UsageError(flag + " takes " + names + ", got '" + text + "'");
 }
-inline const char* conv_algorithm_name(runtime::CompileOptions::ConvAlgorithm a) {
-  using C = runtime::CompileOptions::ConvAlgorithm;
-  return a == C::direct ? "direct" : a == C::winograd ? "winograd" : "auto";
+// The name `value` has among `choices`.
+template <class E>
+const char* choice_name(E value, Choices<E> choices) {
+  for (const auto& [name, v] : choices)
+    if (v == value) return name;
+  return "?";
 }
 // Returns false when the run is over (--help or --version printed).
 inline bool parse_args(int argc, char** argv, const std::string& tool, Options& o) {
@@ -118,11 +132,9 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--iterations") o.iterations = static_cast<int>(parse_int(a, value(), 1));
     else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0));
     else if (a == "--fpmath") {
-      using F = runtime::CompileOptions::FpMath;
-      o.fpmath = parse_choice<F>(a, value(), {{"bf16", F::bf16}, {"strict", F::strict}});
+      o.fpmath = parse_choice(a, value(), kFpMathChoices);
     } else if (a == "--conv-algorithm") {
-      using C = runtime::CompileOptions::ConvAlgorithm;
-      o.conv_algorithm = parse_choice<C>(a, value(), {{"auto", C::automatic}, {"direct", C::direct}, {"winograd", C::winograd}});
+      o.conv_algorithm = parse_choice(a, value(), kConvAlgorithmChoices);
     } else if (a == "--outputs") o.outputs = value();
     else if (a == "--compare") o.compare = value();
     else if (a == "--rtol") o.rtol = parse_number(a, value());
@@ -288,8 +300,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   if (o.json) {
     nlohmann::json j{{"graph", o.graph},
                      {"threads", o.threads},
-                     {"fpmath", o.fpmath == runtime::CompileOptions::FpMath::bf16 ? "bf16" : "strict"},
-                     {"conv_algorithm", conv_algorithm_name(o.conv_algorithm)},
+                     {"fpmath", choice_name(o.fpmath, kFpMathChoices)},
+                     {"conv_algorithm", choice_name(o.conv_algorithm, kConvAlgorithmChoices)},
                      {"iterations", o.iterations},
                      {"steps", cg.num_steps()},
                      {"compile_ms", compile_ms},
