@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <type_traits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -57,9 +58,11 @@ class NumericMismatch : public Error {
   using Error::Error;
 };
 
+// Integers in [0, 10); types narrower than int draw as int (the standard allows
+// no char-sized distribution).
 template <class T>
 void fill_small_ints(Tensor& t, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> d(0, 9);
+  std::uniform_int_distribution<std::conditional_t<(sizeof(T) < sizeof(int)), int, T>> d(0, 9);
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(d(rng));
 }
 
@@ -79,16 +82,8 @@ inline Tensor random_input(const Layout& layout, std::mt19937_64& rng) {
       for (std::int64_t i = 0; i < n; ++i) t.data<double>()[i] = d(rng);
       break;
     }
-    case DType::int64: {
-      std::uniform_int_distribution<std::int64_t> d(0, 9);
-      for (std::int64_t i = 0; i < n; ++i) t.data<std::int64_t>()[i] = d(rng);
-      break;
-    }
-    case DType::int32: {
-      std::uniform_int_distribution<std::int32_t> d(0, 9);
-      for (std::int64_t i = 0; i < n; ++i) t.data<std::int32_t>()[i] = d(rng);
-      break;
-    }
+    case DType::int64: fill_small_ints<std::int64_t>(t, rng); break;
+    case DType::int32: fill_small_ints<std::int32_t>(t, rng); break;
     case DType::int16: fill_small_ints<std::int16_t>(t, rng); break;
     case DType::int8: fill_small_ints<std::int8_t>(t, rng); break;
     case DType::uint8: fill_small_ints<std::uint8_t>(t, rng); break;
