@@ -50,7 +50,7 @@ inline std::string help_text(const std::string& tool) {
          "  --inputs a.npy,...    the inputs, one .npy per placeholder in order\n"
          "  --random SEED         random inputs drawn with SEED (normal floats, ints in [0, 10))\n"
          "  --threads N           threads per run (default 1)\n"
-         "  --fpmath bf16|strict  oneDNN's arithmetic: bf16 products on fp32 tensors (AMX), or fp32 (default)\n"
+         "  --fpmath bf16|strict  convolutions and constant-weight products in bf16 (AMX, AVX-512 BF16), or fp32 (default)\n"
          "  --conv-algorithm auto|direct|winograd\n"
          "                        3x3 stride-1 convolutions: Winograd where oneDNN has it (AVX-512: fewer\n"
          "                        multiplications, other rounding) and each thread has enough work (auto,\n"

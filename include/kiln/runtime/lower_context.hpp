@@ -50,7 +50,8 @@ struct CompileOptions {
   enum class ConvLayout : std::uint8_t { decide, channels_last, contiguous };
   ConvLayout conv_layout = ConvLayout::decide;
   // Arithmetic of the heavy (oneDNN) kernels on an fp32 model: strict fp32, or
-  // bf16 (oneDNN's fpmath_mode::bf16: fp32 tensors, bf16 AMX products).
+  // bf16: convolutions and constant-weight products read bf16 copies where the
+  // CPU has bf16 instructions (kernels/onednn/common.hpp, bf16_products).
   enum class FpMath : std::uint8_t { strict, bf16 };
   FpMath fpmath = FpMath::strict;
   // Algorithm of 3x3, stride-1, ungrouped convolutions: direct (what PyTorch

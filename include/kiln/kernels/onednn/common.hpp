@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -50,6 +51,25 @@ inline dnnl::memory::desc desc_of(const runtime::Layout& l, const runtime::Shape
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), data_type(l.dtype),
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
+
+// The implementation oneDNN picked for a primitive ("brgconv:avx512_core_amx", ...).
+inline std::string implementation_of(const dnnl::primitive& p) {
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(p.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    return impl;
+  return {};
+}
+
+// Whether convolutions and products with a constant weight run on bf16 copies
+// of their fp32 operands (--fpmath bf16). oneDNN 2.6 ignores fpmath_mode::bf16
+// on f32 tensors, so kiln converts: the weight once when packing, the source
+// in the step; results and post-ops stay fp32.
+inline bool bf16_products(const runtime::LowerContext& ctx) {
+  return ctx.options().fpmath == runtime::CompileOptions::FpMath::bf16;
+}
+// Whether a bf16 primitive is worth keeping: oneDNN falls back to its slow
+// reference code where the CPU has no bf16 instructions, and fp32 is faster.
+inline bool runs_bf16_natively(std::string_view implementation) { return !implementation.starts_with("ref"); }
 
 // `src` (plain, as described by `from`) reordered once into `to`; the result
 // is a byte tensor to keep as a constant value of the program.
@@ -163,9 +183,7 @@ class PrimitiveStep final : public runtime::Step {
  private:
   // The implementation oneDNN picked, and the reorders of sources and destination.
   void prepare() {
-    const char* impl = nullptr;
-    if (dnnl_primitive_desc_query(prim_.get_primitive_desc(), dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
-      implementation = impl;
+    implementation = implementation_of(prim_);
     for (const In& i : ins_)
       reorders_.push_back(i.given == i.wanted ? dnnl::reorder()
                                               : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), i.given, engine(), i.wanted)));

@@ -11,6 +11,8 @@
 // A 2-d 3x3 stride-1 convolution with no residual add may run oneDNN's Winograd
 // primitive where it exists (CompileOptions::conv_algorithm, onednn/conv_algorithm.hpp):
 // it writes its own blocked layout, which the step reorders into the result.
+// Under --fpmath bf16 the primitive reads bf16 (the step converts the source,
+// the weights are packed as bf16) and writes fp32, where oneDNN has native code.
 #include <cmath>
 #include <optional>
 
@@ -146,7 +148,6 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
   const dnnl::memory::desc src_given = onednn::desc_of(in);
   const dnnl::memory::desc dst_md = onednn::desc_of(out_layout);
   const dnnl::memory::dims src_dims(in.shape.begin(), in.shape.end()), out_dims(out_shape.begin(), out_shape.end());
-  const dnnl::memory::desc src_any(src_dims, dt::f32, tag::any), w_any(wdims, dt::f32, tag::any);
   const bool has_bias = bv.has_value() || (a.bias.has_value() && !bconst);
   const dnnl::memory::desc b_md({OC}, dt::f32, tag::a);
 
@@ -156,7 +157,9 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
   dnnl::memory::dims dil;
   for (std::int64_t d : a.dilation) dil.push_back(d - 1);  // oneDNN counts the gaps
   const dnnl::memory::dims pl(pad_l.begin(), pad_l.end()), pr(pad_r.begin(), pad_r.end());
-  auto make_pd = [&](dnnl::algorithm algo, const dnnl::memory::desc& dst) {
+  // `compute`: the type the primitive reads source and weights in (bf16 under --fpmath bf16).
+  auto make_pd = [&](dnnl::algorithm algo, const dnnl::memory::desc& dst, dt compute = dt::f32) {
+    const dnnl::memory::desc src_any(src_dims, compute, tag::any), w_any(wdims, compute, tag::any);
     if (a.transposed) {
       using D = dnnl::deconvolution_forward;
       auto d = has_bias ? D::desc(dnnl::prop_kind::forward_inference, algo, src_any, w_any, b_md, dst, strides, dil, pl, pr)
@@ -172,12 +175,26 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
     return ConvPrimitive::of(dnnl::convolution_forward(pd), pd);
   };
   ConvPrimitive pd;
-  bool winograd = false;
+  bool winograd = false, bf16 = false;
+  if (onednn::bf16_products(ctx)) {
+    // oneDNN's bf16 code may want its own (blocked) result layout, reordered
+    // out like Winograd's; not with a residual add, which is pre-filled into the result.
+    const auto direct = a.transposed ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct;
+    for (const bool own_layout : {false, true}) {
+      if (bf16 || (own_layout && e.addend)) break;
+      try {
+        pd = make_pd(direct, own_layout ? dnnl::memory::desc(out_dims, dt::f32, tag::any) : dst_md, dt::bf16);
+        bf16 = onednn::runs_bf16_natively(onednn::implementation_of(pd.prim));
+      } catch (const dnnl::error&) {
+        // no bf16 implementation for this shape, layout or epilogue: fp32
+      }
+    }
+  }
   // Winograd writes its own blocked layout, reordered out after; an addend
   // pre-filled into the destination would not reach it, so a residual add keeps direct.
   const auto macs = [&] { return out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3] * C * KH * KW; };  // 2-d only
   if (KH == 3 && KW == 3 && a.stride == std::vector<std::int64_t>{1, 1} && a.dilation == std::vector<std::int64_t>{1, 1} &&
-      G == 1 && !e.addend && onednn::wants_winograd(ctx.options(), macs())) {
+      G == 1 && !e.addend && !bf16 && onednn::wants_winograd(ctx.options(), macs())) {
     try {
       pd = make_pd(dnnl::algorithm::convolution_winograd, dnnl::memory::desc(out_dims, dt::f32, tag::any));
       winograd = true;
@@ -185,7 +202,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
       // no Winograd implementation here (no AVX-512, or a post-op it does not take): direct
     }
   }
-  if (!winograd) {
+  if (!winograd && !bf16) {
     try {
       pd = make_pd(a.transposed ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct, dst_md);
     } catch (const dnnl::error& err) {

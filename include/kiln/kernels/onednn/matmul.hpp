@@ -178,19 +178,44 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   }
   attr.set_post_ops(po);
 
-  const dnnl::memory::desc a_md = onednn::desc_of(A.layout), c_md = onednn::desc_of(out_layout);
+  const dnnl::memory::desc c_md = onednn::desc_of(out_layout);
+  auto make_pd = [&](const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md) {
+    if (!bias_arg) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, onednn::engine());
+    Layout brow = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
+    brow.shape[rank - 1] = N;
+    brow.strides = runtime::contiguous_strides(brow.shape);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, onednn::desc_of(brow), c_md), attr, onednn::engine());
+  };
   dnnl::matmul::primitive_desc pd;
-  try {
-    if (bias_arg) {
-      Layout brow = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
-      brow.shape[rank - 1] = N;
-      brow.strides = runtime::contiguous_strides(brow.shape);
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md_for_pd, onednn::desc_of(brow), c_md), attr, onednn::engine());
-    } else {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md_for_pd, c_md), attr, onednn::engine());
+  // Under --fpmath bf16 a product with a constant weight reads a bf16 copy of
+  // its source (made in the step's scratch) and the weight packed as bf16.
+  bool bf16 = false;
+  if (wconst && onednn::bf16_products(ctx)) {
+    const Layout a_bf16 = Layout::contiguous(A.layout.shape, DType::bfloat16);
+    try {
+      pd = make_pd(onednn::desc_of(a_bf16), dnnl::memory::desc(b_md_for_pd.dims(), dnnl::memory::data_type::bf16,
+                                                               dnnl::memory::format_tag::any));
+      bf16 = onednn::runs_bf16_natively(pd.impl_info_str());
+    } catch (const dnnl::error&) {
+      // no bf16 implementation here: fp32
     }
-  } catch (const dnnl::error& err) {
-    ctx.fail(std::string("oneDNN refused the matmul: ") + err.what());
+    if (bf16) {
+      if (!A.staged) {
+        A.staged = true;
+        A.given = A.md;
+        A.scratch_offset = scratch;
+        scratch += align64(a_bf16.nbytes());
+      }
+      A.layout = a_bf16;
+      A.md = onednn::desc_of(a_bf16);
+    }
+  }
+  if (!bf16) {
+    try {
+      pd = make_pd(onednn::desc_of(A.layout), b_md_for_pd);
+    } catch (const dnnl::error& err) {
+      ctx.fail(std::string("oneDNN refused the matmul: ") + err.what());
+    }
   }
   if (wconst) {
     // wconst is the weight seen with lb's strides (a transposed view of a linear's [N, K] weight, say).
