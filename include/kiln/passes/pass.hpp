@@ -1,9 +1,11 @@
 #pragma once
 // A graph pass: a named, described unit that rewrites a Graph, reading its
 // options from JSON and reporting what it did through Counters.
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +29,17 @@ struct PassContext {
   // the graph as it is.
   io::WeightStore* weights = nullptr;
 };
+
+// The integer option `key` of a pass's options object, `fallback` when absent;
+// anything but an integer >= 1 is an error naming the pass, the option and the value.
+inline std::int64_t positive_int_option(const nlohmann::json& options, std::string_view pass, std::string_view key,
+                                        std::int64_t fallback) {
+  const auto it = options.find(std::string(key));
+  if (it == options.end()) return fallback;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1)
+    throw Error("pass " + std::string(pass) + ": option " + std::string(key) + " must be an integer >= 1, got " + it->dump());
+  return it->get<std::int64_t>();
+}
 
 struct Pass {
   std::string name;

@@ -217,16 +217,10 @@ struct FoldThreads {
 
 inline FoldThreads fold_threads(const nlohmann::json& options) {
   FoldThreads t;
-  t.threads = available_cpus();
-  auto positive = [&](const char* key, std::size_t& out) {
-    if (!options.contains(key)) return;
-    const nlohmann::json& v = options.at(key);
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 1)
-      throw Error(std::string("pass fuse_conv_bn: option ") + key + " must be an integer >= 1, got " + v.dump());
-    out = static_cast<std::size_t>(v.get<std::int64_t>());
-  };
-  positive("threads", t.threads);
-  positive("min_bytes_per_thread", t.min_bytes_per_thread);
+  t.threads = static_cast<std::size_t>(
+      positive_int_option(options, "fuse_conv_bn", "threads", static_cast<std::int64_t>(available_cpus())));
+  t.min_bytes_per_thread = static_cast<std::size_t>(positive_int_option(
+      options, "fuse_conv_bn", "min_bytes_per_thread", static_cast<std::int64_t>(t.min_bytes_per_thread)));
   return t;
 }
 

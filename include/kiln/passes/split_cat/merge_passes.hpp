@@ -34,14 +34,10 @@ inline void register_sc_merge_passes(PassRegistry& registry) {
                 "the split's input or a slice of it (Inductor's split_cat); option threshold_to_cat (default 10)",
                 split_cat::counting_pass_run(slot, pass,
                                              [threshold](PassContext* ctx) {
-                                               *threshold = 10;
-                                               if (!ctx || !ctx->options.contains("threshold_to_cat")) return;
-                                               const auto& t = ctx->options["threshold_to_cat"];
-                                               if (!t.is_number_integer() || t.get<std::int64_t>() < 1)
-                                                 throw Error("pass move_reshape_out_of_split_stack_pass: option "
-                                                             "threshold_to_cat must be an integer >= 1, got " +
-                                                             t.dump());
-                                               *threshold = t.get<std::int64_t>();
+                                               *threshold = ctx ? positive_int_option(ctx->options,
+                                                                                      "move_reshape_out_of_split_stack_pass",
+                                                                                      "threshold_to_cat", 10)
+                                                                : 10;
                                              }),
                 {"threshold_to_cat"}});
 }

@@ -512,15 +512,8 @@ inline void register_views_pass(PassRegistry& registry, std::string name, std::s
   auto pass = std::make_shared<PatternMatcherPass>(make(state));
   registry.add({name, std::move(description),
                 [state, pass, name](Graph& g, PassContext& ctx) {
-                  std::int64_t threshold = 10;
-                  if (ctx.options.contains("threshold_to_cat")) {
-                    const auto& t = ctx.options["threshold_to_cat"];
-                    if (!t.is_number_integer() || t.get<std::int64_t>() < 1)
-                      throw Error("pass " + name + ": option threshold_to_cat must be an integer >= 1, got " + t.dump());
-                    threshold = t.get<std::int64_t>();
-                  }
                   state->counters = &ctx.counters;
-                  state->threshold_to_cat = threshold;
+                  state->threshold_to_cat = positive_int_option(ctx.options, name, "threshold_to_cat", 10);
                   const std::size_t n = pass->apply(g, &ctx.counters);
                   state->counters = nullptr;
                   return n > 0;
