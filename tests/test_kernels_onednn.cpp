@@ -500,6 +500,58 @@ TEST_CASE("a residual add writes over its addend once every other reader has run
   }
 }
 
+TEST_CASE("a residual add sums in place into an earlier block's in-place result, unless a view of it is read later") {
+  // y1 = relu(conv2(conv1(r)) + r) is summed into r's buffer; y2 =
+  // relu(conv4(conv3(y1)) + y1) may then be summed into that same buffer, but
+  // not while a view of y1 is still to be read (a view of r read later keeps
+  // y1 out of r's buffer instead).
+  enum class Kind { chain, view_of_y1, view_of_r, plain };
+  auto build = [](Graph& g, Kind kind) {
+    Node* x = g.placeholder("x", meta({1, 8, 6, 6}));
+    auto conv = [&](Node* in, const char* w) {
+      return g.call_function(op("torch.conv2d"), {in, g.get_attr(w, meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
+    };
+    Node* r = g.call_function(op("torch.relu"), {conv(x, "w0")});
+    Node* vr = kind == Kind::view_of_r ? g.call_function(op("torch.narrow"), {r, 1, 0, 8}) : nullptr;
+    Node* y1 = g.call_function(op("torch.relu"), {g.call_function(op("operator.add"), {conv(conv(r, "w1"), "w2"), r})});
+    Node* vy1 = kind == Kind::view_of_y1 ? g.call_function(op("torch.narrow"), {y1, 1, 0, 8}) : nullptr;
+    Node* c2 = conv(conv(y1, "w3"), "w4");
+    Node* y2 = g.call_function(op("torch.relu"), {g.call_function(op("operator.add"), {c2, y1})});
+    ArgList outs{y2};
+    if (vr) outs.push_back(vr);
+    if (vy1) outs.push_back(vy1);
+    if (kind == Kind::plain) outs.push_back(y1), outs.push_back(r), outs.push_back(c2);
+    g.output(outs);
+  };
+  const runtime::Weights w{{"w0", random_tensor({8, 8, 3, 3}, 60)}, {"w1", random_tensor({8, 8, 3, 3}, 61)},
+                           {"w2", random_tensor({8, 8, 3, 3}, 62)}, {"w3", random_tensor({8, 8, 3, 3}, 64)},
+                           {"w4", random_tensor({8, 8, 3, 3}, 65)}};
+  const Tensor tx = random_tensor({1, 8, 6, 6}, 63);
+  Graph plain_g;
+  build(plain_g, Kind::plain);  // every value read as an output: nothing is summed in place
+  const auto ref = CompiledGraph::compile(plain_g, w).run({tx});
+  for (Kind kind : {Kind::chain, Kind::view_of_y1, Kind::view_of_r}) {
+    CAPTURE(static_cast<int>(kind));
+    Graph g;
+    build(g, kind);
+    auto cg = CompiledGraph::compile(g, w);
+    auto in_place = [&](const char* conv_node) {
+      std::size_t k = 0;
+      while (k < cg.num_steps() && cg.step(k).node != conv_node) ++k;
+      REQUIRE(k < cg.num_steps());
+      return cg.program().values[cg.step(k).writes.at(0)].storage == runtime::Storage::view;
+    };
+    CHECK(in_place("conv2d_2") == (kind != Kind::view_of_r));
+    CHECK(in_place("conv2d_4") == (kind != Kind::view_of_y1));  // after view_of_r, y1 is a buffer of its own
+    const auto out = cg.run({tx});
+    CHECK(test::max_abs_diff(out[0], ref[0]) < 1e-5);
+    if (kind != Kind::chain) {  // the view reads its value as it was, not a later sum
+      const Tensor& want = kind == Kind::view_of_y1 ? ref[1] : ref[2];
+      CHECK(test::max_abs_diff(out[1], want) < 1e-6);
+    }
+  }
+}
+
 TEST_CASE("batch norm, max and average pooling (padding, ceil mode) and adaptive average pooling against loops") {
   Graph g;
   Node* x = g.placeholder("x", meta({2, 3, 7, 7}));

@@ -217,15 +217,34 @@ class LowerContext {
     return std::nullopt;
   }
   // Whether the node being lowered may write over `v`, the value of `owner`,
-  // whose reader `last_reader` it folds in (a residual add): `v` is an arena
-  // buffer, and every other reader of `owner` has its steps already (lowering
-  // goes in graph order, and so do the steps) and holds no view of `v`.
+  // whose reader `last_reader` it folds in (a residual add): `v`'s buffer is in
+  // the arena, and every node whose value shares that buffer (`owner`, views of
+  // it, and the value an earlier residual add was summed into) has all its
+  // readers but `last_reader` lowered already: lowering goes in graph order, and
+  // so do the steps. The nodes sharing a buffer are connected through their
+  // arguments and users, so the walk visits only them.
   bool may_overwrite(const Node& owner, ValueId v, const Node& last_reader) const {
-    if (info(v).storage != Storage::arena) return false;
-    for (const Node* u : owner.users()) {
-      if (u == &last_reader) continue;
-      auto it = lowered_.find(u);
-      if (it == lowered_.end() || aliases(it->second, v)) return false;
+    const ValueInfo& vi = info(v);
+    const ValueId base = vi.storage == Storage::view ? vi.base : v;
+    if (info(base).storage != Storage::arena) return false;
+    std::vector<const Node*> todo{&owner};
+    std::unordered_set<const Node*> seen{&owner};
+    auto visit = [&](const Node* m) {
+      if (seen.contains(m)) return;
+      const auto it = lowered_.find(m);
+      if (it == lowered_.end() || !shares(it->second, base)) return;
+      seen.insert(m);
+      todo.push_back(m);
+    };
+    while (!todo.empty()) {
+      const Node* n = todo.back();
+      todo.pop_back();
+      for (const Node* u : n->users()) {
+        if (u == &last_reader) continue;
+        if (!lowered_.contains(u)) return false;
+        visit(u);
+      }
+      for (const Node* a : n->all_input_nodes()) visit(a);
     }
     return true;
   }
@@ -301,12 +320,12 @@ class LowerContext {
   Lowered take_result() { return std::move(result_); }
 
  private:
-  // Whether `l` is `v` or holds a view into it.
-  bool aliases(const Lowered& l, ValueId v) const {
+  // Whether `l` (or an item of it) is the buffer `base` or a view into it.
+  bool shares(const Lowered& l, ValueId base) const {
     if (l.kind == Lowered::Kind::tensor)
-      return l.id == v || (info(l.id).storage == Storage::view && info(l.id).base == v);
+      return l.id == base || (info(l.id).storage == Storage::view && info(l.id).base == base);
     for (const Lowered& item : l.items)
-      if (aliases(item, v)) return true;
+      if (shares(item, base)) return true;
     return false;
   }
   std::string field(std::size_t pos, std::string_view kw) const {
