@@ -129,6 +129,36 @@ TEST_CASE("addmm with alpha, beta and a full bias, bmm of a transposed operand, 
                        runtime::CompileError);
 }
 
+TEST_CASE("attention's products read heads interleaved in their buffer as they are, against a loop") {
+  // q, k, v: [2, 5, 3, 4] (batch, seq, heads, dim) permuted to [2, 3, 5, 4]; scores = q @ k^T, out = scores @ v.
+  Graph g;
+  Node* q = g.placeholder("q", meta({2, 5, 3, 4}));
+  Node* k = g.placeholder("k", meta({2, 5, 3, 4}));
+  Node* v = g.placeholder("v", meta({2, 5, 3, 4}));
+  auto heads = [&](Node* t) { return g.call_function(op("torch.permute"), {t, ArgList{0, 2, 1, 3}}); };
+  Node* kt = g.call_function(op("torch.transpose"), {heads(k), -1, -2});
+  Node* scores = g.call_function(op("torch.matmul"), {heads(q), kt});
+  g.output(ArgList{g.call_function(op("torch.matmul"), {scores, heads(v)})});
+  const Tensor tq = random_tensor({2, 5, 3, 4}, 70), tk = random_tensor({2, 5, 3, 4}, 71), tv = random_tensor({2, 5, 3, 4}, 72);
+  auto cg = CompiledGraph::compile(g, runtime::Weights{});
+  // element (b, s, h, d) of a [2, 5, 3, 4] input
+  auto el = [](const Tensor& t, int b, int s, int h, int d) { return double(t.data<float>()[((b * 5 + s) * 3 + h) * 4 + d]); };
+  std::vector<double> ref(2 * 3 * 5 * 4);
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 3; ++h)
+      for (int i = 0; i < 5; ++i)
+        for (int d = 0; d < 4; ++d) {
+          double acc = 0;
+          for (int j = 0; j < 5; ++j) {
+            double sc = 0;
+            for (int e = 0; e < 4; ++e) sc += el(tq, b, i, h, e) * el(tk, b, j, h, e);
+            acc += sc * el(tv, b, j, h, d);
+          }
+          ref[((b * 3 + h) * 5 + i) * 4 + d] = acc;
+        }
+  CHECK(worst_rel(ref, cg.run({tq, tk, tv})[0]) < 1e-5);
+}
+
 TEST_CASE("a linear followed by gelu and a residual add runs as one step with the same result") {
   auto build = [](bool fusable) {
     Graph g;

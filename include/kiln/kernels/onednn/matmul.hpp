@@ -30,8 +30,9 @@ inline Layout with_rank(const Layout& l, std::size_t rank) {
 }
 
 // Whether oneDNN's matmul takes this strided operand as it is: the last two
-// dims must be row- or column-major (one of them unit-stride) and the batch
-// dims laid out outside them.
+// dims must be row- or column-major (one of them unit-stride); batch dims may
+// interleave with them (attention's heads, [1, 12, 128, 64] seen in a
+// [1, 128, 768] buffer, are read where they are), but none is broadcast.
 inline bool matmul_friendly(const Layout& l) {
   const std::size_t r = l.rank();
   if (r < 2) return false;
@@ -40,9 +41,6 @@ inline bool matmul_friendly(const Layout& l) {
   const bool row_major = cs == 1 || cols == 1;
   const bool col_major = rs == 1 || rows == 1;
   if (!row_major && !col_major) return false;
-  const std::int64_t matrix = rows * cols;
-  for (std::size_t k = 0; k + 2 < r; ++k)
-    if (l.shape[k] != 1 && l.strides[k] < matrix) return false;
   for (auto s : l.strides)
     if (s == 0) return false;
   return true;
