@@ -171,6 +171,85 @@ TEST_CASE("cat and stack copy strided inputs into place, along negative dims") {
                        runtime::CompileError);
 }
 
+TEST_CASE("cat and stack of pieces lying one after another in one buffer are views with no step") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({4, 6, 5}));
+  auto get = [&](Node* n, int i) { return g.call_function(OpRef("operator.getitem"), {n, i}); };
+  Node* sp = g.call_function(aten::split_Tensor, {x, 2, 1});  // three [4, 2, 5] pieces
+  Node* ub = g.call_function(aten::unbind_int, {x, 0});        // four [6, 5] pieces
+  Node* s2 = g.call_function(aten::split_with_sizes, {x, ArgList{2, 3}, 2});  // [4, 6, 2] and [4, 6, 3]
+  g.output(ArgList{
+      g.call_function(aten::cat, {ArgList{get(sp, 0), get(sp, 1), get(sp, 2)}, 1}),                    // x itself
+      g.call_function(aten::stack, {ArgList{get(ub, 0), get(ub, 1), get(ub, 2), get(ub, 3)}, 1}),      // [6, 4, 5]
+      g.call_function(aten::cat, {ArgList{get(s2, 0), get(s2, 1)}, -1}),                                // pieces of two sizes
+      g.call_function(aten::stack, {ArgList{get(ub, 1), get(ub, 2)}}),                                   // a run from the middle
+  });
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  const Tensor tx = random_tensor({4, 6, 5}, 9);
+  const auto out = cg.run({tx});
+  REQUIRE(out[1].shape() == runtime::Shape{6, 4, 5});
+  REQUIRE(out[3].shape() == runtime::Shape{2, 6, 5});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 4; ++i)
+    for (std::int64_t j = 0; j < 6; ++j)
+      for (std::int64_t k = 0; k < 5; ++k) {
+        bad += at(out[0], {i, j, k}) != at3(tx, i, j, k);
+        bad += at(out[1], {j, i, k}) != at3(tx, i, j, k);
+        bad += at(out[2], {i, j, k}) != at3(tx, i, j, k);
+        if (i == 1 || i == 2) bad += at(out[3], {i - 1, j, k}) != at3(tx, i, j, k);
+      }
+  CHECK(bad == 0);
+
+  // Out of order or from two buffers: copied; every other piece: a view with twice the stride.
+  Graph h;
+  Node* y = h.placeholder("y", meta({4, 6, 5}));
+  Node* z = h.placeholder("z", meta({4, 6, 5}));
+  auto hget = [&](Node* n, int i) { return h.call_function(OpRef("operator.getitem"), {n, i}); };
+  Node* yu = h.call_function(aten::unbind_int, {y, 0});
+  Node* zu = h.call_function(aten::unbind_int, {z, 0});
+  h.output(ArgList{h.call_function(aten::stack, {ArgList{hget(yu, 1), hget(yu, 0)}}),
+                   h.call_function(aten::stack, {ArgList{hget(yu, 0), hget(yu, 2)}}),
+                   h.call_function(aten::stack, {ArgList{hget(yu, 0), hget(zu, 1)}})});
+  auto copies = CompiledGraph::compile(h, {});
+  CHECK(copies.num_steps() == 2);
+  const Tensor ty = random_tensor({4, 6, 5}, 10), tz = random_tensor({4, 6, 5}, 11);
+  const auto o = copies.run({ty, tz});
+  bad = 0;
+  for (std::int64_t j = 0; j < 6; ++j)
+    for (std::int64_t k = 0; k < 5; ++k) {
+      bad += at(o[0], {0, j, k}) != at3(ty, 1, j, k) || at(o[0], {1, j, k}) != at3(ty, 0, j, k);
+      bad += at(o[1], {0, j, k}) != at3(ty, 0, j, k) || at(o[1], {1, j, k}) != at3(ty, 2, j, k);
+      bad += at(o[2], {0, j, k}) != at3(ty, 0, j, k) || at(o[2], {1, j, k}) != at3(tz, 1, j, k);
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("a stack of a split's pieces feeds a batched product as a strided view, against a loop") {
+  // Batch fusion's stacked linear inputs: x [3, 4 * 5] split into four [3, 5] towers, stacked to [4, 3, 5].
+  Graph g;
+  Node* x = g.placeholder("x", meta({3, 20}));
+  Node* sp = g.call_function(aten::split_Tensor, {x, 5, 1});
+  ArgList pieces;
+  for (int i = 0; i < 4; ++i) pieces.push_back(g.call_function(OpRef("operator.getitem"), {sp, i}));
+  Node* st = g.call_function(aten::stack, {pieces});
+  g.output(ArgList{g.call_function(OpRef("aten.bmm.default"), {st, g.get_attr("w", meta({4, 5, 2}))})});
+  const Tensor tx = random_tensor({3, 20}, 12), tw = random_tensor({4, 5, 2}, 13);
+  auto cg = CompiledGraph::compile(g, runtime::Weights{{"w", tw}});
+  CHECK(cg.num_steps() == 1);  // the product alone
+  const auto out = cg.run({tx});
+  REQUIRE(out[0].shape() == runtime::Shape{4, 3, 2});
+  double worst = 0;
+  for (int b = 0; b < 4; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int o = 0; o < 2; ++o) {
+        double acc = 0;
+        for (int k = 0; k < 5; ++k) acc += double(tx.data<float>()[i * 20 + b * 5 + k]) * tw.data<float>()[(b * 5 + k) * 2 + o];
+        worst = std::max(worst, std::abs(acc - at(out[0], {b, i, o})));
+      }
+  CHECK(worst < 1e-5);
+}
+
 TEST_CASE("shapes are static values: getattr shape, getitem, size and a view sized by them") {
   Graph g;
   Node* x = g.placeholder("x", meta({2, 6, 4}));

@@ -1,8 +1,11 @@
 #pragma once
 // Kernels that move data into a new buffer: contiguous and clone, cat and
-// stack (each input copied into its slice of the result), tensor factories
+// stack (each input copied into its slice of the result, unless the inputs
+// already lie in place in one buffer: then a view), tensor factories
 // (empty, zeros, ones, full) and gathers (embedding, index_select).
 #include <cstring>
+#include <optional>
+#include <utility>
 
 #include "kiln/kernels/detail/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
@@ -34,6 +37,39 @@ struct Clone {
   }
 };
 
+// The concatenation along `d` of pieces that already lie one after another in
+// one buffer, with equal strides (the pieces of a split or unbind, stacked or
+// cat again, as batch fusion writes them): a view of that buffer, or nothing.
+inline std::optional<runtime::ValueId> concatenation_in_place(runtime::LowerContext& ctx,
+                                                              const std::vector<runtime::ValueId>& parts,
+                                                              const std::vector<runtime::Layout>& layouts, std::int64_t d,
+                                                              const runtime::Shape& shape) {
+  if (parts.size() < 2) return std::nullopt;
+  auto place = [&](runtime::ValueId v) {
+    const runtime::ValueInfo& i = ctx.info(v);
+    return i.storage == runtime::Storage::view ? std::pair{i.base, i.offset} : std::pair{v, std::int64_t{0}};
+  };
+  const auto [base, start] = place(parts[0]);
+  // A piece one long in `d` (each piece of a stack) says nothing of its stride there: the next piece's place does.
+  bool unit = true;
+  for (const auto& l : layouts) unit = unit && l.shape[d] == 1;
+  const std::int64_t step = unit ? place(parts[1]).second - start : layouts[0].strides[d];
+  if (step <= 0) return std::nullopt;
+  std::int64_t at = start;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto [b, offset] = place(parts[i]);
+    if (b != base || offset != at) return std::nullopt;
+    for (std::size_t k = 0; k < layouts[i].rank(); ++k)
+      if (layouts[i].shape[k] > 1 && layouts[i].strides[k] != (static_cast<std::int64_t>(k) == d ? step : layouts[0].strides[k]))
+        return std::nullopt;
+    at += layouts[i].shape[d] * step;
+  }
+  runtime::Layout whole = layouts[0];
+  whole.shape = shape;
+  whole.strides[d] = step;
+  return ctx.view(base, whole, start);
+}
+
 // Copies each input into its place in `out` along `dim` (inputs already unsqueezed for stack).
 inline void concatenate(runtime::LowerContext& ctx, const std::vector<runtime::ValueId>& ins,
                         const std::vector<runtime::Layout>& in_layouts, std::int64_t dim) {
@@ -62,6 +98,10 @@ inline void concatenate(runtime::LowerContext& ctx, const std::vector<runtime::V
         ctx.fail("cat: input " + std::to_string(i) + " has shape " + runtime::shape_str(l.shape) + ", input 0 " +
                  runtime::shape_str(first.shape) + " (they may differ in dim " + std::to_string(dim) + " only)");
     shape[d] += l.shape[d];
+  }
+  if (const auto view = concatenation_in_place(ctx, parts, layouts, d, shape)) {
+    ctx.set_result(*view);
+    return;
   }
   const auto out = ctx.buffer(shape, first.dtype);
   std::vector<std::pair<detail::CopyPlan, std::int64_t>> plans;  // plan, byte offset in out
