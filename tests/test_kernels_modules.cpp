@@ -591,3 +591,60 @@ TEST_CASE("a call_function with a bare target and no kernel is reported under it
   const Tensor r = CompiledGraph::compile(h, {}).run({x})[0];
   for (std::int64_t i = 0; i < 6; ++i) CHECK(r.data<float>()[i] == std::max(0.0f, x.data<float>()[i]));
 }
+
+TEST_CASE("module Conv2d -> BatchNorm2d -> ReLU runs as one primitive, and module convolutions take part in the layout decision") {
+  const std::int64_t C = 3, OC = 16;
+  const Tensor x = random_tensor({2, C, 9, 7}, 90);
+  runtime::Weights w{{"conv.weight", random_tensor({OC, C, 3, 3}, 91)}, {"conv.bias", random_tensor({OC}, 92)},
+                     {"bn.weight", random_tensor({OC}, 93)},           {"bn.bias", random_tensor({OC}, 94)},
+                     {"bn.running_mean", random_tensor({OC}, 95)},     {"bn.running_var", positive_tensor({OC}, 96)}};
+  for (const char* act : {"activation.ReLU", "activation.GELU", "activation.Hardswish"}) {
+    CAPTURE(act);
+    Graph g;
+    g.modules().set(ModuleInfo{"conv", "torch.nn.modules.conv.Conv2d",
+                               {{"attrs", R"({"stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":1,"padding_mode":"zeros"})"}}});
+    g.modules().set(ModuleInfo{"bn", "torch.nn.modules.batchnorm.BatchNorm2d",
+                               {{"attrs", R"({"eps":0.001,"momentum":0.1,"affine":true,"track_running_stats":true})"}}});
+    g.modules().set(ModuleInfo{"act", std::string("torch.nn.modules.") + act, {{"attrs", R"({"inplace":false,"approximate":"none"})"}}});
+    Node* in = g.placeholder("x", meta({2, C, 9, 7}));
+    g.output(ArgList{Arg(g.call_module("act", {Arg(g.call_module("bn", {Arg(g.call_module("conv", {Arg(in)}))}))}))});
+    // The functional twin, every op its own step.
+    Graph f;
+    Node* fx = f.placeholder("x", meta({2, C, 9, 7}));
+    auto attr = [&](const char* n, Dims s) { return Arg(f.get_attr(n, meta(dims_of(s)))); };
+    Node* conv = call(f, "torch.nn.functional.conv2d", {fx, attr("conv.weight", {OC, C, 3, 3}), attr("conv.bias", {OC})},
+                      {{"padding", Arg(1)}});
+    Node* bn = call(f, "torch.nn.functional.batch_norm", {conv, attr("bn.running_mean", {OC}), attr("bn.running_var", {OC})},
+                    {{"weight", attr("bn.weight", {OC})}, {"bias", attr("bn.bias", {OC})}, {"eps", Arg(0.001)}});
+    const std::string a(act);
+    Node* y = a == "activation.ReLU"   ? call(f, "torch.relu", {bn})
+              : a == "activation.GELU" ? call(f, "torch.nn.functional.gelu", {bn})
+                                       : call(f, "torch.nn.functional.hardswish", {bn});
+    f.output(ArgList{Arg(y)});
+    CHECK(runtime::decide_channels_last(g, w) == runtime::decide_channels_last(f, w));
+    CHECK(runtime::decide_channels_last(g, w));
+    const auto cg = CompiledGraph::compile(g, w);
+    // Hardswish is no oneDNN post-op here: its own step after the conv with the batch-norm folded in.
+    CHECK(cg.num_steps() == (a == "activation.Hardswish" ? 2u : 1u));
+    const Tensor got = cg.run({x})[0];
+    const Tensor want = run_one(f, w, x);
+    REQUIRE(got.shape() == want.shape());
+    CHECK(test::max_abs_diff(got, want) < 1e-4);
+  }
+  // A grouped module convolution (groups > 1, more than one channel per group): NCHW, as for the functional form.
+  Graph g;
+  g.modules().set(ModuleInfo{"dw", "torch.nn.modules.conv.Conv2d",
+                             {{"attrs", R"({"stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":2,"padding_mode":"zeros"})"}}});
+  Node* in = g.placeholder("x", meta({1, 8, 9, 9}));
+  Node* dw = g.call_module("dw", {Arg(in)});
+  dw->meta.val = meta({1, 8, 9, 9});
+  g.output(ArgList{Arg(dw)});
+  Graph f;
+  Node* fx = f.placeholder("x", meta({1, 8, 9, 9}));
+  Node* fc = call(f, "torch.nn.functional.conv2d", {fx, Arg(f.get_attr("dw.weight", meta({8, 4, 3, 3})))}, {{"padding", Arg(1)}, {"groups", Arg(2)}});
+  fc->meta.val = meta({1, 8, 9, 9});
+  f.output(ArgList{Arg(fc)});
+  const runtime::Weights dw_w{{"dw.weight", random_tensor({8, 4, 3, 3}, 97)}};
+  CHECK_FALSE(runtime::decide_channels_last(f, dw_w));
+  CHECK(runtime::decide_channels_last(g, dw_w) == runtime::decide_channels_last(f, dw_w));
+}

@@ -238,7 +238,8 @@ class LowerContext {
   }
   // The constant of the weight named `name` (a module's "conv.weight"), shared
   // with get_attr nodes of that name; nullopt when no such weight was given.
-  std::optional<ValueId> weight(std::string_view name) {
+  // (Const: the constant is made on first use, and dropped after lowering when no step reads it.)
+  std::optional<ValueId> weight(std::string_view name) const {
     return find_weight_ ? find_weight_(name) : std::nullopt;
   }
   // Set by lowering: where lower_as finds kernels and weight() finds weights.
