@@ -545,6 +545,12 @@ TEST_CASE("call_module errors name the node and the missing or unsupported field
     CHECK(e.find("blk.m") != std::string::npos);
     CHECK(e.find("attribute 'stride' is missing") != std::string::npos);
   }
+  SUBCASE("an attribute the functional form refuses: named as that form's argument") {
+    const ModuleCase c{"conv.Conv2d", R"({"stride":[1,1,1],"padding":[1,1],"dilation":[1,1],"groups":1,"padding_mode":"zeros"})",
+                       conv_params, x, nullptr};
+    const std::string e = message(c, module_weights(c));
+    CHECK(e.find("node blk_m (blk.m): lowered as torch.nn.functional.conv2d: stride must have") != std::string::npos);
+  }
   SUBCASE("a parameter that was not given") {
     const ModuleCase c{"conv.Conv2d", R"({"stride":[1,1],"padding":[1,1],"dilation":[1,1],"groups":1,"padding_mode":"zeros"})",
                        conv_params, x, nullptr};

@@ -89,7 +89,8 @@ class LowerContext {
   void set_channels_last(bool on) { channels_last_ = on; }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw CompileError("node " + node_->name() + " (" + std::string(node_->target_name()) + "): " + what);
+    throw CompileError("node " + node_->name() + " (" + std::string(node_->target_name()) + "): " +
+                       (call_target_.empty() ? std::string() : "lowered as " + call_target_ + ": ") + what);
   }
 
   // ---- arguments: positional `pos` or keyword `kw` -------------------------
@@ -227,13 +228,17 @@ class LowerContext {
   void lower_as(std::string_view target, const std::vector<CallArg>& args) {
     const LowerFnPtr fn = find_kernel_ ? find_kernel_(target) : nullptr;
     if (!fn) fail("it lowers as " + std::string(target) + ", which has no kernel");
-    const std::vector<CallArg>* outer = call_args_;
-    call_args_ = &args;
     struct Restore {
       LowerContext& c;
-      const std::vector<CallArg>* prev;
-      ~Restore() { c.call_args_ = prev; }
-    } restore{*this, outer};
+      const std::vector<CallArg>* args;
+      std::string target;
+      ~Restore() {
+        c.call_args_ = args;
+        c.call_target_ = std::move(target);
+      }
+    } restore{*this, call_args_, call_target_};
+    call_args_ = &args;
+    call_target_ = std::string(target);
     fn(*this);
   }
   // The constant of the weight named `name` (a module's "conv.weight"), shared
@@ -369,6 +374,7 @@ class LowerContext {
     return false;
   }
   std::string field(std::size_t pos, std::string_view kw) const {
+    if (call_args_) return kw.empty() ? "args[" + std::to_string(pos) + "]" : "argument '" + std::string(kw) + "'";
     if (pos < node_->args().size() || kw.empty()) return "args[" + std::to_string(pos) + "]";
     return "argument '" + std::string(kw) + "'";
   }
@@ -406,7 +412,8 @@ class LowerContext {
   Lowered result_;
   bool channels_last_ = false;
   std::unordered_set<const Node*> absorbed_;
-  const std::vector<CallArg>* call_args_ = nullptr;  // lower_as's arguments while it runs
+  const std::vector<CallArg>* call_args_ = nullptr;  // lower_as's arguments and target while it runs
+  std::string call_target_;
   std::function<LowerFnPtr(std::string_view)> find_kernel_;
   std::function<std::optional<ValueId>(std::string_view)> find_weight_;
 };
