@@ -187,6 +187,34 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(kiln_run_op_coverage_${_name}_${_level} PROPERTIES FIXTURES_REQUIRED op_coverage_${_name}_${_level}
         LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
+  # Models whose torch.nn layers stay call_module nodes (--leaf-modules with
+  # tests/python/module_models.py's list, as torch.fx.symbolic_trace keeps every
+  # torch.nn module): kiln-run runs them through the call_module kernels and
+  # compares with PyTorch eager.
+  if(TARGET kiln-run)
+    execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "from tests.python.module_models import LEAF_MODULES; print(LEAF_MODULES)"
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _leaf_modules OUTPUT_STRIP_TRAILING_WHITESPACE)
+    foreach(_entry "VisionNet|2,3,33,31" "SeqVolNet|2,13/1,2,5,7,6")
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _factory)
+      list(GET _parts 1 _shapes)
+      string(REPLACE "/" ";" _shapes "${_shapes}")
+      set(_shape_args)
+      foreach(_shape ${_shapes})
+        list(APPEND _shape_args --input-shape ${_shape})
+      endforeach()
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/export_modules_${_factory})
+      add_test(NAME export_modules_${_factory}
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.module_models:${_factory}
+                ${_shape_args} --level torch --leaf-modules ${_leaf_modules} --seed 0 --out ${_dir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_modules_${_factory} PROPERTIES FIXTURES_SETUP modules_${_factory} LABELS torch TIMEOUT 300)
+      add_test(NAME kiln_run_modules_${_factory}
+        COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_modules_${_factory} PROPERTIES FIXTURES_REQUIRED modules_${_factory}
+        LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
+  endif()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the
   # exporter must then write the "modules" table.
   add_executable(test_exported_modules torch/test_exported_modules.cpp)

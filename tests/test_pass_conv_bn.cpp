@@ -225,7 +225,8 @@ TEST_CASE("fuse_conv_bn folds call_module Conv2d + BatchNorm2d into a functional
   CHECK(format_arg(convs[0]->args()[4]) == "[1, 1]");  // padding from the module's attrs
   CHECK(convs[0]->meta.val.tensor()->shape == image(kOut).shape);
   lint(b.g);
-  runtime::NumericCheck check(conv_bn_graph(Level::torch).g, p.weights);  // the same model, functional
+  // Against the module form itself, run through its call_module kernels.
+  runtime::NumericCheck check(module_graph().g, p.weights);
   const auto report = check.compare(b.g, runtime::with_created_weights(p.weights, p.store));
   CHECK_MESSAGE(report.ok, report.summary());
 }
@@ -469,7 +470,7 @@ TEST_CASE("efficient_conv_bn_eval_pass on call_module Conv2d + BatchNorm2d reads
   CHECK(b.g.find_nodes(OpKind::get_attr).size() == 6);
   CHECK(p.store.created().empty());
   lint(b.g);
-  runtime::NumericCheck check(conv_bn_graph(Level::torch).g, p.weights);
+  runtime::NumericCheck check(module_graph().g, p.weights);  // the module form, through its call_module kernels
   const auto report = check.compare(b.g);
   CHECK_MESSAGE(report.ok, report.summary());
   // Without weights it cannot tell whether the conv module has a bias: left.

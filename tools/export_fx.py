@@ -31,16 +31,20 @@ module by class as Inductor's ``CallModule(nn.Linear, ...)`` does.  Whenever
 the graph has ``call_module`` nodes, ``graph.json`` gets a ``modules`` table:
 for each module path its class (``torch.nn.modules.linear.Linear``) and, as
 ``attrs``, the class's ``__constants__`` that are plain data (``in_features``,
-``stride``, ...).  A leaf module's parameters stay inside it: they have no
-``get_attr`` node and no weight file.  Without the option neither level has
-``call_module`` nodes (both trace into every module), and no table is written.
+``stride``, ...).  A leaf module's floating-point parameters and buffers
+have no ``get_attr`` node; each is written as the weight ``PATH.NAME``
+(``conv.weight``, ``bn.running_mean``), where kiln's passes and executor look
+for them.  Without the option neither level has ``call_module`` nodes (both
+trace into every module), and no table is written.
 
 Writes, under DIR:
 
 * ``graph.json``          the graph (see ``docs/FX_GRAPH_JSON.md``), with a
                           ``weights`` table for every ``get_attr`` target
-                          and a ``modules`` table for every ``call_module`` one;
-* ``weights/<attr>.npy``  the value of each ``get_attr`` target;
+                          (and leaf module parameter) and a ``modules``
+                          table for every ``call_module`` target;
+* ``weights/<attr>.npy``  the value of each ``get_attr`` target (and leaf
+                          module parameter);
 * ``inputs/<name>.npy``   the random inputs, one per placeholder, in order;
 * ``outputs/output_<i>.npy``  PyTorch's eager outputs, flattened in the order
                           of the output node's nested list;
@@ -856,6 +860,16 @@ def export(args):
             else:
                 sys.stderr.write("%s: warning: get_attr %s is a %s, not a tensor; "
                                  "no weight file\n" % (PROG, n.target, type(value).__name__))
+        if n.op == "call_module":
+            mod = gm.get_submodule(n.target)
+            for name, value in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):
+                full = "%s.%s" % (n.target, name)
+                if full in weights or value is None or not value.is_floating_point():
+                    continue  # (num_batches_tracked counts training steps)
+                stem = safe_file_stem(full, used_stems)
+                rel = "weights/%s.npy" % stem
+                save_npy(os.path.join(out_dir, rel), to_numpy(value.detach()))
+                weights[full] = {"file": rel}
         nodes.append({
             "name": n.name,
             "op": n.op,

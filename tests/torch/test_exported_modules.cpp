@@ -6,6 +6,7 @@
 // The export directory comes from the environment (see extra_tests.cmake).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -53,6 +54,9 @@ TEST_CASE("the exporter writes a modules table for every call_module target") {
   auto conv_attrs = nlohmann::json::parse(conv->fields.at(0).second);
   CHECK(conv_attrs.at("in_channels") == 3);
   CHECK(conv_attrs.at("padding") == nlohmann::json::array({1, 1}));
+  // The leaf modules' parameters, read by no get_attr, are the weights PATH.NAME.
+  for (const std::string w : {"conv.weight", "conv.bias", "fc.weight", "fc.bias"})
+    CHECK(std::count_if(file.weights.begin(), file.weights.end(), [&](const auto& e) { return e.first == w; }) == 1);
   // Written back unchanged.
   CHECK(kiln::io::to_fx_json(file.graph, file.weights).find(R"("fc":{"class":"torch.nn.modules.linear.Linear","attrs":{)") !=
         std::string::npos);

@@ -63,4 +63,12 @@ inline std::string kernel_key(const Node& n) {
   }
 }
 
+// How an error names a node with no kernel: a call_function by its own target
+// (a bare "my_op" is looked up as Tensor.my_op, but the graph calls my_op),
+// other nodes by their key.
+inline std::string missing_kernel_name(const Node& n) {
+  if (n.op() == OpKind::call_function) return std::string(n.target_name());
+  return kernel_key(n);
+}
+
 }  // namespace kiln::kernels

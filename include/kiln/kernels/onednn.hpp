@@ -42,6 +42,14 @@ inline constexpr auto onednn_kernels = boost::hana::tuple_t<
     Kernel<"torch.nn.functional.adaptive_avg_pool2d">, Kernel<"aten.adaptive_avg_pool2d.default">,
     Kernel<"aten._adaptive_avg_pool2d.default">, Kernel<"torch.nn.functional.max_pool2d_with_indices">,
     Kernel<"torch.nn.functional.adaptive_max_pool2d">, Kernel<"torch.nn.functional.adaptive_max_pool2d_with_indices">,
-    Kernel<"aten.adaptive_max_pool2d.default">>;
+    Kernel<"aten.adaptive_max_pool2d.default">, Kernel<"torch.nn.functional.max_pool1d">, Kernel<"torch.max_pool1d">,
+    Kernel<"aten.max_pool1d.default">, Kernel<"torch.nn.functional.max_pool1d_with_indices">,
+    Kernel<"torch.nn.functional.max_pool3d">, Kernel<"torch.max_pool3d">, Kernel<"aten.max_pool3d.default">,
+    Kernel<"aten.max_pool3d_with_indices.default">, Kernel<"torch.nn.functional.max_pool3d_with_indices">,
+    Kernel<"torch.nn.functional.avg_pool1d">, Kernel<"torch.avg_pool1d">, Kernel<"aten.avg_pool1d.default">,
+    Kernel<"torch.nn.functional.avg_pool3d">, Kernel<"aten.avg_pool3d.default">,
+    Kernel<"torch.nn.functional.adaptive_avg_pool1d">, Kernel<"torch.adaptive_avg_pool1d">,
+    Kernel<"aten.adaptive_avg_pool1d.default">, Kernel<"torch.nn.functional.adaptive_avg_pool3d">,
+    Kernel<"aten.adaptive_avg_pool3d.default">, Kernel<"aten._adaptive_avg_pool3d.default">>;
 
 }  // namespace kiln::kernels

@@ -15,7 +15,7 @@
 // wants the kernels in parallel, smaller translation units compiles the three
 // parts in three files instead: KILN_KERNELS_PART_ONEDNN (convolution, matrix
 // products, normalization, pooling), KILN_KERNELS_PART_POINTWISE, and
-// KILN_KERNELS_PART_REST (reductions, shape ops, einsum and default_kernels()).
+// KILN_KERNELS_PART_REST (reductions, shape ops, einsum, call_module kernels and default_kernels()).
 #include "kiln/kernels/kernel_table.hpp"
 
 namespace kiln::kernels {
@@ -47,6 +47,7 @@ void add_pointwise_kernels(KernelTable& table) { add_kernels(table, pointwise_ke
 
 #if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_REST)
 #include "kiln/kernels/einsum.hpp"
+#include "kiln/kernels/modules.hpp"
 #include "kiln/kernels/reductions.hpp"
 #include "kiln/kernels/shape_ops.hpp"
 namespace kiln::kernels {
@@ -54,6 +55,7 @@ void add_rest_kernels(KernelTable& table) {
   add_kernels(table, reductions_kernels);
   add_kernels(table, shape_ops_kernels);
   add_kernels(table, einsum_kernels);
+  add_kernels(table, module_kernels);
 }
 
 const KernelTable& default_kernels() {

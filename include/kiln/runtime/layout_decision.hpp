@@ -1,6 +1,7 @@
 #pragma once
 // Whether a graph's convolutions run channels-last: Inductor's
-// decide_layout_opt, applied to kiln's graphs at either level.
+// decide_layout_opt, applied to kiln's graphs at either level (a Conv2d or
+// Conv3d call_module counts, its weight read from the weight PATH.weight).
 //  - no convolution: no;
 //  - at least 300 nodes per convolution: no (a few convolutions in a big graph);
 //  - symbolic weight shapes: no;
@@ -18,12 +19,20 @@
 #include <vector>
 
 #include "kiln/core/graph.hpp"
+#include "kiln/core/module_attrs.hpp"
 #include "kiln/runtime/tensor.hpp"
 
 namespace kiln::runtime {
 
 namespace detail {
+// A Conv2d / Conv3d module of a call_module node (its weight is the weight PATH.weight), or nullptr.
+inline const ModuleInfo* conv_module(const Node& n) {
+  if (n.op() != OpKind::call_module) return nullptr;
+  const ModuleInfo* m = n.graph().modules().find(n.target_name());
+  return m && (m->class_name == "torch.nn.modules.conv.Conv2d" || m->class_name == "torch.nn.modules.conv.Conv3d") ? m : nullptr;
+}
 inline bool is_convolution(const Node& n) {
+  if (conv_module(n)) return true;
   if (n.op() != OpKind::call_function) return false;
   const std::string_view t = n.target_name();
   return t == "aten.convolution.default" || t == "torch.conv2d" || t == "torch.nn.functional.conv2d" ||
@@ -43,7 +52,8 @@ inline bool decide_channels_last(const Graph& g, const Weights& weights = {}, bo
   double flops[4] = {0, 0, 0, 0};
   bool any_grouped = false, any_in_out = false, all_small = true;
   for (const Node* n : convs) {
-    if (n->args().size() < 2 || !n->arg(1).node()) return false;
+    const ModuleInfo* module = detail::conv_module(*n);
+    if (!module && (n->args().size() < 2 || !n->arg(1).node())) return false;
     auto shape_of = [&](const Node* v) -> std::optional<std::vector<std::int64_t>> {
       std::vector<std::int64_t> s;
       if (const TensorMeta* t = v->meta.val.tensor()) {
@@ -57,12 +67,25 @@ inline bool decide_channels_last(const Graph& g, const Weights& weights = {}, bo
         if (auto it = weights.find(v->target_name()); it != weights.end()) return it->second.shape();
       return std::nullopt;
     };
-    const auto w = shape_of(n->arg(1).node());
-    if (!w || w->size() < 3) return false;
+    std::optional<std::vector<std::int64_t>> w;
     std::int64_t groups = 1;
+    if (module) {
+      if (auto it = weights.find(module->path + ".weight"); it != weights.end()) w = it->second.shape();
+      try {
+        const Arg* g = ModuleAttrs(*module).find("groups");
+        if (g && g->get_if<std::int64_t>()) groups = *g->get_if<std::int64_t>();
+      } catch (const Error&) {
+        return false;  // its kernel reports the table's error
+      }
+    } else {
+      w = shape_of(n->arg(1).node());
+    }
+    if (!w || w->size() < 3) return false;
     const bool aten = n->target_name() == "aten.convolution.default";
     const std::size_t groups_pos = aten ? 8 : 6;
-    if (n->args().size() > groups_pos) {
+    if (module) {
+      // groups came from the module's attrs
+    } else if (n->args().size() > groups_pos) {
       if (const auto* gi = n->arg(groups_pos).get_if<std::int64_t>()) groups = *gi;
     } else if (const Arg* a = n->kwargs().find("groups")) {
       if (const auto* gi = a->get_if<std::int64_t>()) groups = *gi;

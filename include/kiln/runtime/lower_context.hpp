@@ -7,6 +7,7 @@
 // its target and the argument.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,6 +64,19 @@ struct CompileOptions {
   ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;
 };
 
+class LowerContext;
+// A kernel's lower function (kernels::LowerFn; declared here, where the kernels' header is not seen).
+using LowerFnPtr = void (*)(LowerContext&);
+
+// An argument given to a kernel in place of the node's own (LowerContext::lower_as):
+// a value as a node would hold it (a node reference, an int, a list, ...) or a tensor value.
+struct CallArg {
+  Arg arg;
+  std::optional<ValueId> tensor;
+  static CallArg of(Arg a) { return {std::move(a), std::nullopt}; }
+  static CallArg of_tensor(ValueId v) { return {Arg(), v}; }
+};
+
 class LowerContext {
  public:
   LowerContext(Program& program, std::unordered_map<const Node*, Lowered>& lowered, const CompileOptions& options)
@@ -76,12 +90,18 @@ class LowerContext {
   void set_channels_last(bool on) { channels_last_ = on; }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw CompileError("node " + node_->name() + " (" + std::string(node_->target_name()) + "): " + what);
+    throw CompileError("node " + node_->name() + " (" + std::string(node_->target_name()) + "): " +
+                       (call_target_.empty() ? std::string() : "lowered as " + call_target_ + ": ") + what);
   }
 
   // ---- arguments: positional `pos` or keyword `kw` -------------------------
   // The raw argument, or nullptr when the node has neither.
   const Arg* find_arg(std::size_t pos, std::string_view kw) const {
+    if (call_args_) {
+      if (pos >= call_args_->size()) return nullptr;
+      const CallArg& c = (*call_args_)[pos];
+      return c.tensor ? &tensor_marker() : &c.arg;
+    }
     if (pos < node_->args().size()) return &node_->arg(pos);
     if (!kw.empty())
       if (const Arg* a = node_->kwargs().find(kw)) return a;
@@ -89,6 +109,7 @@ class LowerContext {
   }
   // Present and not None.
   bool has(std::size_t pos, std::string_view kw) const {
+    if (given_tensor(pos)) return true;
     const Arg* a = find_arg(pos, kw);
     if (!a || a->is_none()) return false;
     if (const Node* n = a->node()) {
@@ -105,11 +126,13 @@ class LowerContext {
   }
   // The argument with every node that has a static value replaced by that value.
   Arg value(std::size_t pos, std::string_view kw) const {
+    if (given_tensor(pos)) fail(field(pos, kw) + " is a tensor where a value is expected");
     const Arg* a = find_arg(pos, kw);
     if (!a) return Arg();
     return resolve(*a, pos, kw);
   }
   ValueId tensor(std::size_t pos, std::string_view kw) const {
+    if (const auto v = given_tensor(pos)) return *v;
     const Arg* a = find_arg(pos, kw);
     if (!a) fail(field(pos, kw) + " is missing");
     return tensor_of(*a, pos, kw);
@@ -198,6 +221,36 @@ class LowerContext {
     if (const auto* s = a.get_if<std::string>()) return *s;
     fail(field(pos, kw) + " is not a string");
   }
+
+  // ---- lowering as another op -----------------------------------------------
+  // Lowers the node being lowered as a call of `target` with `args` (positional,
+  // in that op's signature) in place of its own: a call_module runs as its
+  // functional form. The kernel comes from the table lowering uses.
+  void lower_as(std::string_view target, const std::vector<CallArg>& args) {
+    const LowerFnPtr fn = find_kernel_ ? find_kernel_(target) : nullptr;
+    if (!fn) fail("it lowers as " + std::string(target) + ", which has no kernel");
+    struct Restore {
+      LowerContext& c;
+      const std::vector<CallArg>* args;
+      std::string target;
+      ~Restore() {
+        c.call_args_ = args;
+        c.call_target_ = std::move(target);
+      }
+    } restore{*this, call_args_, call_target_};
+    call_args_ = &args;
+    call_target_ = std::string(target);
+    fn(*this);
+  }
+  // The constant of the weight named `name` (a module's "conv.weight"), shared
+  // with get_attr nodes of that name; nullopt when no such weight was given.
+  // (Const: the constant is made on first use, and dropped after lowering when no step reads it.)
+  std::optional<ValueId> weight(std::string_view name) const {
+    return find_weight_ ? find_weight_(name) : std::nullopt;
+  }
+  // Set by lowering: where lower_as finds kernels and weight() finds weights.
+  void set_kernel_finder(std::function<LowerFnPtr(std::string_view)> f) { find_kernel_ = std::move(f); }
+  void set_weight_finder(std::function<std::optional<ValueId>(std::string_view)> f) { find_weight_ = std::move(f); }
 
   // ---- values ---------------------------------------------------------------
   const ValueInfo& info(ValueId v) const { return program_.values[v]; }
@@ -289,6 +342,8 @@ class LowerContext {
                 std::size_t scratch = 0) {
     step->node = node_->name();
     step->op_type = std::string(node_->target_name());
+    if (node_->op() == OpKind::call_module)  // the class, not the path: --profile groups by op type
+      if (const ModuleInfo* m = node_->graph().modules().find(node_->target_name())) step->op_type = m->class_name;
     step->reads = std::move(reads);
     step->writes = std::move(writes);
     step->scratch_bytes = scratch;
@@ -320,6 +375,16 @@ class LowerContext {
   Lowered take_result() { return std::move(result_); }
 
  private:
+  // The tensor given as argument `pos` by lower_as, if any.
+  std::optional<ValueId> given_tensor(std::size_t pos) const {
+    if (!call_args_ || pos >= call_args_->size()) return std::nullopt;
+    return (*call_args_)[pos].tensor;
+  }
+  // What find_arg shows for a given tensor: present, not None, not a node.
+  static const Arg& tensor_marker() {
+    static const Arg marker(std::string("<tensor>"));
+    return marker;
+  }
   // Whether `l` (or an item of it) is the buffer `base` or a view into it.
   bool shares(const Lowered& l, ValueId base) const {
     if (l.kind == Lowered::Kind::tensor)
@@ -329,6 +394,7 @@ class LowerContext {
     return false;
   }
   std::string field(std::size_t pos, std::string_view kw) const {
+    if (call_args_) return kw.empty() ? "args[" + std::to_string(pos) + "]" : "argument '" + std::string(kw) + "'";
     if (pos < node_->args().size() || kw.empty()) return "args[" + std::to_string(pos) + "]";
     return "argument '" + std::string(kw) + "'";
   }
@@ -366,6 +432,10 @@ class LowerContext {
   Lowered result_;
   bool channels_last_ = false;
   std::unordered_set<const Node*> absorbed_;
+  const std::vector<CallArg>* call_args_ = nullptr;  // lower_as's arguments and target while it runs
+  std::string call_target_;
+  std::function<LowerFnPtr(std::string_view)> find_kernel_;
+  std::function<std::optional<ValueId>(std::string_view)> find_weight_;
 };
 
 // A step whose run is a callable (a lambda capturing the value ids it uses).

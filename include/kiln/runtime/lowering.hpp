@@ -175,8 +175,10 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
     if (!live.count(n)) continue;
     if (n->op() != OpKind::call_function && n->op() != OpKind::call_method && n->op() != OpKind::call_module) continue;
     if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") continue;  // resolved here or by its kernel
-    const std::string key = kernels::kernel_key(*n);
-    if (kernels.find(key)) continue;
+    if (kernels.find(kernels::kernel_key(*n))) continue;
+    // Named as the graph names it: a bare call_function target is looked up as a
+    // Tensor method, but the graph calls the function.
+    const std::string key = kernels::missing_kernel_name(*n);
     auto it = std::find_if(missing.begin(), missing.end(), [&](const auto& m) { return m.first == key; });
     if (it == missing.end()) it = missing.insert(missing.end(), {key, {}});
     it->second.push_back(n->name());
@@ -201,6 +203,29 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   ctx.set_channels_last(options.conv_layout == ConvLayout::channels_last ||
                         (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights)));
   const kernels::LowerFn getitem = kernels.find("operator.getitem");
+  // The constant of weight `target`, made once per name, and once per content:
+  // equal weights under different names (tied embeddings, repeated constants) are stored once.
+  auto constant_of = [&](std::string_view target) -> std::optional<ValueId> {
+    if (auto known = constant_ids.find(target); known != constant_ids.end()) return known->second;
+    auto w = weights.find(std::string(target));
+    if (w == weights.end()) return std::nullopt;
+    Tensor value = w->second.contiguous();
+    const std::uint64_t h = detail::content_hash(value);
+    for (auto [it, end] = by_content.equal_range(h); it != end; ++it) {
+      const Tensor& other = p.constants[p.values[it->second].index];
+      if (other.dtype() == value.dtype() && other.shape() == value.shape() &&
+          std::memcmp(other.raw(), value.raw(), value.nbytes()) == 0) {
+        constant_ids.emplace(std::string(target), it->second);
+        return it->second;
+      }
+    }
+    const ValueId id = ctx.constant_value(std::move(value), std::string(target));
+    by_content.emplace(h, id);
+    constant_ids.emplace(std::string(target), id);
+    return id;
+  };
+  ctx.set_weight_finder(constant_of);
+  ctx.set_kernel_finder([&kernels](std::string_view target) -> LowerFnPtr { return kernels.find(target); });
 
   // Inputs and weights first, wherever the graph has them: a kernel that folds
   // the op after it (a batch-norm into a convolution) reads that op's weights.
@@ -231,33 +256,9 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
       }
       case OpKind::get_attr: {
         const std::string target(n->target_name());
-        auto known = constant_ids.find(target);
-        if (known != constant_ids.end()) {
-          lowered[n] = Lowered::tensor(known->second);
-          continue;
-        }
-        auto w = weights.find(target);
-        if (w == weights.end()) ctx.fail("no weight named '" + target + "' was given");
-        Tensor value = w->second.contiguous();
-        // Equal weights under different names (tied embeddings, repeated constants) are stored once.
-        const std::uint64_t h = detail::content_hash(value);
-        ValueId id = 0;
-        bool shared = false;
-        for (auto [it, end] = by_content.equal_range(h); it != end; ++it) {
-          const Tensor& other = p.constants[p.values[it->second].index];
-          if (other.dtype() == value.dtype() && other.shape() == value.shape() &&
-              std::memcmp(other.raw(), value.raw(), value.nbytes()) == 0) {
-            id = it->second;
-            shared = true;
-            break;
-          }
-        }
-        if (!shared) {
-          id = ctx.constant_value(std::move(value), target);
-          by_content.emplace(h, id);
-        }
-        constant_ids.emplace(target, id);
-        lowered[n] = Lowered::tensor(id);
+        const auto id = constant_of(target);
+        if (!id) ctx.fail("no weight named '" + target + "' was given");
+        lowered[n] = Lowered::tensor(*id);
         continue;
       }
       case OpKind::output: {

@@ -1,10 +1,12 @@
 #pragma once
-// 2-d pooling as a plain loop over explicit windows, for what oneDNN's
-// pooling does not give: adaptive windows of differing sizes (PyTorch's
-// start = floor(i * I / O), end = ceil((i + 1) * I / O)), max pooling's
-// argmax indices (int64, flat into each H*W plane, as PyTorch gives them) and
-// average pooling with a divisor_override. It reads any strides and writes
-// the result dense in the input's dim order; no threads (small ops).
+// 1-, 2- and 3-d pooling as a plain loop over explicit windows, for what
+// oneDNN's pooling does not give: adaptive windows of differing sizes
+// (PyTorch's start = floor(i * I / O), end = ceil((i + 1) * I / O)), max
+// pooling's argmax indices (int64, flat into each channel's L, H*W or D*H*W
+// volume, as PyTorch gives them) and average pooling with a divisor_override.
+// Fewer than three spatial dims run as three with leading dims of size 1. It
+// reads any strides and writes the result dense in the input's dim order; no
+// threads (small ops).
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -74,13 +76,16 @@ inline WindowAxis avg_pool_axis(std::int64_t in, std::int64_t out, std::int64_t 
 
 enum class WindowReduce : std::uint8_t { max, mean };
 
+// Along a spatial dim the input does not have: one window of one element.
+inline WindowAxis unit_axis() { return WindowAxis{{0}, {1}, {1}, 1}; }
+
 struct WindowPoolPlan {
   WindowReduce reduce = WindowReduce::max;
   runtime::ValueId in = 0, out = 0;
   std::optional<runtime::ValueId> indices;
-  std::int64_t N = 0, C = 0, W = 0;  // W: the input's width, for flat indices
-  std::array<std::int64_t, 4> in_strides{}, out_strides{};  // indices share out's strides
-  WindowAxis h, w;
+  std::int64_t N = 0, C = 0, H = 0, W = 0;  // H, W: the input's last two spatial sizes, for flat indices
+  std::array<std::int64_t, 5> in_strides{}, out_strides{};  // [N, C, D, H, W]; indices share out's strides
+  WindowAxis d, h, w;
   std::optional<double> divisor;  // divisor_override
 };
 
@@ -92,51 +97,58 @@ inline void run_window_pool(const runtime::Frame& f, const WindowPoolPlan& p) {
   const auto& os = p.out_strides;
   for (std::int64_t n = 0; n < p.N; ++n)
     for (std::int64_t c = 0; c < p.C; ++c) {
-      const float* plane = x + n * is[0] + c * is[1];
+      const float* vol = x + n * is[0] + c * is[1];
       const std::int64_t obase = n * os[0] + c * os[1];
-      for (std::int64_t i = 0; i < p.h.size(); ++i)
-        for (std::int64_t j = 0; j < p.w.size(); ++j) {
-          const std::int64_t o = obase + i * os[2] + j * os[3];
-          if (p.reduce == WindowReduce::max) {
-            // PyTorch: the first largest wins, a NaN wins over everything.
-            float best = -std::numeric_limits<float>::infinity();
-            std::int64_t at = p.h.start[i] * p.W + p.w.start[j];
-            for (std::int64_t a = p.h.start[i]; a < p.h.end[i]; a += p.h.step)
-              for (std::int64_t b = p.w.start[j]; b < p.w.end[j]; b += p.w.step) {
-                const float v = plane[a * is[2] + b * is[3]];
-                if (v > best || std::isnan(v)) {
-                  best = v;
-                  at = a * p.W + b;
-                }
-              }
-            y[o] = best;
-            if (ix) ix[o] = at;
-          } else {
-            float sum = 0;
-            for (std::int64_t a = p.h.start[i]; a < p.h.end[i]; ++a)
-              for (std::int64_t b = p.w.start[j]; b < p.w.end[j]; ++b) sum += plane[a * is[2] + b * is[3]];
-            const double d = p.divisor ? *p.divisor : static_cast<double>(p.h.count[i] * p.w.count[j]);
-            y[o] = static_cast<float>(sum / d);
+      for (std::int64_t i = 0; i < p.d.size(); ++i)
+        for (std::int64_t j = 0; j < p.h.size(); ++j)
+          for (std::int64_t k = 0; k < p.w.size(); ++k) {
+            const std::int64_t o = obase + i * os[2] + j * os[3] + k * os[4];
+            if (p.reduce == WindowReduce::max) {
+              // PyTorch: the first largest wins, a NaN wins over everything.
+              float best = -std::numeric_limits<float>::infinity();
+              std::int64_t at = (p.d.start[i] * p.H + p.h.start[j]) * p.W + p.w.start[k];
+              for (std::int64_t a = p.d.start[i]; a < p.d.end[i]; a += p.d.step)
+                for (std::int64_t b = p.h.start[j]; b < p.h.end[j]; b += p.h.step)
+                  for (std::int64_t e = p.w.start[k]; e < p.w.end[k]; e += p.w.step) {
+                    const float v = vol[a * is[2] + b * is[3] + e * is[4]];
+                    if (v > best || std::isnan(v)) {
+                      best = v;
+                      at = (a * p.H + b) * p.W + e;
+                    }
+                  }
+              y[o] = best;
+              if (ix) ix[o] = at;
+            } else {
+              float sum = 0;
+              for (std::int64_t a = p.d.start[i]; a < p.d.end[i]; ++a)
+                for (std::int64_t b = p.h.start[j]; b < p.h.end[j]; ++b)
+                  for (std::int64_t e = p.w.start[k]; e < p.w.end[k]; ++e) sum += vol[a * is[2] + b * is[3] + e * is[4]];
+              const double dv =
+                  p.divisor ? *p.divisor : static_cast<double>(p.d.count[i] * p.h.count[j] * p.w.count[k]);
+              y[o] = static_cast<float>(sum / dv);
+            }
           }
-        }
     }
 }
 
-// Adds the step pooling the 4-d float32 `in` over the windows `h` x `w`;
-// returns the result and, when asked, its int64 indices.
+// Adds the step pooling the float32 `in` ([N, C] and one window axis per
+// spatial dim, 1 to 3 of them) over `axes`; returns the result and, when
+// asked, its int64 indices.
 inline std::pair<runtime::ValueId, std::optional<runtime::ValueId>> lower_window_pool(
-    runtime::LowerContext& ctx, runtime::ValueId in, WindowAxis h, WindowAxis w, WindowReduce reduce, bool with_indices,
+    runtime::LowerContext& ctx, runtime::ValueId in, std::vector<WindowAxis> axes, WindowReduce reduce, bool with_indices,
     std::optional<double> divisor = std::nullopt) {
   const runtime::Layout l = ctx.layout(in);
-  if (l.rank() != 4 || l.dtype != DType::float32)
-    ctx.fail("2-d pooling takes a 4-d float32 input, got " + runtime::shape_str(l.shape));
+  const std::size_t nd = axes.size();
+  if (nd < 1 || nd > 3 || l.rank() != nd + 2 || l.dtype != DType::float32)
+    ctx.fail(std::to_string(nd) + "-d pooling takes a " + std::to_string(nd + 2) + "-d float32 input, got " +
+             runtime::shape_str(l.shape));
   WindowPoolPlan p;
   p.reduce = reduce;
   p.in = in;
   p.N = l.shape[0];
   p.C = l.shape[1];
-  p.W = l.shape[3];
-  const runtime::Shape out_shape{l.shape[0], l.shape[1], h.size(), w.size()};
+  runtime::Shape out_shape{l.shape[0], l.shape[1]};
+  for (const WindowAxis& a : axes) out_shape.push_back(a.size());
   const runtime::Layout out_layout = runtime::dense_in_order_of(l, out_shape, DType::float32);
   p.out = ctx.buffer(out_layout);
   std::vector<runtime::ValueId> writes{p.out};
@@ -144,12 +156,24 @@ inline std::pair<runtime::ValueId, std::optional<runtime::ValueId>> lower_window
     p.indices = ctx.buffer(runtime::dense_in_order_of(l, out_shape, DType::int64));
     writes.push_back(*p.indices);
   }
-  for (int k = 0; k < 4; ++k) {
+  // The missing leading spatial dims have size 1 (stride 0: never stepped).
+  const std::size_t lead = 3 - nd;
+  for (int k = 0; k < 2; ++k) {
     p.in_strides[k] = l.strides[k];
     p.out_strides[k] = out_layout.strides[k];
   }
-  p.h = std::move(h);
-  p.w = std::move(w);
+  std::int64_t sizes[3] = {1, 1, 1};
+  for (std::size_t k = 0; k < nd; ++k) {
+    p.in_strides[2 + lead + k] = l.strides[2 + k];
+    p.out_strides[2 + lead + k] = out_layout.strides[2 + k];
+    sizes[lead + k] = l.shape[2 + k];
+  }
+  p.H = sizes[1];
+  p.W = sizes[2];
+  while (axes.size() < 3) axes.insert(axes.begin(), unit_axis());
+  p.d = std::move(axes[0]);
+  p.h = std::move(axes[1]);
+  p.w = std::move(axes[2]);
   p.divisor = divisor;
   const auto out = p.out;
   const auto indices = p.indices;

@@ -2,9 +2,9 @@
 // 1-, 2- and 3-d convolution on oneDNN's convolution primitive, and transposed
 // convolution on its deconvolution primitive, at the aten (aten.convolution)
 // and torch (torch.convNd, F.convNd, torch.conv_transposeNd, F.conv_transposeNd)
-// levels. A 2-d result is channels-last when the graph's layout decision says
-// so (then oneDNN reads and writes NHWC directly); 1-d and 3-d results are
-// row-major. The source is reordered in the step only when the primitive wants
+// levels; an unbatched input runs as a batch of one. A 2-d result is
+// channels-last when the graph's layout decision says so (then oneDNN reads
+// and writes NHWC directly); 1-d and 3-d results are row-major. The source is reordered in the step only when the primitive wants
 // another layout (a graph's NCHW input). Constant weights are reordered once,
 // with a following inference batch-norm folded in (not into a transposed one),
 // and a relu or residual add after it become post-ops (onednn/epilogue.hpp).
@@ -57,7 +57,12 @@ struct ConvPrimitive {
   }
 };
 
-inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
+inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
+  // An unbatched input ([C, L], [C, H, W], [C, D, H, W], as PyTorch takes them)
+  // runs as a batch of one; the result drops that dim again.
+  ConvArgs a = given;
+  const bool unbatched = ctx.layout(given.input).rank() == given.stride.size() + 1;
+  if (unbatched) a.input = ctx.view(given.input, runtime::unsqueezed(ctx.layout(given.input), 0));
   const runtime::Layout& in = ctx.layout(a.input);
   const runtime::Layout& w = ctx.layout(a.weight);
   if (in.dtype != DType::float32 || w.dtype != DType::float32) ctx.fail("convolution takes float32");
@@ -265,9 +270,11 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& a) {
   ctx.add_step(std::make_unique<onednn::PrimitiveStep>(pd.prim, std::move(ins), out, dst_md, pre_fill,
                                                         pre_copy, pd.scratchpad, pad_at, std::move(written)),
                reads, {out}, scratch);
-  for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));
-  for (const Node* n : e.tuple_nodes) ctx.absorb(*n, runtime::Lowered::tensor(out));
-  ctx.set_result(out);
+  const std::int64_t batch_dim[] = {0};
+  const runtime::ValueId result = unbatched ? ctx.view(out, runtime::squeezed(ctx.layout(out), batch_dim)) : out;
+  for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
+  for (const Node* n : e.tuple_nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
+  ctx.set_result(result);
 }
 
 // aten.convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):

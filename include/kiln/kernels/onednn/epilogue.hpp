@@ -5,12 +5,14 @@
 // into the weights and bias), then relu / gelu / ... (eltwise post-ops) and a
 // residual add of a tensor already computed (a sum post-op: the addend is
 // placed in the destination first, in place when nothing else reads it).
-// This is where lowering does what oneDNN's own examples do by hand.
+// This is where lowering does what oneDNN's own examples do by hand. The ops
+// may be call_module nodes too (BatchNorm2d, ReLU, ... of a symbolic_trace graph).
 #include <cmath>
 #include <optional>
 #include <string_view>
 #include <vector>
 
+#include "kiln/core/module_attrs.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 
 namespace kiln::kernels::onednn {
@@ -37,6 +39,59 @@ inline bool target_is(const Node* n, std::initializer_list<std::string_view> nam
   for (auto t : names)
     if (n->target_name() == t) return true;
   return false;
+}
+
+// The module of a call_module node, or nullptr.
+inline const ModuleInfo* module_of(const Node& n) {
+  return n.op() == OpKind::call_module ? n.graph().modules().find(n.target_name()) : nullptr;
+}
+inline bool module_is(const ModuleInfo* m, std::initializer_list<std::string_view> classes) {
+  if (!m) return false;
+  for (auto c : classes)
+    if (m->class_name == c) return true;
+  return false;
+}
+
+// An eval-mode BatchNormNd module with running statistics and constant
+// parameters (the weights PATH.running_mean, ...): records its scale and shift
+// in `e` as fold_batch_norm does and returns true, else false.
+inline bool fold_batch_norm_module(const runtime::LowerContext& ctx, const Node& bn, const ModuleInfo& m,
+                                   std::int64_t channels, Epilogue& e) {
+  ModuleAttrs attrs;
+  try {
+    attrs = ModuleAttrs(m);
+  } catch (const Error&) {
+    return false;  // its own kernel reports the table's error
+  }
+  auto flag = [&](const char* name) {
+    const Arg* a = attrs.find(name);
+    return a && a->get_if<bool>() ? std::optional<bool>(*a->get_if<bool>()) : std::nullopt;
+  };
+  const auto tracked = flag("track_running_stats"), affine = flag("affine");
+  const Arg* eps_arg = attrs.find("eps");
+  if (!tracked || !*tracked || !affine || !eps_arg || bn.args().size() != 1 || !bn.kwargs().empty()) return false;
+  const double* eps = eps_arg->get_if<double>();
+  if (!eps) return false;
+  auto param = [&](const char* name) -> std::optional<runtime::Tensor> {
+    const auto v = ctx.weight(m.path + "." + name);
+    return v ? ctx.constant(*v) : std::nullopt;
+  };
+  const auto mean = param("running_mean"), var = param("running_var");
+  std::optional<runtime::Tensor> weight, bias;
+  if (!mean || !var) return false;
+  if (*affine && (!(weight = param("weight")) || !(bias = param("bias")))) return false;
+  for (const auto* t : {&*mean, &*var}) if (t->dtype() != DType::float32 || t->numel() != channels) return false;
+  if ((weight && weight->numel() != channels) || (bias && bias->numel() != channels)) return false;
+  e.scale.resize(channels);
+  e.shift.resize(channels);
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const double g = weight ? weight->data<float>()[c] : 1.0;
+    const double inv = g / std::sqrt(static_cast<double>(var->data<float>()[c]) + *eps);
+    e.scale[c] = static_cast<float>(inv);
+    e.shift[c] = static_cast<float>((bias ? bias->data<float>()[c] : 0.0) - mean->data<float>()[c] * inv);
+  }
+  e.nodes.push_back(&bn);
+  return true;
 }
 
 // The only user of `n` that uses it, ignoring getitems nobody reads.
@@ -75,6 +130,12 @@ inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, st
   std::size_t w, b, m, v, eps_pos;
   std::string_view eps_kw = "eps";
   bool tuple = false;
+  if (const ModuleInfo* mod = module_of(bn)) {
+    if (!module_is(mod, {"torch.nn.modules.batchnorm.BatchNorm1d", "torch.nn.modules.batchnorm.BatchNorm2d",
+                         "torch.nn.modules.batchnorm.BatchNorm3d"}))
+      return false;
+    return fold_batch_norm_module(ctx, bn, *mod, channels, e);
+  }
   if (target_is(&bn, {"torch.nn.functional.batch_norm"})) {
     // F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
     m = 1, v = 2, w = 3, b = 4, eps_pos = 7;
@@ -129,6 +190,25 @@ inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, st
 }
 
 inline std::optional<dnnl::algorithm> eltwise_of(const Node& n) {
+  if (const ModuleInfo* m = module_of(n)) {
+    if (n.args().size() != 1 || !n.kwargs().empty()) return std::nullopt;
+    if (module_is(m, {"torch.nn.modules.activation.ReLU"})) return dnnl::algorithm::eltwise_relu;
+    if (module_is(m, {"torch.nn.modules.activation.Sigmoid"})) return dnnl::algorithm::eltwise_logistic;
+    if (module_is(m, {"torch.nn.modules.activation.Tanh"})) return dnnl::algorithm::eltwise_tanh;
+    if (module_is(m, {"torch.nn.modules.activation.GELU"})) {
+      ModuleAttrs attrs;
+      try {
+        attrs = ModuleAttrs(*m);
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+      const Arg* approx = attrs.find("approximate");
+      const auto* s = approx ? approx->get_if<std::string>() : nullptr;
+      if (!approx || (s && *s == "none")) return dnnl::algorithm::eltwise_gelu_erf;
+      if (s && *s == "tanh") return dnnl::algorithm::eltwise_gelu_tanh;
+    }
+    return std::nullopt;
+  }
   if (target_is(&n, {"aten.relu.default", "aten.relu_.default", "torch.relu", "torch.relu_",
                      "torch.nn.functional.relu"}))
     return dnnl::algorithm::eltwise_relu;

@@ -1,0 +1,313 @@
+#pragma once
+// Kernels of call_module nodes (torch.fx.symbolic_trace's leaf modules): each
+// module lowers as its functional form (Conv2d as F.conv2d, BatchNorm2d as
+// F.batch_norm in eval mode, ...), through LowerContext::lower_as and the
+// functional kernel of the table in use, with the constructor attributes read
+// from the graph's modules table (modules[PATH].attrs) and the parameters and
+// buffers from the weights named PATH.weight, PATH.bias, PATH.running_mean, ...
+// A missing attribute or parameter is an error naming the node and the field.
+// Only kernel.hpp is needed here: the functional kernels are found at lowering.
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/core/module_attrs.hpp"
+#include "kiln/kernels/kernel.hpp"
+
+namespace kiln::kernels {
+
+namespace module_detail {
+
+using runtime::CallArg;
+
+// The module a call_module node calls: its class, attributes and parameters.
+class ModuleCall {
+ public:
+  explicit ModuleCall(runtime::LowerContext& ctx) : ctx_(ctx) {
+    const Node& n = ctx.node();
+    info_ = n.graph().modules().find(n.target_name());
+    if (!info_) ctx.fail("the graph's modules table has no entry for '" + std::string(n.target_name()) + "'");
+    try {
+      attrs_ = ModuleAttrs(*info_);
+    } catch (const Error& e) {
+      ctx.fail(where() + e.what());
+    }
+    if (n.args().size() + n.kwargs().size() != 1)
+      ctx.fail(info_->class_name + " is called with " + std::to_string(n.args().size() + n.kwargs().size()) +
+               " arguments; its kernel takes the input alone");
+  }
+
+  // The module's input, as the node gives it.
+  CallArg input() const {
+    const Node& n = ctx_.node();
+    if (!n.args().empty()) return CallArg::of(n.arg(0));
+    return CallArg::of(n.kwargs().begin()->second);
+  }
+  // Attribute `name`; an error naming it when absent.
+  CallArg attr(std::string_view name) const {
+    const Arg* a = attrs_.find(name);
+    if (!a) ctx_.fail(where() + "attribute '" + std::string(name) + "' is missing");
+    return CallArg::of(*a);
+  }
+  // Attribute `name`, or `dflt` when absent (attributes that do not change the result: inplace).
+  CallArg attr_or(std::string_view name, Arg dflt) const {
+    const Arg* a = attrs_.find(name);
+    return CallArg::of(a ? *a : std::move(dflt));
+  }
+  bool bool_attr(std::string_view name) const {
+    const Arg a = attr(name).arg;
+    if (const auto* b = a.get_if<bool>()) return *b;
+    ctx_.fail(where() + "attribute '" + std::string(name) + "' is not a bool");
+  }
+  std::string string_attr(std::string_view name) const {
+    const Arg a = attr(name).arg;
+    if (const auto* s = a.get_if<std::string>()) return *s;
+    ctx_.fail(where() + "attribute '" + std::string(name) + "' is not a string");
+  }
+  // Parameter or buffer `name` (the weight PATH.name); an error naming it when not given.
+  CallArg param(std::string_view name) const {
+    const std::string full = info_->path + "." + std::string(name);
+    const auto v = ctx_.weight(full);
+    if (!v) ctx_.fail(where() + "parameter '" + std::string(name) + "' (weight '" + full + "') was not given");
+    return CallArg::of_tensor(*v);
+  }
+  // Parameter `name`, or None where the module has none (a Conv2d built with bias=False).
+  CallArg optional_param(std::string_view name) const {
+    const auto v = ctx_.weight(info_->path + "." + std::string(name));
+    return v ? CallArg::of_tensor(*v) : CallArg::of(Arg());
+  }
+  [[noreturn]] void fail(const std::string& what) const { ctx_.fail(where() + what); }
+  void lower_as(std::string_view target, const std::vector<CallArg>& args) const { ctx_.lower_as(target, args); }
+  runtime::LowerContext& ctx() const { return ctx_; }
+
+ private:
+  std::string where() const { return info_->class_name + " '" + info_->path + "': "; }
+  runtime::LowerContext& ctx_;
+  const ModuleInfo* info_ = nullptr;
+  ModuleAttrs attrs_;
+};
+
+inline std::string nd_name(const char* stem, std::size_t nd) { return stem + std::to_string(nd) + "d"; }
+
+// ConvNd: F.convNd(input, weight, bias, stride, padding, dilation, groups); padding may be 'same' / 'valid'.
+template <std::size_t ND>
+struct Conv {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    if (const std::string mode = m.string_attr("padding_mode"); mode != "zeros")
+      m.fail("attribute 'padding_mode' is '" + mode + "'; only 'zeros' is supported");
+    m.lower_as(nd_name("torch.nn.functional.conv", ND), {m.input(), m.param("weight"), m.optional_param("bias"), m.attr("stride"),
+                                                          m.attr("padding"), m.attr("dilation"), m.attr("groups")});
+  }
+};
+// ConvTransposeNd: F.conv_transposeNd(input, weight, bias, stride, padding, output_padding, groups, dilation).
+template <std::size_t ND>
+struct ConvTranspose {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    if (const std::string mode = m.string_attr("padding_mode"); mode != "zeros")
+      m.fail("attribute 'padding_mode' is '" + mode + "'; only 'zeros' is supported");
+    m.lower_as(nd_name("torch.nn.functional.conv_transpose", ND),
+               {m.input(), m.param("weight"), m.optional_param("bias"), m.attr("stride"), m.attr("padding"),
+                m.attr("output_padding"), m.attr("groups"), m.attr("dilation")});
+  }
+};
+// Linear: F.linear(input, weight, bias).
+struct Linear {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.linear", {m.input(), m.param("weight"), m.optional_param("bias")});
+  }
+};
+// BatchNormNd in eval mode: F.batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps).
+struct BatchNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    if (!m.bool_attr("track_running_stats"))
+      m.fail("attribute 'track_running_stats' is false: it normalizes by batch statistics, which inference does not use");
+    const bool affine = m.bool_attr("affine");
+    m.lower_as("torch.nn.functional.batch_norm",
+               {m.input(), m.param("running_mean"), m.param("running_var"), affine ? m.param("weight") : CallArg::of(Arg()),
+                affine ? m.param("bias") : CallArg::of(Arg()), CallArg::of(Arg(false)), CallArg::of(Arg(0.1)), m.attr("eps")});
+  }
+};
+// LayerNorm: F.layer_norm(input, normalized_shape, weight, bias, eps).
+struct LayerNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    const bool affine = m.bool_attr("elementwise_affine");
+    m.lower_as("torch.nn.functional.layer_norm",
+               {m.input(), m.attr("normalized_shape"), affine ? m.param("weight") : CallArg::of(Arg()),
+                affine ? m.optional_param("bias") : CallArg::of(Arg()), m.attr("eps")});
+  }
+};
+// Activations with no attribute that changes the result: F.op(input[, inplace]).
+template <FixedString Target, bool Inplace>
+struct Activation {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    if constexpr (Inplace) m.lower_as(Target.view(), {m.input(), m.attr_or("inplace", Arg(false))});
+    else m.lower_as(Target.view(), {m.input()});
+  }
+};
+struct Gelu {  // F.gelu(input, approximate)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.gelu", {m.input(), m.attr_or("approximate", Arg("none"))});
+  }
+};
+struct Hardtanh {  // Hardtanh and ReLU6: F.hardtanh(input, min_val, max_val, inplace)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.hardtanh",
+               {m.input(), m.attr("min_val"), m.attr("max_val"), m.attr_or("inplace", Arg(false))});
+  }
+};
+struct LeakyRelu {  // F.leaky_relu(input, negative_slope, inplace)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.leaky_relu", {m.input(), m.attr("negative_slope"), m.attr_or("inplace", Arg(false))});
+  }
+};
+struct Dropout {  // eval mode: F.dropout(input, p, training=False), the identity
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.dropout", {m.input(), m.attr_or("p", Arg(0.5)), CallArg::of(Arg(false))});
+  }
+};
+// MaxPoolNd: F.max_poolNd(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices).
+template <std::size_t ND>
+struct MaxPool {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as(nd_name("torch.nn.functional.max_pool", ND),
+               {m.input(), m.attr("kernel_size"), m.attr("stride"), m.attr("padding"), m.attr("dilation"), m.attr("ceil_mode"),
+                m.attr_or("return_indices", Arg(false))});
+  }
+};
+// AvgPoolNd: F.avg_poolNd(input, kernel_size, stride, padding, ceil_mode, count_include_pad[, divisor_override]).
+template <std::size_t ND>
+struct AvgPool {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    std::vector<CallArg> args{m.input(),          m.attr("kernel_size"), m.attr("stride"), m.attr("padding"),
+                              m.attr("ceil_mode"), m.attr("count_include_pad")};
+    if (ND > 1) args.push_back(m.attr_or("divisor_override", Arg()));
+    m.lower_as(nd_name("torch.nn.functional.avg_pool", ND), args);
+  }
+};
+// AdaptiveAvgPoolNd: F.adaptive_avg_poolNd(input, output_size).
+template <std::size_t ND>
+struct AdaptiveAvgPool {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as(nd_name("torch.nn.functional.adaptive_avg_pool", ND), {m.input(), m.attr("output_size")});
+  }
+};
+struct AdaptiveMaxPool2d {  // F.adaptive_max_pool2d(input, output_size, return_indices)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.adaptive_max_pool2d",
+               {m.input(), m.attr("output_size"), m.attr_or("return_indices", Arg(false))});
+  }
+};
+struct Flatten {  // torch.flatten(input, start_dim, end_dim)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.flatten", {m.input(), m.attr("start_dim"), m.attr("end_dim")});
+  }
+};
+// Softmax / LogSoftmax: F.softmax(input, dim). dim=None takes PyTorch's legacy
+// choice (0 for 0-, 1- and 3-d inputs, else 1), as the module does.
+template <bool Log>
+struct Softmax {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    CallArg dim = m.attr("dim");
+    if (dim.arg.is_none()) {
+      const CallArg in = m.input();
+      const Node* src = in.arg.node();
+      if (!src || !ctx.lowered(src).is_tensor()) m.fail("its input is not a tensor");
+      const std::size_t rank = ctx.layout(ctx.lowered(src).id).rank();
+      dim = CallArg::of(Arg(static_cast<std::int64_t>(rank == 0 || rank == 1 || rank == 3 ? 0 : 1)));
+    }
+    m.lower_as(Log ? "torch.nn.functional.log_softmax" : "torch.nn.functional.softmax", {m.input(), dim});
+  }
+};
+// Embedding: F.embedding(input, weight); max_norm renormalizes the weight in
+// place on every call, which a compiled graph does not do.
+struct Embedding {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    if (!m.attr_or("max_norm", Arg()).arg.is_none()) m.fail("attribute 'max_norm' is set; renormalizing weights is not supported");
+    m.lower_as("torch.nn.functional.embedding", {m.input(), m.param("weight")});
+  }
+};
+
+}  // namespace module_detail
+
+#define KILN_MODULE_KERNEL(cls, ...) \
+  template <>                        \
+  struct Kernel<"module:torch.nn.modules." cls> : __VA_ARGS__ {}
+
+KILN_MODULE_KERNEL("conv.Conv1d", module_detail::Conv<1>);
+KILN_MODULE_KERNEL("conv.Conv2d", module_detail::Conv<2>);
+KILN_MODULE_KERNEL("conv.Conv3d", module_detail::Conv<3>);
+KILN_MODULE_KERNEL("conv.ConvTranspose1d", module_detail::ConvTranspose<1>);
+KILN_MODULE_KERNEL("conv.ConvTranspose2d", module_detail::ConvTranspose<2>);
+KILN_MODULE_KERNEL("conv.ConvTranspose3d", module_detail::ConvTranspose<3>);
+KILN_MODULE_KERNEL("linear.Linear", module_detail::Linear);
+KILN_MODULE_KERNEL("batchnorm.BatchNorm1d", module_detail::BatchNorm);
+KILN_MODULE_KERNEL("batchnorm.BatchNorm2d", module_detail::BatchNorm);
+KILN_MODULE_KERNEL("batchnorm.BatchNorm3d", module_detail::BatchNorm);
+KILN_MODULE_KERNEL("normalization.LayerNorm", module_detail::LayerNorm);
+KILN_MODULE_KERNEL("activation.ReLU", module_detail::Activation<"torch.nn.functional.relu", true>);
+KILN_MODULE_KERNEL("activation.SiLU", module_detail::Activation<"torch.nn.functional.silu", true>);
+KILN_MODULE_KERNEL("activation.Hardswish", module_detail::Activation<"torch.nn.functional.hardswish", true>);
+KILN_MODULE_KERNEL("activation.Sigmoid", module_detail::Activation<"torch.sigmoid", false>);
+KILN_MODULE_KERNEL("activation.Tanh", module_detail::Activation<"torch.tanh", false>);
+KILN_MODULE_KERNEL("activation.GELU", module_detail::Gelu);
+KILN_MODULE_KERNEL("activation.Hardtanh", module_detail::Hardtanh);
+KILN_MODULE_KERNEL("activation.ReLU6", module_detail::Hardtanh);
+KILN_MODULE_KERNEL("activation.LeakyReLU", module_detail::LeakyRelu);
+KILN_MODULE_KERNEL("activation.Softmax", module_detail::Softmax<false>);
+KILN_MODULE_KERNEL("activation.LogSoftmax", module_detail::Softmax<true>);
+KILN_MODULE_KERNEL("dropout.Dropout", module_detail::Dropout);
+KILN_MODULE_KERNEL("dropout.Dropout1d", module_detail::Dropout);
+KILN_MODULE_KERNEL("dropout.Dropout2d", module_detail::Dropout);
+KILN_MODULE_KERNEL("dropout.Dropout3d", module_detail::Dropout);
+KILN_MODULE_KERNEL("pooling.MaxPool1d", module_detail::MaxPool<1>);
+KILN_MODULE_KERNEL("pooling.MaxPool2d", module_detail::MaxPool<2>);
+KILN_MODULE_KERNEL("pooling.MaxPool3d", module_detail::MaxPool<3>);
+KILN_MODULE_KERNEL("pooling.AvgPool1d", module_detail::AvgPool<1>);
+KILN_MODULE_KERNEL("pooling.AvgPool2d", module_detail::AvgPool<2>);
+KILN_MODULE_KERNEL("pooling.AvgPool3d", module_detail::AvgPool<3>);
+KILN_MODULE_KERNEL("pooling.AdaptiveAvgPool1d", module_detail::AdaptiveAvgPool<1>);
+KILN_MODULE_KERNEL("pooling.AdaptiveAvgPool2d", module_detail::AdaptiveAvgPool<2>);
+KILN_MODULE_KERNEL("pooling.AdaptiveAvgPool3d", module_detail::AdaptiveAvgPool<3>);
+KILN_MODULE_KERNEL("pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool2d);
+KILN_MODULE_KERNEL("flatten.Flatten", module_detail::Flatten);
+KILN_MODULE_KERNEL("sparse.Embedding", module_detail::Embedding);
+
+#undef KILN_MODULE_KERNEL
+
+#define KILN_MODULE(cls) Kernel<"module:torch.nn.modules." cls>
+inline constexpr auto module_kernels = boost::hana::tuple_t<
+    KILN_MODULE("conv.Conv1d"), KILN_MODULE("conv.Conv2d"), KILN_MODULE("conv.Conv3d"), KILN_MODULE("conv.ConvTranspose1d"),
+    KILN_MODULE("conv.ConvTranspose2d"), KILN_MODULE("conv.ConvTranspose3d"), KILN_MODULE("linear.Linear"),
+    KILN_MODULE("batchnorm.BatchNorm1d"), KILN_MODULE("batchnorm.BatchNorm2d"), KILN_MODULE("batchnorm.BatchNorm3d"),
+    KILN_MODULE("normalization.LayerNorm"), KILN_MODULE("activation.ReLU"), KILN_MODULE("activation.SiLU"),
+    KILN_MODULE("activation.Hardswish"), KILN_MODULE("activation.Sigmoid"), KILN_MODULE("activation.Tanh"),
+    KILN_MODULE("activation.GELU"), KILN_MODULE("activation.Hardtanh"), KILN_MODULE("activation.ReLU6"),
+    KILN_MODULE("activation.LeakyReLU"), KILN_MODULE("activation.Softmax"), KILN_MODULE("activation.LogSoftmax"),
+    KILN_MODULE("dropout.Dropout"), KILN_MODULE("dropout.Dropout1d"), KILN_MODULE("dropout.Dropout2d"),
+    KILN_MODULE("dropout.Dropout3d"), KILN_MODULE("pooling.MaxPool1d"), KILN_MODULE("pooling.MaxPool2d"),
+    KILN_MODULE("pooling.MaxPool3d"), KILN_MODULE("pooling.AvgPool1d"), KILN_MODULE("pooling.AvgPool2d"),
+    KILN_MODULE("pooling.AvgPool3d"), KILN_MODULE("pooling.AdaptiveAvgPool1d"), KILN_MODULE("pooling.AdaptiveAvgPool2d"),
+    KILN_MODULE("pooling.AdaptiveAvgPool3d"), KILN_MODULE("pooling.AdaptiveMaxPool2d"), KILN_MODULE("flatten.Flatten"),
+    KILN_MODULE("sparse.Embedding")>;
+#undef KILN_MODULE
+
+}  // namespace kiln::kernels
