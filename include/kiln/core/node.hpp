@@ -604,6 +604,12 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
   // from[i]'s users as its list stands then, where the users edited by
   // earlier calls have moved to the end (an edited node becomes its inputs'
   // last user), in the order of their last edit. Each edit key is (call, place).
+  // A user of thousands of inputs (the cat of every tower) reads each
+  // input's user list, in nodes all over memory: ask for them ahead.
+  auto prefetch_users_of_input = [](const Node* u, std::size_t k) {
+    constexpr std::size_t kAhead = 8;
+    if (k + kAhead < u->inputs_.size()) detail::prefetch(&u->inputs_[k + kAhead]->users_);
+  };
   // Each edited user's key, and its place in `edited` (which `rejoin` follows).
   struct Edit {
     std::pair<std::size_t, std::size_t> key;
@@ -664,6 +670,7 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
       continue;
     }
     for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+      prefetch_users_of_input(u, k);
       Node* in = u->inputs_[k];
       if (replaced.contains(in)) {
         u->remove_from_users_of(k);
@@ -680,6 +687,7 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
   for (Node* u : edited) {
     SmallVector<std::uint32_t, 4>& again_at = rejoin[edits.find(u)->index];
     for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+      prefetch_users_of_input(u, k);
       // An input this user was last of already stays last, unless a user
       // edited before this one has just joined after it.
       const auto k32 = static_cast<std::uint32_t>(k);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kiln/core/detail/graph_internals.hpp"
+#include "kiln/core/detail/huge_page_allocator.hpp"
 #include "kiln/core/topological_sort.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/passes/counters.hpp"
@@ -97,11 +98,10 @@ class Marks {
   }
   static bool is_new(const Node* n) { return n->scratch() == 0; }
   Record& at(const Node* n) {
-    if (n->scratch() == 0) {
-      records_.emplace_back();
-      n->scratch() = static_cast<std::uint32_t>(records_.size());
-    }
-    return records_[n->scratch() - 1];
+    const std::uint32_t i = n->scratch();
+    if (i == 0) [[unlikely]]
+      return add(n);
+    return records_[i - 1];
   }
   std::uint32_t& key(const Node* n) { return at(n).key; }
   std::uint32_t& level(const Node* n) { return at(n).level; }
@@ -113,7 +113,13 @@ class Marks {
   std::uint8_t& inputs_near(const Node* n) { return at(n).inputs_near; }
 
  private:
-  std::vector<Record> records_;
+  [[gnu::noinline]] Record& add(const Node* n) {
+    records_.emplace_back();
+    n->scratch() = static_cast<std::uint32_t>(records_.size());
+    return records_.back();
+  }
+
+  std::vector<Record, kiln::detail::HugePageAllocator<Record>> records_;
 };
 
 }  // namespace detail
@@ -147,21 +153,22 @@ class Search {
   Search(Graph& g, const Fusion& fusion) : g_(g), fusion_(fusion) {}
 
   // Inductor's get_fusion_candidates from `root`. Where nodes are marked
-  // near (run), a node's inputs are not looked at when none of them has a
-  // node the fusion may match close enough above it to be reached within
-  // the search depth: what the search would find there is nothing, and
-  // what it finds elsewhere, and in which order, stays the same (the nodes
-  // left out are closed upwards, so none lies on the way to a candidate).
-  // Searching from a node just below a fused set's stack otherwise reads
-  // every one of the stack's inputs.
+  // near (run), a node with no node the fusion may match close enough above
+  // it to be reached within the search depth is not queued, and a node's
+  // inputs are not looked at when none of them has one: what the search
+  // would find there is nothing, and what it finds elsewhere, and in which
+  // order, stays the same (the nodes left out are closed upwards, so none
+  // lies on the way to a candidate). Searching from a node just below a
+  // fused set's stack otherwise reads every one of the stack's inputs.
   void candidates(Node* root, CandidateGroups& out) {
     out.clear();
     if (root->op() == OpKind::call_function && root->target().hash == pyop::getitem.hash) return;
     const std::uint32_t stamp = ++bfs_stamp_;
     queue_.clear();
     for (Node* in : root->all_input_nodes()) {
-      queue_.emplace_back(1, in);
-      marks_.visited(in) = stamp;
+      detail::Marks::Record& r = marks_.at(in);
+      r.visited = stamp;
+      if (may_find_from(r, 1)) queue_.emplace_back(1, in);
     }
     for (std::size_t head = 0; head < queue_.size(); ++head) {
       const auto [depth, n] = queue_[head];
@@ -170,19 +177,25 @@ class Search {
         out.add(key, n);
       } else if (depth < fusion_.options.max_fuse_search_depth && (!filter_roots_ || may_find_above(n, depth))) {
         for (Node* in : n->all_input_nodes()) {
-          if (marks_.visited(in) == stamp) continue;
-          marks_.visited(in) = stamp;
-          queue_.emplace_back(depth + 1, in);
+          detail::Marks::Record& r = marks_.at(in);
+          if (r.visited == stamp) continue;
+          r.visited = stamp;
+          if (may_find_from(r, depth + 1)) queue_.emplace_back(depth + 1, in);
         }
       }
     }
   }
 
-  // Whether an input of `n` (reached at `depth`) may still lead to a
-  // candidate: an input at depth + 1 finds one only if a node the fusion may
-  // match lies at most max_fuse_search_depth - depth - 1 steps above it
-  // (itself included), that is (max_fuse_search_depth <= near_depth()) only
-  // if the input's `near` is at least depth + 2.
+  // Whether a node reached at `depth` may be or lead to a candidate: only
+  // if a node the fusion may match lies at most max_fuse_search_depth - depth
+  // steps above it (itself included), that is (max_fuse_search_depth <=
+  // near_depth()) only if its `near` is at least depth + 1. A node that may
+  // not is neither matched nor expanded by the search, and neither are the
+  // nodes above it that only it leads to, so it is not queued (only marked
+  // visited, as Inductor's search does).
+  bool may_find_from(const detail::Marks::Record& r, std::int64_t depth) const { return !filter_roots_ || r.near >= depth + 1; }
+  // Whether an input of `n` (reached at `depth`) may: none may unless the
+  // inputs' highest `near` is at least depth + 2.
   bool may_find_above(Node* n, std::int64_t depth) { return marks_.inputs_near(n) >= depth + 2; }
 
   // Inductor's find_independent_subset_greedy over `nodes`: rounds that take,
@@ -467,7 +480,7 @@ class Search {
   std::unordered_map<std::string, std::uint32_t> key_ids_;
   std::uint32_t lo_ = 0, hi_ = ~std::uint32_t{0};  // the round's band of levels
   std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0, round_ = 0;
-  std::vector<std::pair<std::int64_t, Node*>> queue_;
+  std::vector<std::pair<std::int64_t, Node*>, kiln::detail::HugePageAllocator<std::pair<std::int64_t, Node*>>> queue_;
   std::vector<Node*> stack_, near_stack_;
   std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
   bool filter_roots_ = false;     // looking only from nodes marked near (run)
