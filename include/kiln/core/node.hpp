@@ -686,7 +686,9 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
   std::sort(edited.begin(), edited.end(), [&](Node* a, Node* b) { return key(a) < key(b); });
   for (Node* u : edited) {
     SmallVector<std::uint32_t, 4>& again_at = rejoin[edits.find(u)->index];
-    for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+    // With one user edited, nothing joined a list since the loop above found
+    // it the last user there (a cat of thousands, once per fused set).
+    for (std::size_t k = 0; k < u->inputs_.size() && edited.size() > 1; ++k) {
       prefetch_users_of_input(u, k);
       // An input this user was last of already stays last, unless a user
       // edited before this one has just joined after it.
