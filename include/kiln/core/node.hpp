@@ -293,19 +293,107 @@ inline bool has_null_node(const Arg& a) {
 }
 }  // namespace detail
 
+namespace detail {
+// Node addresses to values, open addressing, growing as needed: editing a
+// node of thousands of inputs or users asks one about each of them, where
+// std::unordered_map's lookups and its allocation per entry were most of
+// the time. A reference from get() lasts until the next get() of a node
+// not in the map.
+template <class V>
+class NodeMap {
+ public:
+  explicit NodeMap(std::size_t expected = 0) {
+    std::size_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    keys_.assign(cap, nullptr);
+    values_.resize(cap);
+    mask_ = cap - 1;
+  }
+  // The value of `n`, a V{} inserted first when absent (`*inserted` says).
+  V& get(const Node* n, bool* inserted = nullptr) {
+    std::size_t i = home(n);
+    for (;; i = (i + 1) & mask_) {
+      if (keys_[i] == n) {
+        if (inserted) *inserted = false;
+        return values_[i];
+      }
+      if (!keys_[i]) break;
+    }
+    if (2 * (size_ + 1) > keys_.size()) {
+      grow();
+      for (i = home(n); keys_[i]; i = (i + 1) & mask_) {
+      }
+    }
+    keys_[i] = n;
+    values_[i] = V{};
+    ++size_;
+    if (inserted) *inserted = true;
+    return values_[i];
+  }
+  const V* find(const Node* n) const {
+    for (std::size_t i = home(n);; i = (i + 1) & mask_) {
+      if (keys_[i] == n) return &values_[i];
+      if (!keys_[i]) return nullptr;
+    }
+  }
+  bool contains(const Node* n) const { return find(n) != nullptr; }
+
+ private:
+  std::size_t home(const Node* n) const {
+    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(n) >> 6) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
+  }
+  void grow() {
+    std::vector<const Node*> keys(2 * keys_.size(), nullptr);
+    std::vector<V> values(2 * keys_.size());
+    keys.swap(keys_);
+    values.swap(values_);
+    mask_ = keys_.size() - 1;
+    for (std::size_t j = 0; j < keys.size(); ++j) {
+      if (!keys[j]) continue;
+      std::size_t i = home(keys[j]);
+      while (keys_[i]) i = (i + 1) & mask_;
+      keys_[i] = keys[j];
+      values_[i] = std::move(values[j]);
+    }
+  }
+  std::vector<const Node*> keys_;
+  std::vector<V> values_;
+  std::size_t size_ = 0, mask_ = 0;
+};
+
+// A set of node addresses, the same way.
+class NodeSet {
+ public:
+  explicit NodeSet(std::size_t expected = 0) : map_(expected) {}
+  bool insert(const Node* n) {
+    bool inserted = false;
+    map_.get(n, &inserted);
+    return inserted;
+  }
+  bool contains(const Node* n) const { return map_.contains(n); }
+
+ private:
+  struct Nothing {};
+  NodeMap<Nothing> map_;
+};
+}  // namespace detail
+
 template <class Args>
 inline void Node::collect_inputs(const Args& args, const ArgDict& kwargs, InputNodes& out) {
   out.clear();
   // Only for a large fan-in (a cat of many): constructing and destroying even an
   // empty set costs more than the rest of linking a small node's inputs.
-  std::optional<std::unordered_set<Node*>> seen;
+  std::optional<detail::NodeSet> seen;
   auto add = [&](Node* n) {
     if (out.size() < 16) {
       for (Node* m : out)
         if (m == n) return;
       out.push_back(n);
-      if (out.size() == 16) seen.emplace(out.begin(), out.end());
-    } else if (seen->insert(n).second) {
+      if (out.size() == 16) {
+        seen.emplace(64);
+        for (Node* m : out) seen->insert(m);
+      }
+    } else if (seen->insert(n)) {
       out.push_back(n);
     }
   };
@@ -486,55 +574,21 @@ inline void replace_node_refs(Arg& a, const Node* from, Node* to) {
 }
 }  // namespace detail
 
-namespace detail {
-// A set of node addresses, open addressing: replace_all_uses_of asks it of
-// every argument of a user with thousands, where a hash map's lookups were
-// most of the time.
-class NodeSet {
- public:
-  explicit NodeSet(std::size_t n) {
-    std::size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    slots_.assign(cap, nullptr);
-    mask_ = cap - 1;
-  }
-  bool insert(const Node* n) {
-    for (std::size_t i = home(n);; i = (i + 1) & mask_) {
-      if (slots_[i] == n) return false;
-      if (!slots_[i]) {
-        slots_[i] = n;
-        return true;
-      }
-    }
-  }
-  bool contains(const Node* n) const {
-    for (std::size_t i = home(n);; i = (i + 1) & mask_) {
-      if (slots_[i] == n) return true;
-      if (!slots_[i]) return false;
-    }
-  }
-
- private:
-  std::size_t home(const Node* n) const {
-    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(n) >> 6) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
-  }
-  std::vector<const Node*> slots_;
-  std::size_t mask_ = 0;
-};
-}  // namespace detail
-
 inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Node* const> to) {
   if (from.size() != to.size()) throw GraphError("replace_all_uses_of: as many replacements as nodes are needed");
-  std::unordered_map<const Node*, Node*> map;
-  detail::NodeSet replaced(from.size()), targets(from.size());
+  // replaced: from[i] -> i, the first i of each (its replacement to[i]).
+  detail::NodeMap<std::size_t> replaced(from.size());
+  detail::NodeSet targets(from.size());
   bool distinct_targets = true;
   for (std::size_t i = 0; i < from.size(); ++i) {
     if (from[i] == to[i]) continue;
     from[i]->check_input(to[i]);
-    map.emplace(from[i], to[i]);
-    replaced.insert(from[i]);
+    bool first = false;
+    std::size_t& at = replaced.get(from[i], &first);
+    if (first) at = i;
     distinct_targets &= targets.insert(to[i]);
   }
+  auto replacement = [&](const Node* n) { return to[*replaced.find(n)]; };
   // Chains (a -> b, b -> c) and replacements that use what they replace would
   // need the calls' order: make them one by one.
   bool tangled = false;
@@ -550,31 +604,45 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
   // from[i]'s users as its list stands then, where the users edited by
   // earlier calls have moved to the end (an edited node becomes its inputs'
   // last user), in the order of their last edit. Each edit key is (call, place).
-  std::unordered_map<Node*, std::pair<std::size_t, std::size_t>> key;
+  // A user of thousands of inputs (the cat of every tower) reads each
+  // input's user list, in nodes all over memory: ask for them ahead.
+  auto prefetch_users_of_input = [](const Node* u, std::size_t k) {
+    constexpr std::size_t kAhead = 8;
+    if (k + kAhead < u->inputs_.size()) detail::prefetch(&u->inputs_[k + kAhead]->users_);
+  };
+  // Each edited user's key, and its place in `edited` (which `rejoin` follows).
+  struct Edit {
+    std::pair<std::size_t, std::size_t> key;
+    std::size_t index = 0;
+  };
+  std::size_t user_count = 0;
+  for (std::size_t i = 0; i < from.size(); ++i) user_count += from[i]->live_users_;
+  detail::NodeMap<Edit> edits(user_count);
+  auto key = [&](const Node* u) { return edits.find(u)->key; };
   std::vector<Node*> edited;  // in order of first edit
   std::vector<Node*> fresh, again;
   for (std::size_t i = 0; i < from.size(); ++i) {
     if (from[i] == to[i]) continue;
     fresh.clear();
     again.clear();
-    for (Node* u : from[i]->users()) (key.count(u) ? again : fresh).push_back(u);
-    std::sort(again.begin(), again.end(), [&](Node* a, Node* b) { return key[a] < key[b]; });
+    for (Node* u : from[i]->users()) (edits.contains(u) ? again : fresh).push_back(u);
+    std::sort(again.begin(), again.end(), [&](Node* a, Node* b) { return key(a) < key(b); });
     std::size_t place = 0;
     for (Node* u : fresh) {
-      key[u] = {i, place++};
+      edits.get(u) = Edit{{i, place++}, edited.size()};
       edited.push_back(u);
     }
-    for (Node* u : again) key[u] = {i, place++};
+    for (Node* u : again) edits.get(u).key = {i, place++};
   }
   // Rewrite each user's arguments once. Where no replacement was an input of
   // the user already (so no two inputs merge), each replaced input is swapped
   // in place, which keeps first-use order; otherwise its inputs are collected
-  // again. `rejoin[u]` lists the inputs whose user lists u must join again.
-  std::unordered_map<Node*, std::vector<std::size_t>> rejoin;
+  // again. `rejoin[Edit::index]` lists the inputs whose user lists u must join again.
+  std::vector<SmallVector<std::uint32_t, 4>> rejoin(edited.size());
   for (Node* u : edited) {
     auto rewrite = [&](Arg& a, auto& self) -> void {
       if (a.is_node()) {
-        if (replaced.contains(a.node())) a = Arg(map.find(a.node())->second);
+        if (replaced.contains(a.node())) a = Arg(replacement(a.node()));
       } else if (a.is_scalar()) {
         return;
       } else if (auto* l = a.get_if<ArgList>()) {
@@ -591,40 +659,48 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
     bool merges = !distinct_targets;
     for (std::size_t k = 0; k < u->inputs_.size() && !merges; ++k)
       if (replaced.contains(u->inputs_[k]))
-        for (const Node* v : map.find(u->inputs_[k])->second->users()) merges |= v == u;
-    std::vector<std::size_t>& again_at = rejoin[u];
+        for (const Node* v : replacement(u->inputs_[k])->users()) merges |= v == u;
+    SmallVector<std::uint32_t, 4>& again_at = rejoin[edits.find(u)->index];
     if (merges) {
       for (std::size_t k = 0; k < u->inputs_.size(); ++k) u->remove_from_users_of(k);
       collect_inputs(u->args_, u->kwargs(), u->inputs_);
       u->input_slots_.clear();
       for (std::size_t k = 0; k < u->inputs_.size(); ++k) u->input_slots_.push_back(0);
-      for (std::size_t k = 0; k < u->inputs_.size(); ++k) again_at.push_back(k);
+      for (std::size_t k = 0; k < u->inputs_.size(); ++k) again_at.push_back(static_cast<std::uint32_t>(k));
       continue;
     }
     for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+      prefetch_users_of_input(u, k);
       Node* in = u->inputs_[k];
       if (replaced.contains(in)) {
         u->remove_from_users_of(k);
-        u->inputs_[k] = map.find(in)->second;
-        again_at.push_back(k);
+        u->inputs_[k] = replacement(in);
+        again_at.push_back(static_cast<std::uint32_t>(k));
       } else if (!u->is_last_user_of(k)) {
         u->remove_from_users_of(k);  // it moves to the end of this list
-        again_at.push_back(k);
+        again_at.push_back(static_cast<std::uint32_t>(k));
       }
     }
   }
   // Join in the order of each user's last edit: where the calls leave them.
-  std::sort(edited.begin(), edited.end(), [&](Node* a, Node* b) { return key[a] < key[b]; });
+  std::sort(edited.begin(), edited.end(), [&](Node* a, Node* b) { return key(a) < key(b); });
   for (Node* u : edited) {
-    for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+    SmallVector<std::uint32_t, 4>& again_at = rejoin[edits.find(u)->index];
+    // With one user edited, nothing joined a list since the loop above found
+    // it the last user there (a cat of thousands, once per fused set).
+    for (std::size_t k = 0; k < u->inputs_.size() && edited.size() > 1; ++k) {
+      prefetch_users_of_input(u, k);
       // An input this user was last of already stays last, unless a user
       // edited before this one has just joined after it.
-      if (!u->is_last_user_of(k) && !std::binary_search(rejoin[u].begin(), rejoin[u].end(), k)) {
+      const auto k32 = static_cast<std::uint32_t>(k);
+      if (!u->is_last_user_of(k) && !std::binary_search(again_at.begin(), again_at.end(), k32)) {
         u->remove_from_users_of(k);
-        rejoin[u].insert(std::lower_bound(rejoin[u].begin(), rejoin[u].end(), k), k);
+        const std::size_t at = static_cast<std::size_t>(std::lower_bound(again_at.begin(), again_at.end(), k32) - again_at.begin());
+        again_at.push_back(k32);
+        std::rotate(again_at.begin() + at, again_at.end() - 1, again_at.end());
       }
     }
-    for (std::size_t k : rejoin[u]) u->join_users_of(k);
+    for (std::size_t k : again_at) u->join_users_of(k);
   }
 }
 

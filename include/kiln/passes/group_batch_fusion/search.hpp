@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kiln/core/detail/graph_internals.hpp"
+#include "kiln/core/detail/huge_page_allocator.hpp"
 #include "kiln/core/topological_sort.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/passes/counters.hpp"
@@ -43,14 +44,18 @@ class Marks {
   // The node's group key, as an index into the search's key table; kUnknown
   // until match() was asked, kNoKey when it found none.
   static constexpr std::uint32_t kUnknown = 0xFFFFFFFF, kNoKey = 0xFFFFFFFE;
-  static constexpr std::uint32_t kMaxNear = 0xFFFF;  // Record::near's limit
+  static constexpr std::uint32_t kMaxNear = 0xFF;  // Record::near's limit
   struct Record {
     std::uint32_t key = kUnknown;
     std::uint32_t level = 0;  // more than the level of each of the node's inputs (see Search::run)
     std::uint32_t visited = 0, up = 0, down = 0;
     // 1 + how many more steps down it is still near a node the fusion may
     // match (0: not near one; see Search::mark_near).
-    std::uint16_t near = 0;
+    std::uint8_t near = 0;
+    // At least the highest `near` of the node's inputs, so that a search
+    // knows whether anything above the node can still be found without
+    // reading its inputs (see Search::candidates).
+    std::uint8_t inputs_near = 0;
     bool fused = false;
   };
 
@@ -71,6 +76,9 @@ class Marks {
     records_.clear();
     records_.reserve(g.size() + g.size() / 8);
     for (Node* n : g.nodes()) {
+      // The walk misses the cache at every node of a large graph: ask for
+      // the next node's inputs while this one is looked at.
+      if (Node* next = n->next()) kiln::detail::prefetch(&next->all_input_nodes());
       std::uint32_t level = 0, near = 0;
       for (const Node* in : n->all_input_nodes()) {
         if (!in->is_before(*n)) return false;
@@ -78,24 +86,25 @@ class Marks {
         level = std::max(level, r.level + 1);
         near = std::max<std::uint32_t>(near, r.near);
       }
+      const std::uint32_t inputs_near = near;
       near = near > 0 ? near - 1 : 0;
       if (n->op() == OpKind::call_function &&
           std::find(near_targets.begin(), near_targets.end(), n->target().hash) != near_targets.end())
         near = near_depth + 1;
       Record& r = records_.emplace_back();
       r.level = level;
-      r.near = static_cast<std::uint16_t>(near);
+      r.near = static_cast<std::uint8_t>(near);
+      r.inputs_near = static_cast<std::uint8_t>(inputs_near);
       n->scratch() = static_cast<std::uint32_t>(records_.size());
     }
     return true;
   }
   static bool is_new(const Node* n) { return n->scratch() == 0; }
   Record& at(const Node* n) {
-    if (n->scratch() == 0) {
-      records_.emplace_back();
-      n->scratch() = static_cast<std::uint32_t>(records_.size());
-    }
-    return records_[n->scratch() - 1];
+    const std::uint32_t i = n->scratch();
+    if (i == 0) [[unlikely]]
+      return add(n);
+    return records_[i - 1];
   }
   std::uint32_t& key(const Node* n) { return at(n).key; }
   std::uint32_t& level(const Node* n) { return at(n).level; }
@@ -103,10 +112,17 @@ class Marks {
   std::uint32_t& up(const Node* n) { return at(n).up; }
   std::uint32_t& down(const Node* n) { return at(n).down; }
   bool& fused(const Node* n) { return at(n).fused; }
-  std::uint16_t& near(const Node* n) { return at(n).near; }
+  std::uint8_t& near(const Node* n) { return at(n).near; }
+  std::uint8_t& inputs_near(const Node* n) { return at(n).inputs_near; }
 
  private:
-  std::vector<Record> records_;
+  [[gnu::noinline]] Record& add(const Node* n) {
+    records_.emplace_back();
+    n->scratch() = static_cast<std::uint32_t>(records_.size());
+    return records_.back();
+  }
+
+  std::vector<Record, kiln::detail::HugePageAllocator<Record>> records_;
 };
 
 }  // namespace detail
@@ -139,30 +155,51 @@ class Search {
  public:
   Search(Graph& g, const Fusion& fusion) : g_(g), fusion_(fusion) {}
 
-  // Inductor's get_fusion_candidates from `root`.
+  // Inductor's get_fusion_candidates from `root`. Where nodes are marked
+  // near (run), a node with no node the fusion may match close enough above
+  // it to be reached within the search depth is not queued, and a node's
+  // inputs are not looked at when none of them has one: what the search
+  // would find there is nothing, and what it finds elsewhere, and in which
+  // order, stays the same (the nodes left out are closed upwards, so none
+  // lies on the way to a candidate). Searching from a node just below a
+  // fused set's stack otherwise reads every one of the stack's inputs.
   void candidates(Node* root, CandidateGroups& out) {
     out.clear();
     if (root->op() == OpKind::call_function && root->target().hash == pyop::getitem.hash) return;
     const std::uint32_t stamp = ++bfs_stamp_;
     queue_.clear();
     for (Node* in : root->all_input_nodes()) {
-      queue_.emplace_back(1, in);
-      marks_.visited(in) = stamp;
+      detail::Marks::Record& r = marks_.at(in);
+      r.visited = stamp;
+      if (may_find_from(r, 1)) queue_.emplace_back(1, in);
     }
     for (std::size_t head = 0; head < queue_.size(); ++head) {
       const auto [depth, n] = queue_[head];
       if (marks_.fused(n)) continue;
       if (const std::uint32_t key = key_of(n); key != detail::Marks::kNoKey) {
         out.add(key, n);
-      } else if (depth < fusion_.options.max_fuse_search_depth) {
+      } else if (depth < fusion_.options.max_fuse_search_depth && (!filter_roots_ || may_find_above(n, depth))) {
         for (Node* in : n->all_input_nodes()) {
-          if (marks_.visited(in) == stamp) continue;
-          marks_.visited(in) = stamp;
-          queue_.emplace_back(depth + 1, in);
+          detail::Marks::Record& r = marks_.at(in);
+          if (r.visited == stamp) continue;
+          r.visited = stamp;
+          if (may_find_from(r, depth + 1)) queue_.emplace_back(depth + 1, in);
         }
       }
     }
   }
+
+  // Whether a node reached at `depth` may be or lead to a candidate: only
+  // if a node the fusion may match lies at most max_fuse_search_depth - depth
+  // steps above it (itself included), that is (max_fuse_search_depth <=
+  // near_depth()) only if its `near` is at least depth + 1. A node that may
+  // not is neither matched nor expanded by the search, and neither are the
+  // nodes above it that only it leads to, so it is not queued (only marked
+  // visited, as Inductor's search does).
+  bool may_find_from(const detail::Marks::Record& r, std::int64_t depth) const { return !filter_roots_ || r.near >= depth + 1; }
+  // Whether an input of `n` (reached at `depth`) may: none may unless the
+  // inputs' highest `near` is at least depth + 2.
+  bool may_find_above(Node* n, std::int64_t depth) { return marks_.inputs_near(n) >= depth + 2; }
 
   // Inductor's find_independent_subset_greedy over `nodes`: rounds that take,
   // in order, each node that is neither an ancestor nor a descendant of the
@@ -324,8 +361,13 @@ class Search {
         continue;
       }
       std::uint32_t level = 0;
-      for (Node* in : n->all_input_nodes()) level = std::max(level, marks_.level(in) + 1);
+      std::uint8_t inputs_near = 0;
+      for (Node* in : n->all_input_nodes()) {
+        level = std::max(level, marks_.level(in) + 1);
+        inputs_near = std::max(inputs_near, marks_.near(in));
+      }
       marks_.level(n) = level;  // (numbers the node: it is no longer new)
+      marks_.inputs_near(n) = inputs_near;
       new_nodes_.push_back(n);
     }
     stack_.assign(replacements.begin(), replacements.end());
@@ -384,24 +426,28 @@ class Search {
   // `from` (and those nodes), keeping per node the most steps left, so each
   // is visited at most that many times whatever the number of sources.
   // Nodes that match none of the fusion's targets are harmless sources.
+  // Each raised node's users get their inputs_near raised to match. (The
+  // rewrite's other edits only remove edges, which leaves inputs_near an
+  // upper bound, as the search needs.)
   void mark_near(const std::vector<Node*>& from) {
     const std::uint32_t depth = near_depth();
     near_stack_.clear();
     for (Node* n : from) {
-      std::uint16_t& m = marks_.near(n);
+      std::uint8_t& m = marks_.near(n);
       if (m >= depth + 1) continue;
-      m = static_cast<std::uint16_t>(depth + 1);
+      m = static_cast<std::uint8_t>(depth + 1);
       near_stack_.push_back(n);
     }
     while (!near_stack_.empty()) {
       Node* n = near_stack_.back();
       near_stack_.pop_back();
-      const std::uint32_t left = marks_.near(n) - 1;
-      if (left == 0) continue;
+      const std::uint8_t near = marks_.near(n);
+      const std::uint32_t left = near - 1u;
       for (Node* u : n->users()) {
-        std::uint16_t& m = marks_.near(u);
-        if (m >= left) continue;
-        m = static_cast<std::uint16_t>(left);
+        detail::Marks::Record& r = marks_.at(u);
+        r.inputs_near = std::max(r.inputs_near, near);
+        if (left == 0 || r.near >= left) continue;
+        r.near = static_cast<std::uint8_t>(left);
         near_stack_.push_back(u);
       }
     }
@@ -437,7 +483,7 @@ class Search {
   std::unordered_map<std::string, std::uint32_t> key_ids_;
   std::uint32_t lo_ = 0, hi_ = ~std::uint32_t{0};  // the round's band of levels
   std::uint32_t bfs_stamp_ = 0, round_stamp_ = 0, round_ = 0;
-  std::vector<std::pair<std::int64_t, Node*>> queue_;
+  std::vector<std::pair<std::int64_t, Node*>, kiln::detail::HugePageAllocator<std::pair<std::int64_t, Node*>>> queue_;
   std::vector<Node*> stack_, near_stack_;
   std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
   bool filter_roots_ = false;     // looking only from nodes marked near (run)

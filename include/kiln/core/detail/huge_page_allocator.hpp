@@ -1,0 +1,46 @@
+#pragma once
+// `detail::HugePageAllocator<T>`: a std::allocator that puts blocks of 2 MiB
+// and more in whole 2 MiB pages that Linux is asked to back with huge pages.
+// A pass's per-node tables of a large graph (hundreds of thousands of nodes)
+// are made fresh for each run of the pass; with 4 KiB pages each costs a
+// page fault per 4 KiB when first written (about as much as the walk that
+// fills it), and random reads into it miss the TLB.
+#include <cstddef>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace kiln::detail {
+
+template <class T>
+struct HugePageAllocator {
+  using value_type = T;
+  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
+
+  HugePageAllocator() = default;
+  template <class U>
+  HugePageAllocator(const HugePageAllocator<U>&) noexcept {}
+
+  T* allocate(std::size_t n) {
+    const std::size_t bytes = n * sizeof(T);
+    if (bytes < kHugePage) return static_cast<T*>(::operator new(bytes, std::align_val_t{alignof(T)}));
+    const std::size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = ::operator new(rounded, std::align_val_t{kHugePage});
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    ::madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n * sizeof(T) < kHugePage) ::operator delete(p, std::align_val_t{alignof(T)});
+    else ::operator delete(p, std::align_val_t{kHugePage});
+  }
+  template <class U>
+  bool operator==(const HugePageAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+}  // namespace kiln::detail
