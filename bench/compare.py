@@ -5,8 +5,10 @@ chart (Debian's matplotlib).
     python3 bench/compare.py RESULTS.jsonl [--markdown OUT.md] [--png OUT.png]
 
 Rows are (model, threads); columns are the runners' median times in ms; the
-last column is kiln's time over the best peer's (below 1: kiln is faster); runners
+ratio column is kiln's time over the best peer's (below 1: kiln is faster); runners
 named kiln* are kiln's variants (kiln-run with other options), and the best of them counts.
+A variant with "bf16" in its name computes in reduced precision: it stays out of that
+ratio and gets its own column (bf16 / best peer), as the fp32 comparison must not lean on it.
 """
 import argparse
 import collections
@@ -36,9 +38,15 @@ def table(rows):
     return runners, cells
 
 
+def is_bf16(runner):
+    return runner.startswith("kiln") and "bf16" in runner
+
+
 def markdown(runners, cells):
-    out = ["| model | threads | " + " | ".join(runners) + " | best kiln / best peer |",
-           "|---|---|" + "---|" * (len(runners) + 1)]
+    with_bf16 = any(is_bf16(r) for r in runners)
+    extra = " best kiln / best peer |" + (" bf16 / best peer |" if with_bf16 else "")
+    out = ["| model | threads | " + " | ".join(runners) + " |" + extra,
+           "|---|---|" + "---|" * (len(runners) + 1 + with_bf16)]
     for (name, threads), by in cells.items():
         vals = []
         for runner in runners:
@@ -50,11 +58,12 @@ def markdown(runners, cells):
             else:
                 vals.append("%.2f" % r["median_ms"])
         peers = [r["median_ms"] for k, r in by.items() if not k.startswith("kiln") and "median_ms" in r]
-        kiln = [r["median_ms"] for k, r in by.items() if k.startswith("kiln") and "median_ms" in r]
-        ratio = ""
-        if kiln and peers:
-            ratio = "%.2f" % (min(kiln) / min(peers))
-        out.append("| %s | %s | %s | %s |" % (name, threads, " | ".join(vals), ratio))
+        kiln = [r["median_ms"] for k, r in by.items() if k.startswith("kiln") and not is_bf16(k) and "median_ms" in r]
+        bf16 = [r["median_ms"] for k, r in by.items() if is_bf16(k) and "median_ms" in r]
+        ratios = ["%.2f" % (min(kiln) / min(peers)) if kiln and peers else ""]
+        if with_bf16:
+            ratios.append("%.2f" % (min(bf16) / min(peers)) if bf16 and peers else "")
+        out.append("| %s | %s | %s | %s |" % (name, threads, " | ".join(vals), " | ".join(ratios)))
     return "\n".join(out) + "\n"
 
 
