@@ -4,8 +4,9 @@
 // and torch (torch.convNd, F.convNd, torch.conv_transposeNd, F.conv_transposeNd)
 // levels; an unbatched input runs as a batch of one. A 2-d result is
 // channels-last when the graph's layout decision says so (then oneDNN reads
-// and writes NHWC directly); 1-d and 3-d results are row-major. The source is reordered in the step only when the primitive wants
-// another layout (a graph's NCHW input). Constant weights are reordered once,
+// and writes NHWC directly); 1-d and 3-d results are row-major. The source is
+// reordered in the step only when the primitive wants another layout (a
+// graph's NCHW input). Constant weights are reordered once,
 // with a following inference batch-norm folded in (not into a transposed one),
 // and a relu or residual add after it become post-ops (onednn/epilogue.hpp).
 // A 2-d 3x3 stride-1 convolution with no residual add may run oneDNN's Winograd
@@ -181,10 +182,10 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   };
   ConvPrimitive pd;
   bool winograd = false, bf16 = false;
+  const auto direct = a.transposed ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct;
   if (onednn::bf16_products(ctx)) {
     // oneDNN's bf16 code may want its own (blocked) result layout, reordered
     // out like Winograd's; not with a residual add, which is pre-filled into the result.
-    const auto direct = a.transposed ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct;
     for (const bool own_layout : {false, true}) {
       if (bf16 || (own_layout && e.addend)) break;
       try {
@@ -209,7 +210,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   }
   if (!winograd && !bf16) {
     try {
-      pd = make_pd(a.transposed ? dnnl::algorithm::deconvolution_direct : dnnl::algorithm::convolution_direct, dst_md);
+      pd = make_pd(direct, dst_md);
     } catch (const dnnl::error& err) {
       ctx.fail(std::string("oneDNN refused the ") + (a.transposed ? "transposed " : "") + "convolution: " + err.what());
     }
