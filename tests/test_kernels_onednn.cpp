@@ -637,6 +637,26 @@ TEST_CASE("batch norm, max and average pooling (padding, ceil mode) and adaptive
   CHECK(worst_rel(rad, out[3]) < 1e-5);
 }
 
+TEST_CASE("a batch-norm tuple whose saved statistics are read is not folded into the convolution before it") {
+  // The fold is refused before anything is recorded, so the convolution stays
+  // plain and the batch-norm's own kernel names what it cannot give.
+  Graph g;
+  Node* x = g.placeholder("x", meta({1, 4, 5, 5}));
+  Node* conv = g.call_function(aten::convolution, {x, g.get_attr("w", meta({4, 4, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1},
+                                                   ArgList{1, 1}, false, ArgList{0, 0}, 1});
+  auto p = [&](const char* name) { return g.get_attr(name, meta({4})); };
+  Node* bn = g.call_function(OpRef("aten._native_batch_norm_legit_no_training.default"),
+                             {conv, p("bw"), p("bb"), p("mean"), p("var"), 0.1, 1e-5}, {}, "bn");
+  g.output(ArgList{g.call_function(OpRef("operator.getitem"), {bn, 0}), g.call_function(OpRef("operator.getitem"), {bn, 1})});
+  Tensor var = Tensor::empty({4});
+  for (int c = 0; c < 4; ++c) var.data<float>()[c] = 0.5f + c;
+  runtime::Weights w{{"w", random_tensor({4, 4, 3, 3}, 80)}, {"bw", random_tensor({4}, 81)}, {"bb", random_tensor({4}, 82)},
+                     {"mean", random_tensor({4}, 83)}, {"var", var}};
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, w), doctest::Contains("node bn (aten._native_batch_norm_legit_no_training.default): "
+                                                                       "its saved statistics are read"),
+                       runtime::CompileError);
+}
+
 TEST_CASE("oneDNN kernels refuse what they cannot do, naming the node") {
   Graph g;
   Node* x = g.placeholder("x", meta({1, 4, 5, 5}));

@@ -52,17 +52,44 @@ inline bool module_is(const ModuleInfo* m, std::initializer_list<std::string_vie
   return false;
 }
 
+// Records in `e` the per-channel scale and shift of an inference batch-norm
+// with these statistics and parameters (weight and bias optional), and `bn`
+// among the folded nodes; false, leaving `e` as it was, when they do not fit.
+inline bool record_batch_norm(Epilogue& e, const Node& bn, std::int64_t channels, const runtime::Tensor& mean,
+                              const runtime::Tensor& var, const std::optional<runtime::Tensor>& weight,
+                              const std::optional<runtime::Tensor>& bias, double eps) {
+  for (const auto* t : {&mean, &var}) if (t->dtype() != DType::float32 || t->numel() != channels) return false;
+  if ((weight && weight->numel() != channels) || (bias && bias->numel() != channels)) return false;
+  e.scale.resize(channels);
+  e.shift.resize(channels);
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const double g = weight ? weight->data<float>()[c] : 1.0;
+    const double inv = g / std::sqrt(static_cast<double>(var.data<float>()[c]) + eps);
+    e.scale[c] = static_cast<float>(inv);
+    e.shift[c] = static_cast<float>((bias ? bias->data<float>()[c] : 0.0) - mean.data<float>()[c] * inv);
+  }
+  e.nodes.push_back(&bn);
+  return true;
+}
+
+// A module's attributes, or nullopt when the table's entry cannot be read
+// (the module's own kernel then reports it).
+inline std::optional<ModuleAttrs> attrs_of(const ModuleInfo& m) {
+  try {
+    return ModuleAttrs(m);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 // An eval-mode BatchNormNd module with running statistics and constant
 // parameters (the weights PATH.running_mean, ...): records its scale and shift
 // in `e` as fold_batch_norm does and returns true, else false.
 inline bool fold_batch_norm_module(const runtime::LowerContext& ctx, const Node& bn, const ModuleInfo& m,
                                    std::int64_t channels, Epilogue& e) {
-  ModuleAttrs attrs;
-  try {
-    attrs = ModuleAttrs(m);
-  } catch (const Error&) {
-    return false;  // its own kernel reports the table's error
-  }
+  const std::optional<ModuleAttrs> read = attrs_of(m);
+  if (!read) return false;
+  const ModuleAttrs& attrs = *read;
   auto flag = [&](const char* name) {
     const Arg* a = attrs.find(name);
     return a && a->get_if<bool>() ? std::optional<bool>(*a->get_if<bool>()) : std::nullopt;
@@ -80,18 +107,7 @@ inline bool fold_batch_norm_module(const runtime::LowerContext& ctx, const Node&
   std::optional<runtime::Tensor> weight, bias;
   if (!mean || !var) return false;
   if (*affine && (!(weight = param("weight")) || !(bias = param("bias")))) return false;
-  for (const auto* t : {&*mean, &*var}) if (t->dtype() != DType::float32 || t->numel() != channels) return false;
-  if ((weight && weight->numel() != channels) || (bias && bias->numel() != channels)) return false;
-  e.scale.resize(channels);
-  e.shift.resize(channels);
-  for (std::int64_t c = 0; c < channels; ++c) {
-    const double g = weight ? weight->data<float>()[c] : 1.0;
-    const double inv = g / std::sqrt(static_cast<double>(var->data<float>()[c]) + *eps);
-    e.scale[c] = static_cast<float>(inv);
-    e.shift[c] = static_cast<float>((bias ? bias->data<float>()[c] : 0.0) - mean->data<float>()[c] * inv);
-  }
-  e.nodes.push_back(&bn);
-  return true;
+  return record_batch_norm(e, bn, channels, *mean, *var, weight, bias, *eps);
 }
 
 // The only user of `n` that uses it, ignoring getitems nobody reads.
@@ -161,21 +177,10 @@ inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, st
   std::optional<runtime::Tensor> weight, bias;
   if (wa && !wa->is_none() && !(weight = constant_arg(ctx, bn, w, "weight"))) return false;
   if (ba && !ba->is_none() && !(bias = constant_arg(ctx, bn, b, "bias"))) return false;
-  for (const auto* t : {&*mean, &*var}) if (t->dtype() != DType::float32 || t->numel() != channels) return false;
-  if ((weight && weight->numel() != channels) || (bias && bias->numel() != channels)) return false;
-  const double eps = number_arg(bn, eps_pos, eps_kw).value_or(1e-5);
-  e.scale.resize(channels);
-  e.shift.resize(channels);
-  for (std::int64_t c = 0; c < channels; ++c) {
-    const double g = weight ? weight->data<float>()[c] : 1.0;
-    const double inv = g / std::sqrt(static_cast<double>(var->data<float>()[c]) + eps);
-    e.scale[c] = static_cast<float>(inv);
-    e.shift[c] = static_cast<float>((bias ? bias->data<float>()[c] : 0.0) - mean->data<float>()[c] * inv);
-  }
-  e.nodes.push_back(&bn);
+  // A tuple form folds only where its getitem(0) alone is read; checked before
+  // anything is recorded, so that `e` stays as it was when the fold is refused.
+  const Node* first = nullptr;
   if (tuple) {
-    // Only its getitem(0) may be read.
-    const Node* first = nullptr;
     for (const Node* u : bn.users()) {
       if (!target_is(u, {"operator.getitem"})) return false;
       const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
@@ -184,8 +189,10 @@ inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, st
       else if (u->num_users() > 0) return false;
     }
     if (!first) return false;
-    e.tuple_nodes.push_back(first);
   }
+  if (!record_batch_norm(e, bn, channels, *mean, *var, weight, bias, number_arg(bn, eps_pos, eps_kw).value_or(1e-5)))
+    return false;
+  if (first) e.tuple_nodes.push_back(first);
   return true;
 }
 
@@ -196,13 +203,9 @@ inline std::optional<dnnl::algorithm> eltwise_of(const Node& n) {
     if (module_is(m, {"torch.nn.modules.activation.Sigmoid"})) return dnnl::algorithm::eltwise_logistic;
     if (module_is(m, {"torch.nn.modules.activation.Tanh"})) return dnnl::algorithm::eltwise_tanh;
     if (module_is(m, {"torch.nn.modules.activation.GELU"})) {
-      ModuleAttrs attrs;
-      try {
-        attrs = ModuleAttrs(*m);
-      } catch (const Error&) {
-        return std::nullopt;
-      }
-      const Arg* approx = attrs.find("approximate");
+      const std::optional<ModuleAttrs> attrs = attrs_of(*m);
+      if (!attrs) return std::nullopt;
+      const Arg* approx = attrs->find("approximate");
       const auto* s = approx ? approx->get_if<std::string>() : nullptr;
       if (!approx || (s && *s == "none")) return dnnl::algorithm::eltwise_gelu_erf;
       if (s && *s == "tanh") return dnnl::algorithm::eltwise_gelu_tanh;
