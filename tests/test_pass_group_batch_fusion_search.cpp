@@ -246,3 +246,55 @@ TEST_CASE("searching only above inputs that can still reach a matchable node cha
   }
   CHECK(fused_tanh_sets > 30);
 }
+
+TEST_CASE("searching only from nodes with enough matchable nodes above them changes nothing") {
+  // The search skips a node whose count of matchable nodes within the search
+  // depth is under min_fuse_set_size; counts are kept up to date across
+  // rewrites. Against the search from every node, on random graphs (adds
+  // make diamonds, so counts run over) and towers, for several minimum sizes.
+  std::mt19937 rng(20261127);
+  std::int64_t fused_sets = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    CAPTURE(trial);
+    const int count = 8 + static_cast<int>(rng() % 60);
+    const std::uint32_t seed = static_cast<std::uint32_t>(rng());
+    std::mt19937 fast_rng(seed), plain_rng(seed);
+    Graph fast = random_tanhs(fast_rng, count).g;
+    Graph plain = random_tanhs(plain_rng, count).g;
+    gbf::SearchOptions options;
+    options.max_fuse_search_depth = 1 + static_cast<std::int64_t>(rng() % 8);  // 8: past what counts cover
+    options.min_fuse_set_size = 2 + static_cast<std::int64_t>(rng() % 5);
+    options.max_fuse_set_size = options.min_fuse_set_size + static_cast<std::int64_t>(rng() % 6);
+    CAPTURE(options.max_fuse_search_depth);
+    CAPTURE(options.min_fuse_set_size);
+    Counters fast_counts, plain_counts;
+    for (const char* name : {"batch_tanh", "batch_relu", "batch_tanh", "batch_relu"}) {
+      auto f = make_group_batch_fusion(name);
+      f->options = options;
+      gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
+      auto inner = make_group_batch_fusion(name);
+      Unfiltered u(std::move(inner));
+      u.options = options;
+      gbf::apply_group_batch_fusion(plain, u, &plain_counts);
+      lint(fast);
+      CHECK(to_string(fast) == to_string(plain));
+    }
+    CHECK(fast_counts.values() == plain_counts.values());
+    for (const auto& [name, sets] : fast_counts.values()) fused_sets += sets;
+  }
+  CHECK(fused_sets > 40);
+  for (const std::int64_t min_size : {std::int64_t{3}, std::int64_t{7}, std::int64_t{300}}) {
+    CAPTURE(min_size);
+    Graph fast = kiln::testing::towers_graph(1900);
+    Graph plain = kiln::testing::towers_graph(1900);
+    for (const char* name : {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"}) {
+      auto f = make_group_batch_fusion(name);
+      f->options.min_fuse_set_size = min_size;
+      gbf::apply_group_batch_fusion(fast, *f);
+      Unfiltered u(make_group_batch_fusion(name));
+      u.options = f->options;
+      gbf::apply_group_batch_fusion(plain, u);
+      CHECK(to_string(fast) == to_string(plain));
+    }
+  }
+}

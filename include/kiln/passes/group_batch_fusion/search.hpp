@@ -15,6 +15,7 @@
 // which targets it matches, only nodes a few steps below such a node are
 // searched from, and the final sort is skipped when no rewrite needs it.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <ostream>
@@ -45,6 +46,9 @@ class Marks {
   // until match() was asked, kNoKey when it found none.
   static constexpr std::uint32_t kUnknown = 0xFFFFFFFF, kNoKey = 0xFFFFFFFE;
   static constexpr std::uint32_t kMaxNear = 0xFF;  // Record::near's limit
+  // Record::reach holds counts for 0 .. kReachSlots - 1 steps, so roots are
+  // filtered by them for a search depth of kReachSlots - 1 at most.
+  static constexpr std::uint32_t kReachSlots = 8;
   struct Record {
     std::uint32_t key = kUnknown;
     std::uint32_t level = 0;  // more than the level of each of the node's inputs (see Search::run)
@@ -57,22 +61,45 @@ class Marks {
     // reading its inputs (see Search::candidates).
     std::uint8_t inputs_near = 0;
     bool fused = false;
+    // reach[k]: at least the number of nodes the fusion may match at most k
+    // steps above the node, itself included (a sum over its inputs, so a
+    // node above by two paths counts twice), 255 standing for 255 or more.
+    // A search from the node finds no set smaller than what reach allows
+    // (see Search::may_find_set_from).
+    std::array<std::uint8_t, kReachSlots> reach{};
   };
+  // a + b, 255 for anything above.
+  static std::uint8_t saturated(std::uint32_t a, std::uint32_t b) { return static_cast<std::uint8_t>(std::min<std::uint32_t>(a + b, 255)); }
+  // The node's reach from its inputs': reach[k] is `self` (1 for a node the
+  // fusion may match) plus the inputs' reach[k - 1], for k <= depth.
+  void set_reach(const Node* n, std::uint32_t self, std::uint32_t depth) {
+    std::array<std::uint32_t, kReachSlots> sum{};
+    for (const Node* in : n->all_input_nodes()) {
+      const Record& r = at(in);
+      for (std::uint32_t k = 1; k <= depth; ++k) sum[k] += r.reach[k - 1];
+    }
+    Record& r = at(n);
+    for (std::uint32_t k = 0; k <= depth; ++k) r.reach[k] = saturated(self, sum[k]);
+  }
 
   // Forgets what other algorithms left in the nodes' scratch, and numbers
   // every node the graph has now (a node with no number was made since),
   // giving each its level: one more than its inputs' highest, 0 for none.
   // The graph must be sorted. One walk, since past a few thousand towers
   // every walk of the graph misses the cache.
-  void reset(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0) {
-    if (!reset_if_sorted(g, near_targets, near_depth)) throw GraphError("group/batch fusion: the graph is not sorted");
+  void reset(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0,
+             std::uint32_t reach_depth = 0) {
+    if (!reset_if_sorted(g, near_targets, near_depth, reach_depth)) throw GraphError("group/batch fusion: the graph is not sorted");
   }
   // The same when the graph is sorted, in the same walk that finds out
   // (so a sorted graph, as each fusion leaves it, costs one walk, not two);
   // false, leaving the records half made, when a node comes before an input.
   // With `near_targets`, also marks how near each node is to a call of one
   // of those targets (Record::near; `near_depth` steps at most).
-  bool reset_if_sorted(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0) {
+  // With `reach_depth` (< kReachSlots), also counts them (Record::reach, for
+  // 0 .. reach_depth steps).
+  bool reset_if_sorted(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0,
+                       std::uint32_t reach_depth = 0) {
     records_.clear();
     records_.reserve(g.size() + g.size() / 8);
     for (Node* n : g.nodes()) {
@@ -80,21 +107,24 @@ class Marks {
       // the next node's inputs while this one is looked at.
       if (Node* next = n->next()) kiln::detail::prefetch(&next->all_input_nodes());
       std::uint32_t level = 0, near = 0;
+      std::array<std::uint32_t, kReachSlots> reach{};
       for (const Node* in : n->all_input_nodes()) {
         if (!in->is_before(*n)) return false;
         const Record& r = records_[in->scratch() - 1];
         level = std::max(level, r.level + 1);
         near = std::max<std::uint32_t>(near, r.near);
+        for (std::uint32_t k = 1; k <= reach_depth; ++k) reach[k] += r.reach[k - 1];
       }
       const std::uint32_t inputs_near = near;
       near = near > 0 ? near - 1 : 0;
-      if (n->op() == OpKind::call_function &&
-          std::find(near_targets.begin(), near_targets.end(), n->target().hash) != near_targets.end())
-        near = near_depth + 1;
+      const bool target = n->op() == OpKind::call_function &&
+                          std::find(near_targets.begin(), near_targets.end(), n->target().hash) != near_targets.end();
+      if (target) near = near_depth + 1;
       Record& r = records_.emplace_back();
       r.level = level;
       r.near = static_cast<std::uint8_t>(near);
       r.inputs_near = static_cast<std::uint8_t>(inputs_near);
+      for (std::uint32_t k = 0; k <= reach_depth; ++k) r.reach[k] = saturated(target ? 1 : 0, reach[k]);
       n->scratch() = static_cast<std::uint32_t>(records_.size());
     }
     return true;
@@ -197,6 +227,69 @@ class Search {
   // nodes above it that only it leads to, so it is not queued (only marked
   // visited, as Inductor's search does).
   bool may_find_from(const detail::Marks::Record& r, std::int64_t depth) const { return !filter_roots_ || r.near >= depth + 1; }
+  // Whether a search from `root` may find a set: its candidates lie 1 to
+  // max_fuse_search_depth steps above it, so they are at most its reach at
+  // that depth less itself, and a group smaller than min_fuse_set_size is
+  // never fused. (What a search finds has no other effect, so skipping one
+  // that can find no set changes nothing.)
+  bool may_find_set_from(const Node* root) {
+    const detail::Marks::Record& r = marks_.at(root);
+    const std::uint8_t all = r.reach[reach_depth_];
+    return all == 255 || all - r.reach[0] >= fusion_.options.min_fuse_set_size;
+  }
+  // Whether the fusion may match `n` (a node a rewrite made may have a target
+  // the graph had none of before).
+  bool is_target(const Node* n) const { return n->op() == OpKind::call_function && fusion_.may_match_target(n->target()); }
+  // Counts the new nodes' reach (Record::reach), inputs first, and passes on
+  // what their old users gain through them to the nodes below, as far as the
+  // counts go. (Edges the rewrite removed leave counts too high, which only
+  // lets a node be searched from.) Counting stops for the rest of the
+  // search once it has passed on gains a few times as often as the graph
+  // has nodes, which keeps a search linear whatever the rewrites make.
+  void update_reach() {
+    const std::uint32_t depth = reach_depth_;
+    kiln::detail::NodeSet fresh(new_nodes_.size());
+    for (Node* n : new_nodes_) {
+      fresh.insert(n);
+      marks_.set_reach(n, is_target(n) ? 1 : 0, depth);
+    }
+    using Gain = std::array<std::uint8_t, detail::Marks::kReachSlots>;
+    auto one_step_down = [&](const Gain& g) {
+      Gain down{};
+      for (std::uint32_t k = 1; k <= depth; ++k) down[k] = g[k - 1];
+      return down;
+    };
+    std::vector<std::pair<Node*, Gain>>& work = reach_work_;
+    work.clear();
+    for (Node* n : new_nodes_) {
+      const Gain gain = one_step_down(marks_.at(n).reach);
+      for (Node* u : n->users())
+        if (!fresh.contains(u)) work.emplace_back(u, gain);
+    }
+    while (!work.empty()) {
+      auto [u, gain] = work.back();
+      work.pop_back();
+      detail::Marks::Record& r = marks_.at(u);
+      Gain grew{};
+      bool any = false;
+      for (std::uint32_t k = 0; k <= depth; ++k) {
+        const std::uint8_t before = r.reach[k];
+        r.reach[k] = detail::Marks::saturated(before, gain[k]);
+        grew[k] = static_cast<std::uint8_t>(r.reach[k] - before);
+        any |= k < depth && grew[k] != 0;
+      }
+      if (!any) continue;
+      const Gain down = one_step_down(grew);
+      for (Node* w : u->users()) {
+        if (reach_budget_-- == 0) {
+          reach_depth_ = 0;
+          return;
+        }
+        work.emplace_back(w, down);
+      }
+    }
+  }
+
   // Whether an input of `n` (reached at `depth`) may: none may unless the
   // inputs' highest `near` is at least depth + 2.
   bool may_find_above(Node* n, std::int64_t depth) { return marks_.inputs_near(n) >= depth + 2; }
@@ -255,20 +348,27 @@ class Search {
     // graph is usually sorted already, and one walk finds that out, numbers
     // the nodes and marks those near.
     filter_roots_ = fusion_.matches_calls_only() && fusion_.options.max_fuse_search_depth < detail::Marks::kMaxNear;
+    // Where the depth allows, nodes also count the matchable nodes above
+    // them, and a node with too few is not searched from at all.
+    reach_depth_ = filter_roots_ && fusion_.options.max_fuse_search_depth < detail::Marks::kReachSlots
+                       ? static_cast<std::uint32_t>(std::max<std::int64_t>(fusion_.options.max_fuse_search_depth, 1))
+                       : 0;
+    reach_budget_ = 8 * g_.size() + 4096;
     std::vector<std::uint64_t> targets;
     if (filter_roots_)
       g_.for_each_target(OpKind::call_function, [&](OpRef target) {
         if (fusion_.may_match_target(target)) targets.push_back(target.hash);
       });
-    if (!marks_.reset_if_sorted(g_, targets, near_depth())) {
+    if (!marks_.reset_if_sorted(g_, targets, near_depth(), reach_depth_)) {
       stable_topological_sort(g_);
-      marks_.reset(g_, targets, near_depth());
+      marks_.reset(g_, targets, near_depth(), reach_depth_);
     }
     sorted_ = true;
     std::size_t fused_sets = 0;
     CandidateGroups found;
     for (Node* root = g_.back(); root; root = root->prev()) {
       if (filter_roots_ && marks_.near(root) == 0) continue;
+      if (reach_depth_ && !may_find_set_from(root)) continue;
       candidates(root, found);
       for (auto& [key, nodes] : found.groups()) {
         if (static_cast<std::int64_t>(nodes.size()) < fusion_.options.min_fuse_set_size) continue;
@@ -290,8 +390,13 @@ class Search {
           // that is not above a replacement goes unseen: search from all.)
           const bool all_new_seen = g_.size() + subset.size() == size_before + new_nodes_.size();
           if (filter_roots_) {
-            if (all_new_seen) mark_near(new_nodes_);
-            else filter_roots_ = false;
+            if (all_new_seen) {
+              mark_near(new_nodes_);
+              if (reach_depth_) update_reach();
+            } else {
+              filter_roots_ = false;
+              reach_depth_ = 0;
+            }
           }
           if (sorted_) sorted_ = all_new_seen && new_edges_sorted();
           ++fused_sets;
@@ -487,6 +592,9 @@ class Search {
   std::vector<Node*> stack_, near_stack_;
   std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
   bool filter_roots_ = false;     // looking only from nodes marked near (run)
+  std::uint32_t reach_depth_ = 0;  // > 0: counting reach up to this depth, and searching only where it allows a set
+  std::size_t reach_budget_ = 0;    // how many more gains update_reach may pass on
+  std::vector<std::pair<Node*, std::array<std::uint8_t, detail::Marks::kReachSlots>>> reach_work_;
   bool sorted_ = true;            // no fusion of this run has left a node before an input
   std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists (next_: the skipped), kept between calls
 };
