@@ -55,6 +55,10 @@ class alignas(64) Node {
   Graph* graph_;
   OpKind op_;
   bool erased_ = false;
+  // A hint: when set, this node is the last live user of each of its inputs
+  // (so replace_all_uses_of need not read the inputs of a user of thousands
+  // to keep user order). Set there; cleared when a node joins after it.
+  bool last_user_of_all_inputs_ = false;
   std::uint32_t live_users_ = 0;
   mutable std::uint32_t scratch_ = 0;
   // The argument count at the end of the first line, the inline arguments from
@@ -258,6 +262,8 @@ class alignas(64) Node {
   void remove_from_users_of(std::size_t input_index);
   // Joins inputs_[i]'s user list at its end, recording the slot.
   void join_users_of(std::size_t input_index);
+  // Clears the hint of the node that was `input`'s last live user until now.
+  static void displace_last_user_of(Node* input);
   // Whether this node is the last user in inputs_[i]'s list.
   bool is_last_user_of(std::size_t input_index) const;
   void compact_users();
@@ -404,7 +410,17 @@ inline void Node::collect_inputs(const Args& args, const ArgDict& kwargs, InputN
   for (const auto& [k, a] : kwargs) for_each_node(a, add);
 }
 
+inline void Node::displace_last_user_of(Node* input) {
+  if (input->live_users_ == 0) return;
+  for (std::size_t k = input->users_.size(); k-- > 0;)
+    if (Node* last = input->users_[k]) {
+      last->last_user_of_all_inputs_ = false;
+      return;
+    }
+}
+
 inline void Node::add_user_to(Node* input) {
+  displace_last_user_of(input);
   input_slots_.push_back(static_cast<std::uint32_t>(input->users_.size()));
   input->users_.push_back(this);
   ++input->live_users_;
@@ -412,6 +428,7 @@ inline void Node::add_user_to(Node* input) {
 
 inline void Node::join_users_of(std::size_t i) {
   Node* input = inputs_[i];
+  displace_last_user_of(input);
   input_slots_[i] = static_cast<std::uint32_t>(input->users_.size());
   input->users_.push_back(this);
   ++input->live_users_;
@@ -676,7 +693,7 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
         u->remove_from_users_of(k);
         u->inputs_[k] = replacement(in);
         again_at.push_back(static_cast<std::uint32_t>(k));
-      } else if (!u->is_last_user_of(k)) {
+      } else if (!u->last_user_of_all_inputs_ && !u->is_last_user_of(k)) {
         u->remove_from_users_of(k);  // it moves to the end of this list
         again_at.push_back(static_cast<std::uint32_t>(k));
       }
@@ -701,6 +718,8 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
       }
     }
     for (std::size_t k : again_at) u->join_users_of(k);
+    // Now last everywhere: a user edited later that joins after it clears this.
+    u->last_user_of_all_inputs_ = true;
   }
 }
 

@@ -71,6 +71,7 @@ class NodeStorage {
   void free_node(Node* n) {
     n->storage_->key = 0;
     n->erased_ = true;
+    n->last_user_of_all_inputs_ = false;
     n->users_.clear();  // holes left by erased users
     n->meta = NodeMeta{};
     n->prev_ = n->next_ = n->index_prev_ = nullptr;
