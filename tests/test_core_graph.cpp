@@ -1040,3 +1040,68 @@ TEST_CASE("Node::replace_all_uses_of leaves the graph and every user list as the
     lint(g);                     // users and inputs agree
   }
 }
+
+TEST_CASE("Node::replace_all_uses_of called again after other edits still matches the calls one by one") {
+  // A user edited once is remembered as the last user of all its inputs; new
+  // users joining after it in between must make the next call check again.
+  // Half the rounds replace only inputs of the final cat (the one user edited,
+  // where nothing else checks the user order again).
+  for (unsigned seed = 1; seed <= 40; ++seed) {
+    auto build = [&](Graph& g) {
+      std::mt19937 rng(seed);
+      std::vector<Node*> nodes{g.placeholder("x"), g.placeholder("y")};
+      for (int i = 0; i < 30; ++i) {
+        ArgList args;
+        for (std::size_t k = 0, fan = 1 + rng() % 3; k < fan; ++k) args.push_back(Arg(nodes[rng() % nodes.size()]));
+        if (rng() % 3 == 0) {
+          ArgList list;
+          for (int k = 0; k < 25; ++k) list.push_back(Arg(nodes[rng() % nodes.size()]));
+          args.push_back(Arg(std::move(list)));
+        }
+        nodes.push_back(g.call_function(aten::add_Tensor, std::move(args)));
+      }
+      ArgList outs;
+      for (Node* n : nodes) outs.push_back(Arg(n));
+      g.output(Arg(g.call_function(aten::cat, {Arg(outs)})));
+    };
+    // One round: new users of random nodes (joining after the users there),
+    // then a random set of nodes replaced by fresh ones.
+    auto round = [&](Graph& g, unsigned r, bool batched) {
+      std::mt19937 rng(seed * 131 + r);
+      std::vector<Node*> all;
+      for (Node* n : g.node_list())
+        if (n->op() == OpKind::call_function || n->op() == OpKind::placeholder) all.push_back(n);
+      auto guard = g.inserting_before(g.output_node());
+      for (int k = 0, extra = static_cast<int>(rng() % 4); k < extra; ++k)
+        g.call_function(aten::mul_Tensor, {Arg(all[rng() % all.size()]), Arg(all[rng() % all.size()])});
+      std::vector<Node*> from, to;
+      const Node* cat = g.output_node()->all_input_nodes()[0];
+      for (Node* n : all) {
+        const bool cat_only = n->num_users() == 1 && n->user_list()[0] == cat;
+        if (n != cat && n->op() == OpKind::call_function && n->num_users() > 0 && (r % 2 == 0 || cat_only) && rng() % 4 == 0)
+          from.push_back(n);
+      }
+      std::shuffle(from.begin(), from.end(), rng);
+      for (std::size_t i = 0; i < from.size(); ++i) to.push_back(g.call_function(aten::neg, {Arg(g.find_node("x"))}));
+      if (batched) {
+        Node::replace_all_uses_of(from, to);
+      } else {
+        for (std::size_t i = 0; i < from.size(); ++i) from[i]->replace_all_uses_with(to[i]);
+      }
+    };
+    Graph g, one_by_one;
+    build(g);
+    build(one_by_one);
+    for (unsigned r = 0; r < 6; ++r) {
+      round(g, r, true);
+      round(one_by_one, r, false);
+      INFO("seed " << seed << ", round " << r);
+      REQUIRE(g.size() == one_by_one.size());
+      std::vector<Node*> a = g.node_list(), b = one_by_one.node_list();
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(format_node(*a[i]) == format_node(*b[i]));
+        CHECK(testing::names(a[i]->user_list()) == testing::names(b[i]->user_list()));
+      }
+    }
+  }
+}
