@@ -686,14 +686,15 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
       for (std::size_t k = 0; k < u->inputs_.size(); ++k) again_at.push_back(static_cast<std::uint32_t>(k));
       continue;
     }
+    const bool known_last = u->last_user_of_all_inputs_;  // (then the inputs' lists are not read)
     for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
-      prefetch_users_of_input(u, k);
+      if (!known_last) prefetch_users_of_input(u, k);
       Node* in = u->inputs_[k];
       if (replaced.contains(in)) {
         u->remove_from_users_of(k);
         u->inputs_[k] = replacement(in);
         again_at.push_back(static_cast<std::uint32_t>(k));
-      } else if (!u->last_user_of_all_inputs_ && !u->is_last_user_of(k)) {
+      } else if (!known_last && !u->is_last_user_of(k)) {
         u->remove_from_users_of(k);  // it moves to the end of this list
         again_at.push_back(static_cast<std::uint32_t>(k));
       }
