@@ -247,6 +247,38 @@ TEST_CASE("searching only above inputs that can still reach a matchable node cha
   CHECK(fused_tanh_sets > 30);
 }
 
+// Groups of chains (a tanh, then up to depth - 1 relus, some ends a diamond
+// add(h, relu(h)) that reaches the tanh twice), each group read by a cat
+// with about min_size chains, so whether a search from a cat finds a set
+// turns on the exact count; every cat goes through `depth` sigmoids to the
+// output, out of the output's reach.
+Graph small_groups(std::mt19937& rng, int groups, int min_size, int depth) {
+  Graph g("small_groups");
+  ArgList outs;
+  auto value = [](Node* n, std::int64_t rows) {
+    n->meta.val = f32({rows, 8});
+    return n;
+  };
+  for (int i = 0; i < groups; ++i) {
+    const int chains = std::max(1, min_size - 1 + static_cast<int>(rng() % 3));
+    ArgList ends;
+    for (int j = 0; j < chains; ++j) {
+      Node* h = g.placeholder("x" + std::to_string(i) + "_" + std::to_string(j), f32({4, 8}));
+      h = value(g.call_function(torch::tanh, {Arg(h)}), 4);
+      const int relus = static_cast<int>(rng() % static_cast<std::uint32_t>(depth));
+      for (int r = 0; r < relus; ++r) h = value(g.call_function(F::relu, {Arg(h)}), 4);
+      if (relus + 2 <= depth && rng() % 3 == 0)
+        h = value(g.call_function(torch::add, {Arg(h), Arg(value(g.call_function(F::relu, {Arg(h)}), 4))}), 4);
+      ends.push_back(Arg(h));
+    }
+    Node* out = value(g.call_function(torch::cat, {Arg(ends)}, ArgDict{{"dim", Arg(0)}}), 4 * chains);
+    for (int r = 0; r < depth; ++r) out = value(g.call_function(torch::sigmoid, {Arg(out)}), 4 * chains);
+    outs.push_back(Arg(out));
+  }
+  g.output(Arg(outs));
+  return g;
+}
+
 TEST_CASE("searching only from nodes with enough matchable nodes above them changes nothing") {
   // The search skips a node whose count of matchable nodes within the search
   // depth is under min_fuse_set_size; counts are kept up to date across
@@ -283,6 +315,35 @@ TEST_CASE("searching only from nodes with enough matchable nodes above them chan
     for (const auto& [name, sets] : fast_counts.values()) fused_sets += sets;
   }
   CHECK(fused_sets > 40);
+  std::int64_t small_sets = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    CAPTURE(trial);
+    gbf::SearchOptions options;
+    options.max_fuse_search_depth = 1 + static_cast<std::int64_t>(rng() % 7);
+    options.min_fuse_set_size = 2 + static_cast<std::int64_t>(rng() % 5);
+    options.max_fuse_set_size = 300;
+    CAPTURE(options.max_fuse_search_depth);
+    CAPTURE(options.min_fuse_set_size);
+    const std::uint32_t seed = static_cast<std::uint32_t>(rng());
+    std::mt19937 fast_rng(seed), plain_rng(seed);
+    const int depth = static_cast<int>(options.max_fuse_search_depth), min_size = static_cast<int>(options.min_fuse_set_size);
+    Graph fast = small_groups(fast_rng, 12, min_size, depth);
+    Graph plain = small_groups(plain_rng, 12, min_size, depth);
+    Counters fast_counts, plain_counts;
+    for (const char* name : {"batch_tanh", "batch_relu"}) {
+      auto f = make_group_batch_fusion(name);
+      f->options = options;
+      gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
+      Unfiltered u(make_group_batch_fusion(name));
+      u.options = options;
+      gbf::apply_group_batch_fusion(plain, u, &plain_counts);
+      lint(fast);
+      CHECK(to_string(fast) == to_string(plain));
+    }
+    CHECK(fast_counts.values() == plain_counts.values());
+    if (fast_counts.values().count("batch_tanh")) small_sets += fast_counts.values().at("batch_tanh");
+  }
+  CHECK(small_sets > 40);
   for (const std::int64_t min_size : {std::int64_t{3}, std::int64_t{7}, std::int64_t{300}}) {
     CAPTURE(min_size);
     Graph fast = kiln::testing::towers_graph(1900);
