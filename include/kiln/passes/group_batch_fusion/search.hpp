@@ -61,6 +61,7 @@ class Marks {
     // reading its inputs (see Search::candidates).
     std::uint8_t inputs_near = 0;
     bool fused = false;
+    bool searched = false;  // searched from already (Search::next_root)
     // reach[k]: at least the number of nodes the fusion may match at most k
     // steps above the node, itself included (a sum over its inputs, so a
     // node above by two paths counts twice), 255 standing for 255 or more.
@@ -82,14 +83,20 @@ class Marks {
     for (std::uint32_t k = 0; k <= depth; ++k) r.reach[k] = saturated(self, sum[k]);
   }
 
+  struct Ignore {
+    void operator()(Node*, const Record&) const {}
+  };
+
   // Forgets what other algorithms left in the nodes' scratch, and numbers
   // every node the graph has now (a node with no number was made since),
   // giving each its level: one more than its inputs' highest, 0 for none.
   // The graph must be sorted. One walk, since past a few thousand towers
   // every walk of the graph misses the cache.
+  template <class OnNode = Ignore>
   void reset(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0,
-             std::uint32_t reach_depth = 0) {
-    if (!reset_if_sorted(g, near_targets, near_depth, reach_depth)) throw GraphError("group/batch fusion: the graph is not sorted");
+             std::uint32_t reach_depth = 0, OnNode&& on_node = {}) {
+    if (!reset_if_sorted(g, near_targets, near_depth, reach_depth, on_node))
+      throw GraphError("group/batch fusion: the graph is not sorted");
   }
   // The same when the graph is sorted, in the same walk that finds out
   // (so a sorted graph, as each fusion leaves it, costs one walk, not two);
@@ -97,9 +104,11 @@ class Marks {
   // With `near_targets`, also marks how near each node is to a call of one
   // of those targets (Record::near; `near_depth` steps at most).
   // With `reach_depth` (< kReachSlots), also counts them (Record::reach, for
-  // 0 .. reach_depth steps).
+  // 0 .. reach_depth steps). Each node's record is shown to
+  // `on_node(node, record)` once made.
+  template <class OnNode = Ignore>
   bool reset_if_sorted(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0,
-                       std::uint32_t reach_depth = 0) {
+                       std::uint32_t reach_depth = 0, OnNode&& on_node = {}) {
     records_.clear();
     records_.reserve(g.size() + g.size() / 8);
     for (Node* n : g.nodes()) {
@@ -126,6 +135,7 @@ class Marks {
       r.inputs_near = static_cast<std::uint8_t>(inputs_near);
       for (std::uint32_t k = 0; k <= reach_depth; ++k) r.reach[k] = saturated(target ? 1 : 0, reach[k]);
       n->scratch() = static_cast<std::uint32_t>(records_.size());
+      on_node(n, r);
     }
     return true;
   }
@@ -232,11 +242,61 @@ class Search {
   // that depth less itself, and a group smaller than min_fuse_set_size is
   // never fused. (What a search finds has no other effect, so skipping one
   // that can find no set changes nothing.)
-  bool may_find_set_from(const Node* root) {
-    const detail::Marks::Record& r = marks_.at(root);
+  bool may_find_set_from(const Node* root) { return may_find_set_from(marks_.at(root)); }
+  bool may_find_set_from(const detail::Marks::Record& r) const {
     const std::uint8_t all = r.reach[reach_depth_];
     return all == 255 || all - r.reach[0] >= fusion_.options.min_fuse_set_size;
   }
+  // The node to search from after `root` (nullptr: the first), as Inductor
+  // takes them: the graph's nodes from the last to the first, as the list
+  // stands when each is reached. Where reach is counted, only nodes that may
+  // find a set are searched from, and they are taken from a list the
+  // numbering walk made (listed_roots_, in graph order) merged with the
+  // nodes rewrites lifted over the line since (late_roots_, a heap, latest
+  // on top), instead of walking every node: the nodes not taken are exactly
+  // those the walk would skip. (Nodes never move during a search, so list
+  // order and graph order agree.)
+  Node* next_root(Node* root) {
+    if (!reach_depth_) return root ? root->prev() : g_.back();
+    while (true) {
+      while (next_listed_ > 0 && !still_there(listed_roots_[next_listed_ - 1])) --next_listed_;
+      Node* listed = next_listed_ > 0 ? listed_roots_[next_listed_ - 1].first : nullptr;
+      Node* late = late_roots_.empty() ? nullptr : late_roots_.front().first;
+      if (!listed && !late) return nullptr;
+      Node* next = nullptr;
+      if (listed && (!late || late->is_before(*listed))) {
+        next = listed;
+        --next_listed_;
+      } else {
+        std::pop_heap(late_roots_.begin(), late_roots_.end(), later_in_graph);
+        late_roots_.pop_back();
+        next = late;
+      }
+      if (!marks_.at(next).searched) return next;
+    }
+  }
+  using RootEntry = std::pair<Node*, std::uint32_t>;  // a node and its scratch when listed
+  // Whether the entry's node is live and still the node it was (an erased
+  // node's place may be taken by a new node, which gets a new record).
+  static bool still_there(const RootEntry& e) { return !e.first->erased() && e.first->scratch() == e.second; }
+  static bool later_in_graph(const RootEntry& a, const RootEntry& b) { return a.first->is_before(*b.first); }
+  // A node whose reach has just grown: if it may now find a set and the
+  // walk has not passed it yet, it joins late_roots_.
+  void consider_root(Node* n) {
+    const detail::Marks::Record& r = marks_.at(n);
+    if (r.searched || !may_find_set_from(r) || !current_root_ || !n->is_before(*current_root_)) return;
+    late_roots_.emplace_back(n, n->scratch());
+    std::push_heap(late_roots_.begin(), late_roots_.end(), later_in_graph);
+  }
+  // Drops from late_roots_ the nodes a rewrite erased, before their places
+  // are taken (the heap compares places).
+  void forget_erased_roots() {
+    const auto gone = std::remove_if(late_roots_.begin(), late_roots_.end(), [](const RootEntry& e) { return !still_there(e); });
+    if (gone == late_roots_.end()) return;
+    late_roots_.erase(gone, late_roots_.end());
+    std::make_heap(late_roots_.begin(), late_roots_.end(), later_in_graph);
+  }
+
   // Whether the fusion may match `n` (a node a rewrite made may have a target
   // the graph had none of before).
   bool is_target(const Node* n) const { return n->op() == OpKind::call_function && fusion_.may_match_target(n->target()); }
@@ -252,6 +312,7 @@ class Search {
     for (Node* n : new_nodes_) {
       fresh.insert(n);
       marks_.set_reach(n, is_target(n) ? 1 : 0, depth);
+      consider_root(n);
     }
     using Gain = std::array<std::uint8_t, detail::Marks::kReachSlots>;
     auto one_step_down = [&](const Gain& g) {
@@ -278,6 +339,7 @@ class Search {
         grew[k] = static_cast<std::uint8_t>(r.reach[k] - before);
         any |= k < depth && grew[k] != 0;
       }
+      if (grew[depth] != 0) consider_root(u);
       if (!any) continue;
       const Gain down = one_step_down(grew);
       for (Node* w : u->users()) {
@@ -359,16 +421,25 @@ class Search {
       g_.for_each_target(OpKind::call_function, [&](OpRef target) {
         if (fusion_.may_match_target(target)) targets.push_back(target.hash);
       });
-    if (!marks_.reset_if_sorted(g_, targets, near_depth(), reach_depth_)) {
+    listed_roots_.clear();
+    late_roots_.clear();
+    auto list_root = [&](Node* n, const detail::Marks::Record& r) {
+      if (r.near > 0 && may_find_set_from(r)) listed_roots_.emplace_back(n, n->scratch());
+    };
+    if (!marks_.reset_if_sorted(g_, targets, near_depth(), reach_depth_, list_root)) {
       stable_topological_sort(g_);
-      marks_.reset(g_, targets, near_depth(), reach_depth_);
+      listed_roots_.clear();
+      marks_.reset(g_, targets, near_depth(), reach_depth_, list_root);
     }
+    next_listed_ = listed_roots_.size();
     sorted_ = true;
     std::size_t fused_sets = 0;
     CandidateGroups found;
-    for (Node* root = g_.back(); root; root = root->prev()) {
+    for (Node* root = next_root(nullptr); root; root = next_root(root)) {
       if (filter_roots_ && marks_.near(root) == 0) continue;
       if (reach_depth_ && !may_find_set_from(root)) continue;
+      marks_.at(root).searched = true;
+      current_root_ = root;
       candidates(root, found);
       for (auto& [key, nodes] : found.groups()) {
         if (static_cast<std::int64_t>(nodes.size()) < fusion_.options.min_fuse_set_size) continue;
@@ -399,6 +470,7 @@ class Search {
             }
           }
           if (sorted_) sorted_ = all_new_seen && new_edges_sorted();
+          forget_erased_roots();
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
           if (log) *log << fusion_.name() << ": fused " << subset.size() << " nodes, first " << subset.front()->name() << "\n";
@@ -594,6 +666,9 @@ class Search {
   bool filter_roots_ = false;     // looking only from nodes marked near (run)
   std::uint32_t reach_depth_ = 0;  // > 0: counting reach up to this depth, and searching only where it allows a set
   std::size_t reach_budget_ = 0;    // how many more gains update_reach may pass on
+  std::vector<RootEntry> listed_roots_, late_roots_;  // see next_root
+  std::size_t next_listed_ = 0;                       // listed_roots_[next_listed_ - 1] is the next listed one
+  Node* current_root_ = nullptr;                      // the node searched from now
   std::vector<std::pair<Node*, std::array<std::uint8_t, detail::Marks::kReachSlots>>> reach_work_;
   bool sorted_ = true;            // no fusion of this run has left a node before an input
   std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists (next_: the skipped), kept between calls
