@@ -69,18 +69,25 @@ class Marks {
     // (see Search::may_find_set_from).
     std::array<std::uint8_t, kReachSlots> reach{};
   };
+  using Reach = std::array<std::uint8_t, kReachSlots>;
   // a + b, 255 for anything above.
-  static std::uint8_t saturated(std::uint32_t a, std::uint32_t b) { return static_cast<std::uint8_t>(std::min<std::uint32_t>(a + b, 255)); }
+  static std::uint8_t saturated(std::uint8_t a, std::uint8_t b) {
+    const auto s = static_cast<std::uint8_t>(a + b);
+    return s < a ? std::uint8_t{255} : s;
+  }
+  // sum[k] += add[k - 1] for every slot but the first: what an input's reach
+  // adds to its user's. (All slots, whatever the depth, so that it is a few
+  // vector instructions.)
+  static void add_one_step_down(Reach& sum, const Reach& add) {
+    for (std::size_t k = 1; k < kReachSlots; ++k) sum[k] = saturated(sum[k], add[k - 1]);
+  }
   // The node's reach from its inputs': reach[k] is `self` (1 for a node the
-  // fusion may match) plus the inputs' reach[k - 1], for k <= depth.
-  void set_reach(const Node* n, std::uint32_t self, std::uint32_t depth) {
-    std::array<std::uint32_t, kReachSlots> sum{};
-    for (const Node* in : n->all_input_nodes()) {
-      const Record& r = at(in);
-      for (std::uint32_t k = 1; k <= depth; ++k) sum[k] += r.reach[k - 1];
-    }
-    Record& r = at(n);
-    for (std::uint32_t k = 0; k <= depth; ++k) r.reach[k] = saturated(self, sum[k]);
+  // fusion may match) plus the inputs' reach[k - 1].
+  void set_reach(const Node* n, std::uint8_t self) {
+    Reach sum{};
+    for (const Node* in : n->all_input_nodes()) add_one_step_down(sum, at(in).reach);
+    Reach& reach = at(n).reach;
+    for (std::size_t k = 0; k < kReachSlots; ++k) reach[k] = saturated(self, sum[k]);
   }
 
   struct Ignore {
@@ -94,8 +101,8 @@ class Marks {
   // every walk of the graph misses the cache.
   template <class OnNode = Ignore>
   void reset(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0,
-             std::uint32_t reach_depth = 0, OnNode&& on_node = {}) {
-    if (!reset_if_sorted(g, near_targets, near_depth, reach_depth, on_node))
+             bool count_reach = false, OnNode&& on_node = {}) {
+    if (!reset_if_sorted(g, near_targets, near_depth, count_reach, on_node))
       throw GraphError("group/batch fusion: the graph is not sorted");
   }
   // The same when the graph is sorted, in the same walk that finds out
@@ -103,12 +110,11 @@ class Marks {
   // false, leaving the records half made, when a node comes before an input.
   // With `near_targets`, also marks how near each node is to a call of one
   // of those targets (Record::near; `near_depth` steps at most).
-  // With `reach_depth` (< kReachSlots), also counts them (Record::reach, for
-  // 0 .. reach_depth steps). Each node's record is shown to
+  // With `count_reach`, also counts them (Record::reach). Each node's record is shown to
   // `on_node(node, record)` once made.
   template <class OnNode = Ignore>
   bool reset_if_sorted(Graph& g, std::span<const std::uint64_t> near_targets = {}, std::uint32_t near_depth = 0,
-                       std::uint32_t reach_depth = 0, OnNode&& on_node = {}) {
+                       bool count_reach = false, OnNode&& on_node = {}) {
     records_.clear();
     records_.reserve(g.size() + g.size() / 8);
     for (Node* n : g.nodes()) {
@@ -116,13 +122,13 @@ class Marks {
       // the next node's inputs while this one is looked at.
       if (Node* next = n->next()) kiln::detail::prefetch(&next->all_input_nodes());
       std::uint32_t level = 0, near = 0;
-      std::array<std::uint32_t, kReachSlots> reach{};
+      Reach reach{};
       for (const Node* in : n->all_input_nodes()) {
         if (!in->is_before(*n)) return false;
         const Record& r = records_[in->scratch() - 1];
         level = std::max(level, r.level + 1);
         near = std::max<std::uint32_t>(near, r.near);
-        for (std::uint32_t k = 1; k <= reach_depth; ++k) reach[k] += r.reach[k - 1];
+        if (count_reach) add_one_step_down(reach, r.reach);
       }
       const std::uint32_t inputs_near = near;
       near = near > 0 ? near - 1 : 0;
@@ -133,7 +139,8 @@ class Marks {
       r.level = level;
       r.near = static_cast<std::uint8_t>(near);
       r.inputs_near = static_cast<std::uint8_t>(inputs_near);
-      for (std::uint32_t k = 0; k <= reach_depth; ++k) r.reach[k] = saturated(target ? 1 : 0, reach[k]);
+      if (count_reach)
+        for (std::size_t k = 0; k < kReachSlots; ++k) r.reach[k] = saturated(target ? 1 : 0, reach[k]);
       n->scratch() = static_cast<std::uint32_t>(records_.size());
       on_node(n, r);
     }
@@ -311,13 +318,13 @@ class Search {
     kiln::detail::NodeSet fresh(new_nodes_.size());
     for (Node* n : new_nodes_) {
       fresh.insert(n);
-      marks_.set_reach(n, is_target(n) ? 1 : 0, depth);
+      marks_.set_reach(n, is_target(n) ? 1 : 0);
       consider_root(n);
     }
-    using Gain = std::array<std::uint8_t, detail::Marks::kReachSlots>;
+    using Gain = detail::Marks::Reach;
     auto one_step_down = [&](const Gain& g) {
       Gain down{};
-      for (std::uint32_t k = 1; k <= depth; ++k) down[k] = g[k - 1];
+      detail::Marks::add_one_step_down(down, g);
       return down;
     };
     std::vector<std::pair<Node*, Gain>>& work = reach_work_;
@@ -333,7 +340,7 @@ class Search {
       detail::Marks::Record& r = marks_.at(u);
       Gain grew{};
       bool any = false;
-      for (std::uint32_t k = 0; k <= depth; ++k) {
+      for (std::uint32_t k = 0; k < detail::Marks::kReachSlots; ++k) {
         const std::uint8_t before = r.reach[k];
         r.reach[k] = detail::Marks::saturated(before, gain[k]);
         grew[k] = static_cast<std::uint8_t>(r.reach[k] - before);
@@ -426,10 +433,10 @@ class Search {
     auto list_root = [&](Node* n, const detail::Marks::Record& r) {
       if (r.near > 0 && may_find_set_from(r)) listed_roots_.emplace_back(n, n->scratch());
     };
-    if (!marks_.reset_if_sorted(g_, targets, near_depth(), reach_depth_, list_root)) {
+    if (!marks_.reset_if_sorted(g_, targets, near_depth(), reach_depth_ > 0, list_root)) {
       stable_topological_sort(g_);
       listed_roots_.clear();
-      marks_.reset(g_, targets, near_depth(), reach_depth_, list_root);
+      marks_.reset(g_, targets, near_depth(), reach_depth_ > 0, list_root);
     }
     next_listed_ = listed_roots_.size();
     sorted_ = true;
@@ -669,7 +676,7 @@ class Search {
   std::vector<RootEntry> listed_roots_, late_roots_;  // see next_root
   std::size_t next_listed_ = 0;                       // listed_roots_[next_listed_ - 1] is the next listed one
   Node* current_root_ = nullptr;                      // the node searched from now
-  std::vector<std::pair<Node*, std::array<std::uint8_t, detail::Marks::kReachSlots>>> reach_work_;
+  std::vector<std::pair<Node*, detail::Marks::Reach>> reach_work_;
   bool sorted_ = true;            // no fusion of this run has left a node before an input
   std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists (next_: the skipped), kept between calls
 };
