@@ -4,6 +4,7 @@
 // independent of each other are handed to fuse() together. The key is text,
 // built as Inductor builds its tuple, so that two nodes share a key exactly
 // when Inductor's tuples compare equal.
+#include <charconv>
 #include <optional>
 #include <span>
 #include <string>
@@ -64,29 +65,57 @@ inline const TensorMeta* tensor_of(const Node* n) { return n ? n->meta.val.tenso
 // Inductor's is_node_meta_valid: no node, or one with a value in its meta.
 inline bool meta_valid(const Node* n) { return !n || !n->meta.val.is_none(); }
 
-// Group keys: parts joined by a separator no part contains.
+// A shape as Inductor's keys print it: "[16, 64]", symbols by name.
+inline void append_shape_text(std::string& out, const TensorMeta& t) {
+  out += '[';
+  for (std::size_t i = 0; i < t.shape.size(); ++i) {
+    if (i) out += ", ";
+    if (const auto* v = std::get_if<std::int64_t>(&t.shape[i])) {
+      char digits[24];
+      out.append(digits, std::to_chars(digits, digits + sizeof digits, *v).ptr);
+    } else {
+      out += std::get<SymInt>(t.shape[i]).name;
+    }
+  }
+  out += ']';
+}
+inline std::string shape_text(const TensorMeta& t) {
+  std::string s;
+  append_shape_text(s, t);
+  return s;
+}
+
+// Group keys: parts joined by a separator no part contains. Built in place
+// (a search asks for the key of every candidate it meets).
 class Key {
  public:
-  explicit Key(std::string_view fusion) : s_(fusion) {}
+  explicit Key(std::string_view fusion) {
+    s_.reserve(96);
+    s_ = fusion;
+  }
   Key& add(std::string_view part) {
     s_ += '\x1f';
     s_ += part;
     return *this;
   }
   Key& add(const char* part) { return add(std::string_view(part)); }  // (not the bool overload)
-  Key& add(const Node* n) { return add(n ? "%" + n->name() : std::string("None")); }
+  Key& add(const Node* n) {
+    if (!n) return add(std::string_view("None"));
+    s_ += "\x1f%";
+    s_ += n->name();
+    return *this;
+  }
   Key& add(bool b) { return add(std::string_view(b ? "True" : "False")); }
+  Key& add_shape(const TensorMeta& shape) {
+    s_ += '\x1f';
+    append_shape_text(s_, shape);
+    return *this;
+  }
   std::string str() { return std::move(s_); }
 
  private:
   std::string s_;
 };
-
-inline std::string shape_text(const TensorMeta& t) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + format_dim(t.shape[i]);
-  return s + "]";
-}
 inline std::string users_text(const Node& n, bool include) {
   if (!include) return {};
   std::string s;

@@ -206,7 +206,7 @@ class BatchMathPostGrad final : public Fusion {
       else if (other->is_call(aten::packets::select)) parent = "%" + other->args()[0].node()->name();
     }
     return Key(name())
-        .add(shape_text(*a))
+        .add_shape(*a)
         .add(dtype_name(a->dtype))
         .add(dtype_name(b->dtype))
         .add(alpha ? format_arg(*alpha) : "1")
@@ -256,7 +256,7 @@ class BatchUnaryPostGrad final : public Fusion {
     if (!t) return std::nullopt;
     const Arg* inplace = n.kwargs().find("inplace");
     return Key(name())
-        .add(shape_text(*t))
+        .add_shape(*t)
         .add(inplace ? format_arg(*inplace) : "False")
         .add(options.fuse_nodes_with_same_parent ? std::string(input->target_name()) : std::string())
         .str();

@@ -122,8 +122,8 @@ class BatchLinear final : public Fusion {
     const Node* split = input->is_call(pyop::getitem) ? input->args()[0].node() : nullptr;
     return Key(name())
         .add(split)
-        .add(shape_text(*tensor_of(input)))
-        .add(shape_text(*tensor_of(weight)))
+        .add_shape(*tensor_of(input))
+        .add_shape(*tensor_of(weight))
         .add(!bias || bias->is_none())
         .add(users_text(n, options.fuse_nodes_with_same_users))
         .str();
@@ -248,7 +248,7 @@ class BatchLayernorm final : public Fusion {
       return t ? shape_text(*t) : std::string();
     };
     return Key(name())
-        .add(shape_text(*tensor_of(input)))
+        .add_shape(*tensor_of(input))
         .add(shape_or_empty(weight))
         .add(shape_or_empty(bias))
         .add(shape ? format_arg(*shape) : "None")
@@ -310,7 +310,7 @@ class BatchPointwise final : public Fusion {
     if (inplace && input->num_users() > 1) return std::nullopt;
     const Node* parent = options.fuse_nodes_with_same_parent ? input : nullptr;
     return Key(name())
-        .add(shape_text(*t))
+        .add_shape(*t)
         .add(inplace)
         .add(parent ? std::string(parent->target_name()) : std::string())
         .str();
@@ -343,7 +343,7 @@ class BatchMath final : public Fusion {
     if (!t) return std::nullopt;
     ArgList rest(n.args().begin() + std::min<std::size_t>(1, n.args().size()), n.args().end());
     return Key(name())
-        .add(shape_text(*t))
+        .add_shape(*t)
         .add(format_arg(Arg(rest)))
         .add(format_arg(Arg(n.kwargs())))
         .add(std::string((*n.users().begin())->target_name()))
