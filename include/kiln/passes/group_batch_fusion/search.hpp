@@ -57,6 +57,7 @@ class Marks {
     // reading its inputs (see Search::candidates).
     std::uint8_t inputs_near = 0;
     bool fused = false;
+    bool made = false;  // made by a fusion of this run (kept in Search::made_)
   };
 
   // Forgets what other algorithms left in the nodes' scratch, and numbers
@@ -112,6 +113,7 @@ class Marks {
   std::uint32_t& up(const Node* n) { return at(n).up; }
   std::uint32_t& down(const Node* n) { return at(n).down; }
   bool& fused(const Node* n) { return at(n).fused; }
+  bool& made(const Node* n) { return at(n).made; }
   std::uint8_t& near(const Node* n) { return at(n).near; }
   std::uint8_t& inputs_near(const Node* n) { return at(n).inputs_near; }
 
@@ -282,6 +284,8 @@ class Search {
           }
           const std::size_t erased_mark = kiln::detail::GraphInternals::erased_pending(g_);
           const std::size_t size_before = g_.size();
+          bool fuses_made = false;  // fuses nodes an earlier set made
+          for (Node* n : subset) fuses_made |= marks_.made(n);
           const std::vector<Node*> replacements = fusion_.fuse(g_, subset);
           for (Node* n : subset) marks_.fused(n) = true;
           update_levels(replacements);
@@ -294,6 +298,18 @@ class Search {
             else filter_roots_ = false;
           }
           if (sorted_) sorted_ = all_new_seen && new_edges_sorted();
+          made_seen_ = made_seen_ && all_new_seen;
+          if (made_seen_) {
+            for (Node* n : new_nodes_) marks_.made(n) = true;
+            made_.insert(made_.end(), new_nodes_.begin(), new_nodes_.end());
+            // The nodes erased now are freed below and their places reused:
+            // none may stay in made_. A rewrite erases the set it fuses, and
+            // made_ holds some of those only if an earlier set made them.
+            const std::size_t erased = kiln::detail::GraphInternals::erased_pending(g_) - erased_mark;
+            if (fuses_made || erased != subset.size() ||
+                !std::all_of(subset.begin(), subset.end(), [](const Node* n) { return n->erased(); }))
+              made_.erase(std::remove_if(made_.begin(), made_.end(), [](const Node* n) { return n->erased(); }), made_.end());
+          }
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
           if (log) *log << fusion_.name() << ": fused " << subset.size() << " nodes, first " << subset.front()->name() << "\n";
@@ -307,7 +323,26 @@ class Search {
     // Some rewrites leave a node before its input (batch_linear_post_grad's
     // bias adds, as in Inductor, whose next fusion sorts first): sort now, so
     // the graph a pass returns is always valid.
-    if (fused_sets && !sorted_) stable_topological_sort(g_);
+    // The graph was sorted before the first fusion and only the edges of
+    // nodes the fusions made have changed since: where the search saw all
+    // of those, only they and their users can be out of place.
+    if (fused_sets && !sorted_) {
+      if (made_seen_) {
+        std::vector<Node*> late;
+        for (Node* n : made_) {
+          for (const Node* in : n->all_input_nodes())
+            if (!in->is_before(*n)) {
+              late.push_back(n);
+              break;
+            }
+          for (Node* u : n->users())
+            if (!n->is_before(*u)) late.push_back(u);
+        }
+        stable_topological_sort(g_, late, SortMoveCount::relinked);
+      } else {
+        stable_topological_sort(g_);
+      }
+    }
     return fused_sets;
   }
 
@@ -486,6 +521,8 @@ class Search {
   std::vector<std::pair<std::int64_t, Node*>, kiln::detail::HugePageAllocator<std::pair<std::int64_t, Node*>>> queue_;
   std::vector<Node*> stack_, near_stack_;
   std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
+  std::vector<Node*> made_;       // the live nodes the run's fusions made, while made_seen_
+  bool made_seen_ = true;         // every fusion of this run made only nodes in new_nodes_
   bool filter_roots_ = false;     // looking only from nodes marked near (run)
   bool sorted_ = true;            // no fusion of this run has left a node before an input
   std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists (next_: the skipped), kept between calls
