@@ -137,6 +137,9 @@ inline std::size_t stable_topological_sort(Graph& g, std::span<Node* const> late
     State state = State::queued;
     bool waited = false;  // has waited: is moved to follow the node placed before it
     std::uint32_t first_waiting = 0, next_waiting = 0;  // 1 + an id; 0: none
+    // While it waits: its inputs in order (args, then kwargs, duplicates
+    // included) are flat[inputs_begin, ...), and it waits on flat[waits_at].
+    std::uint32_t inputs_begin = 0, waits_at = 0;
   };
   constexpr std::uint32_t kNone = 0;
   detail::NodeMap<std::uint32_t> ids(late.size() * 4);  // 1 + the index into `info`
@@ -156,6 +159,8 @@ inline std::size_t stable_topological_sort(Graph& g, std::span<Node* const> late
     info.push_back(Info{n});
     id = static_cast<std::uint32_t>(info.size());
     turns.emplace(n->order_key(), id);
+    // It is looked at within a few hundred stops: ask for the rest of it now.
+    n->prefetch_for_edit(1);
   };
   for (Node* n : late) queue(n);
   if (turns.empty()) return 0;
@@ -168,14 +173,16 @@ inline std::size_t stable_topological_sort(Graph& g, std::span<Node* const> late
     const std::uint32_t id = id_of(n);
     return id == kNone || info[id - 1].state == State::placed;
   };
-  // The unplaced nodes after the first node placed, least order key on top
-  // (stale entries, placed since, are dropped when seen): the full sort's
-  // list is the placed nodes then these in their old order, so a node placed
-  // stays put only if it is the first of them.
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> tail;
+  // The ids of the unplaced nodes after the first node placed, in list
+  // order (nodes become unplaced when reached, so in that order), from
+  // tail[tail_head] on; nodes placed since are skipped when met. The full
+  // sort's list is the placed nodes then these in their old order, so a
+  // node placed stays put only if it is the first of them.
+  std::vector<std::uint32_t> tail;
+  std::size_t tail_head = 0;
   auto tail_front = [&]() -> std::uint32_t {
-    while (!tail.empty() && info[tail.top().second - 1].state == State::placed) tail.pop();
-    return tail.empty() ? kNone : tail.top().second;
+    while (tail_head < tail.size() && info[tail[tail_head] - 1].state == State::placed) ++tail_head;
+    return tail_head < tail.size() ? tail[tail_head] : kNone;
   };
 
   std::size_t moved = 0;
@@ -184,39 +191,102 @@ inline std::size_t stable_topological_sort(Graph& g, std::span<Node* const> late
   std::vector<std::uint32_t> pending;  // as in the full sort: a stack of ids
   std::vector<std::pair<Node*, Node*>> relinks;  // (node, the node it goes after), in order
   Node* previous_turn = nullptr;
+  std::size_t unplaced = 0;
+  std::vector<Node*> flat;  // the inputs of the nodes that wait (Info::inputs_begin)
+  // With nothing unplaced, every node reached is placed and only the queued
+  // ones need a record: the tables start again from those, so that they stay
+  // the size of what is out of place at once, not of all that was.
+  auto start_afresh = [&] {
+    std::vector<Entry> queued;
+    queued.reserve(turns.size());
+    while (!turns.empty()) {
+      queued.push_back(turns.top());
+      turns.pop();
+    }
+    std::vector<Info> kept;
+    kept.reserve(queued.size() * 2);
+    ids = detail::NodeMap<std::uint32_t>(queued.size() * 2);
+    for (auto& [key, id] : queued) {
+      kept.push_back(info[id - 1]);
+      id = static_cast<std::uint32_t>(kept.size());
+      ids.get(kept.back().node) = id;
+    }
+    info = std::move(kept);
+    turns = decltype(turns)(std::greater<>(), std::move(queued));
+    tail.clear();
+    tail_head = 0;
+    flat.clear();
+  };
   while (!turns.empty()) {
+    if (unplaced == 0 && info.size() >= 4096 && info.size() > 8 * turns.size()) start_afresh();
     const auto [key, id] = turns.top();
     turns.pop();
     Node* const at = info[id - 1].node;
-    // The nodes between the last stop and this one are placed where they stand.
-    Node* const before = at->prev();
-    if (before && before != previous_turn) {
-      if (!placed_any) placed_any = true;  // the first of them stays, and so do the rest
-      if (count == SortMoveCount::like_full_sort && tail_front() != kNone)
-        for (Node* n = previous_turn ? previous_turn->next() : g.front(); n != at; n = n->next()) ++moved;
-      cursor = before;
+    // The next stop's node is read soon: ask for it now (stops are all over memory).
+    if (!turns.empty()) {
+      const Node* next = info[turns.top().second - 1].node;
+      detail::prefetch(next);
+      detail::prefetch(&next->args());
+    }
+    // The nodes between the last stop and this one are placed where they
+    // stand (the first of them stays, if the first placed, and so do the
+    // rest). The cursor they leave is not needed: a node that moves follows
+    // a node placed at the same stop, the first being the one stopped at.
+    if (!placed_any || count == SortMoveCount::like_full_sort) {
+      Node* const before = at->prev();
+      if (before && before != previous_turn) {
+        if (count == SortMoveCount::like_full_sort && placed_any && tail_front() != kNone)
+          for (Node* n = previous_turn ? previous_turn->next() : g.front(); n != at; n = n->next()) ++moved;
+        placed_any = true;
+      }
     }
     previous_turn = at;
     turn_key = key;
     info[id - 1].state = State::unplaced;
-    if (placed_any) tail.emplace(key, id);
+    ++unplaced;
+    if (placed_any && count == SortMoveCount::like_full_sort) tail.push_back(id);
     pending.push_back(id);
     while (!pending.empty()) {
       const std::uint32_t i = pending.back();
       pending.pop_back();
       Node* node = info[i - 1].node;
       Node* last_unready = nullptr;
-      auto visit = [&](Node* in) {
-        if (!is_ready(in)) last_unready = in;
-      };
-      for (const auto& a : node->args()) for_each_node(a, visit);
-      for (const auto& [k, a] : node->kwargs()) for_each_node(a, visit);
+      if (!info[i - 1].waited) {  // reached at its turn: all its inputs
+        const std::size_t begin = flat.size();
+        std::size_t waits_at = 0;
+        auto visit = [&](Node* in) {
+          if (!is_ready(in)) {
+            last_unready = in;
+            waits_at = flat.size();
+          }
+          flat.push_back(in);
+        };
+        for (const auto& a : node->args()) for_each_node(a, visit);
+        for (const auto& [k, a] : node->kwargs()) for_each_node(a, visit);
+        if (!last_unready) {
+          flat.resize(begin);
+        } else {
+          info[i - 1].inputs_begin = static_cast<std::uint32_t>(begin);
+          info[i - 1].waits_at = static_cast<std::uint32_t>(waits_at);
+        }
+      } else {
+        // Woken: the inputs after the one it waited on were ready then and
+        // still are, so the last one not ready now lies before it. (Looking
+        // at all of them again made a stack of n inputs listed in reverse
+        // order cost n * n.)
+        for (std::uint32_t k = info[i - 1].waits_at; k-- > info[i - 1].inputs_begin;)
+          if (!is_ready(flat[k])) {
+            last_unready = flat[k];
+            info[i - 1].waits_at = k;
+            break;
+          }
+      }
       if (last_unready) {
         if (!info[i - 1].waited) {
           // Its users after the walk now may not be ready when reached.
           info[i - 1].waited = true;
           for (Node* u : node->users())
-            if (u && u->order_key() > turn_key) queue(u);
+            if (u->order_key() > turn_key) queue(u);
         }
         if (last_unready->order_key() > turn_key) queue(last_unready);  // must be stopped at to wake the node
         const std::uint32_t w = id_of(last_unready);
@@ -229,10 +299,11 @@ inline std::size_t stable_topological_sort(Graph& g, std::span<Node* const> late
       } else {
         // It stays only if it is the first unplaced node (one reached before
         // the first node placed never is: it lies before that node).
-        if (tail_front() != i) ++moved;
+        if (count == SortMoveCount::like_full_sort && tail_front() != i) ++moved;
         if (info[i - 1].waited) relinks.emplace_back(node, cursor);
       }
       info[i - 1].state = State::placed;
+      --unplaced;
       cursor = node;
       for (std::uint32_t w = std::exchange(info[i - 1].first_waiting, kNone); w != kNone; w = info[w - 1].next_waiting)
         pending.push_back(w);
