@@ -57,7 +57,7 @@ class Marks {
     // reading its inputs (see Search::candidates).
     std::uint8_t inputs_near = 0;
     bool fused = false;
-    bool made = false;  // made by a fusion of this run (kept in Search::made_)
+    bool late = false;  // in Search::late_
   };
 
   // Forgets what other algorithms left in the nodes' scratch, and numbers
@@ -113,7 +113,7 @@ class Marks {
   std::uint32_t& up(const Node* n) { return at(n).up; }
   std::uint32_t& down(const Node* n) { return at(n).down; }
   bool& fused(const Node* n) { return at(n).fused; }
-  bool& made(const Node* n) { return at(n).made; }
+  bool& late(const Node* n) { return at(n).late; }
   std::uint8_t& near(const Node* n) { return at(n).near; }
   std::uint8_t& inputs_near(const Node* n) { return at(n).inputs_near; }
 
@@ -284,8 +284,8 @@ class Search {
           }
           const std::size_t erased_mark = kiln::detail::GraphInternals::erased_pending(g_);
           const std::size_t size_before = g_.size();
-          bool fuses_made = false;  // fuses nodes an earlier set made
-          for (Node* n : subset) fuses_made |= marks_.made(n);
+          bool fuses_late = false;  // fuses nodes in late_
+          for (Node* n : subset) fuses_late |= marks_.late(n);
           const std::vector<Node*> replacements = fusion_.fuse(g_, subset);
           for (Node* n : subset) marks_.fused(n) = true;
           update_levels(replacements);
@@ -297,18 +297,19 @@ class Search {
             if (all_new_seen) mark_near(new_nodes_);
             else filter_roots_ = false;
           }
-          if (sorted_) sorted_ = all_new_seen && new_edges_sorted();
-          made_seen_ = made_seen_ && all_new_seen;
-          if (made_seen_) {
-            for (Node* n : new_nodes_) marks_.made(n) = true;
-            made_.insert(made_.end(), new_nodes_.begin(), new_nodes_.end());
+          late_seen_ = late_seen_ && all_new_seen;
+          if (late_seen_) {
+            const std::size_t late_before = late_.size();
+            add_late_nodes();
+            sorted_ = sorted_ && late_.size() == late_before;
             // The nodes erased now are freed below and their places reused:
-            // none may stay in made_. A rewrite erases the set it fuses, and
-            // made_ holds some of those only if an earlier set made them.
+            // none may stay in late_. A rewrite erases the set it fuses.
             const std::size_t erased = kiln::detail::GraphInternals::erased_pending(g_) - erased_mark;
-            if (fuses_made || erased != subset.size() ||
+            if (fuses_late || erased != subset.size() ||
                 !std::all_of(subset.begin(), subset.end(), [](const Node* n) { return n->erased(); }))
-              made_.erase(std::remove_if(made_.begin(), made_.end(), [](const Node* n) { return n->erased(); }), made_.end());
+              late_.erase(std::remove_if(late_.begin(), late_.end(), [](const Node* n) { return n->erased(); }), late_.end());
+          } else {
+            sorted_ = sorted_ && all_new_seen && new_edges_sorted();
           }
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
@@ -323,25 +324,11 @@ class Search {
     // Some rewrites leave a node before its input (batch_linear_post_grad's
     // bias adds, as in Inductor, whose next fusion sorts first): sort now, so
     // the graph a pass returns is always valid.
-    // The graph was sorted before the first fusion and only the edges of
-    // nodes the fusions made have changed since: where the search saw all
-    // of those, only they and their users can be out of place.
+    // Where the search saw every node the fusions made, the nodes out of
+    // place are in late_ (add_late_nodes): sort from those.
     if (fused_sets && !sorted_) {
-      if (made_seen_) {
-        std::vector<Node*> late;
-        for (Node* n : made_) {
-          for (const Node* in : n->all_input_nodes())
-            if (!in->is_before(*n)) {
-              late.push_back(n);
-              break;
-            }
-          for (Node* u : n->users())
-            if (!n->is_before(*u)) late.push_back(u);
-        }
-        stable_topological_sort(g_, late, SortMoveCount::relinked);
-      } else {
-        stable_topological_sort(g_);
-      }
+      if (late_seen_) stable_topological_sort(g_, late_, SortMoveCount::relinked);
+      else stable_topological_sort(g_);
     }
     return fused_sets;
   }
@@ -439,6 +426,29 @@ class Search {
     }
   }
 
+  // Keeps in late_ each node the last fusion left before an input: a
+  // rewrite changes only the edges of its new nodes, so those of them that
+  // come before an input and their users that come before them. (The graph
+  // was sorted before the first fusion; later fusions that change these
+  // nodes' edges add what they leave out of place.)
+  void add_late_nodes() {
+    for (Node* n : new_nodes_) {
+      for (const Node* in : n->all_input_nodes())
+        if (!in->is_before(*n)) {
+          add_late(n);
+          break;
+        }
+      for (Node* u : n->users())
+        if (!n->is_before(*u)) add_late(u);
+    }
+  }
+  void add_late(Node* n) {
+    bool& late = marks_.late(n);
+    if (late) return;
+    late = true;
+    late_.push_back(n);
+  }
+
   // Whether the edges the last fusion made (those of its new nodes: a
   // rewrite changes no other) all run forward, so that a graph sorted
   // before it is still sorted.
@@ -521,8 +531,8 @@ class Search {
   std::vector<std::pair<std::int64_t, Node*>, kiln::detail::HugePageAllocator<std::pair<std::int64_t, Node*>>> queue_;
   std::vector<Node*> stack_, near_stack_;
   std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
-  std::vector<Node*> made_;       // the live nodes the run's fusions made, while made_seen_
-  bool made_seen_ = true;         // every fusion of this run made only nodes in new_nodes_
+  std::vector<Node*> late_;       // live nodes the run's fusions may have left before an input, while late_seen_
+  bool late_seen_ = true;         // every fusion of this run made only nodes in new_nodes_
   bool filter_roots_ = false;     // looking only from nodes marked near (run)
   bool sorted_ = true;            // no fusion of this run has left a node before an input
   std::vector<Node*> pending_, subset_, next_;  // independent_subsets' lists (next_: the skipped), kept between calls
