@@ -48,7 +48,7 @@ class Marks {
   static constexpr std::uint32_t kMaxNear = 0xFF;  // Record::near's limit
   // Record::reach holds counts for 0 .. kReachSlots - 1 steps, so roots are
   // filtered by them for a search depth of kReachSlots - 1 at most.
-  static constexpr std::uint32_t kReachSlots = 8;
+  static constexpr std::uint32_t kReachSlots = 7;
   struct Record {
     std::uint32_t key = kUnknown;
     std::uint32_t level = 0;  // more than the level of each of the node's inputs (see Search::run)
@@ -62,6 +62,7 @@ class Marks {
     std::uint8_t inputs_near = 0;
     bool fused = false;
     bool searched = false;  // searched from already (Search::next_root)
+    bool late = false;  // in Search::late_
     // reach[k]: at least the number of nodes the fusion may match at most k
     // steps above the node, itself included (a sum over its inputs, so a
     // node above by two paths counts twice), 255 standing for 255 or more.
@@ -159,6 +160,7 @@ class Marks {
   std::uint32_t& up(const Node* n) { return at(n).up; }
   std::uint32_t& down(const Node* n) { return at(n).down; }
   bool& fused(const Node* n) { return at(n).fused; }
+  bool& late(const Node* n) { return at(n).late; }
   std::uint8_t& near(const Node* n) { return at(n).near; }
   std::uint8_t& inputs_near(const Node* n) { return at(n).inputs_near; }
 
@@ -460,6 +462,8 @@ class Search {
           }
           const std::size_t erased_mark = kiln::detail::GraphInternals::erased_pending(g_);
           const std::size_t size_before = g_.size();
+          bool fuses_late = false;  // fuses nodes in late_
+          for (Node* n : subset) fuses_late |= marks_.late(n);
           const std::vector<Node*> replacements = fusion_.fuse(g_, subset);
           for (Node* n : subset) marks_.fused(n) = true;
           update_levels(replacements);
@@ -476,7 +480,20 @@ class Search {
               reach_depth_ = 0;
             }
           }
-          if (sorted_) sorted_ = all_new_seen && new_edges_sorted();
+          late_seen_ = late_seen_ && all_new_seen;
+          if (late_seen_) {
+            const std::size_t late_before = late_.size();
+            add_late_nodes();
+            sorted_ = sorted_ && late_.size() == late_before;
+            // The nodes erased now are freed below and their places reused:
+            // none may stay in late_. A rewrite erases the set it fuses.
+            const std::size_t erased = kiln::detail::GraphInternals::erased_pending(g_) - erased_mark;
+            if (fuses_late || erased != subset.size() ||
+                !std::all_of(subset.begin(), subset.end(), [](const Node* n) { return n->erased(); }))
+              late_.erase(std::remove_if(late_.begin(), late_.end(), [](const Node* n) { return n->erased(); }), late_.end());
+          } else {
+            sorted_ = sorted_ && all_new_seen && new_edges_sorted();
+          }
           forget_erased_roots();
           ++fused_sets;
           if (counters) counters->increment(fusion_.name());
@@ -491,7 +508,12 @@ class Search {
     // Some rewrites leave a node before its input (batch_linear_post_grad's
     // bias adds, as in Inductor, whose next fusion sorts first): sort now, so
     // the graph a pass returns is always valid.
-    if (fused_sets && !sorted_) stable_topological_sort(g_);
+    // Where the search saw every node the fusions made, the nodes out of
+    // place are in late_ (add_late_nodes): sort from those.
+    if (fused_sets && !sorted_) {
+      if (late_seen_) stable_topological_sort(g_, late_, SortMoveCount::relinked);
+      else stable_topological_sort(g_);
+    }
     return fused_sets;
   }
 
@@ -588,6 +610,29 @@ class Search {
     }
   }
 
+  // Keeps in late_ each node the last fusion left before an input: a
+  // rewrite changes only the edges of its new nodes, so those of them that
+  // come before an input and their users that come before them. (The graph
+  // was sorted before the first fusion; later fusions that change these
+  // nodes' edges add what they leave out of place.)
+  void add_late_nodes() {
+    for (Node* n : new_nodes_) {
+      for (const Node* in : n->all_input_nodes())
+        if (!in->is_before(*n)) {
+          add_late(n);
+          break;
+        }
+      for (Node* u : n->users())
+        if (!n->is_before(*u)) add_late(u);
+    }
+  }
+  void add_late(Node* n) {
+    bool& late = marks_.late(n);
+    if (late) return;
+    late = true;
+    late_.push_back(n);
+  }
+
   // Whether the edges the last fusion made (those of its new nodes: a
   // rewrite changes no other) all run forward, so that a graph sorted
   // before it is still sorted.
@@ -670,6 +715,8 @@ class Search {
   std::vector<std::pair<std::int64_t, Node*>, kiln::detail::HugePageAllocator<std::pair<std::int64_t, Node*>>> queue_;
   std::vector<Node*> stack_, near_stack_;
   std::vector<Node*> new_nodes_;  // the nodes the last fusion made (update_levels)
+  std::vector<Node*> late_;       // live nodes the run's fusions may have left before an input, while late_seen_
+  bool late_seen_ = true;         // every fusion of this run made only nodes in new_nodes_
   bool filter_roots_ = false;     // looking only from nodes marked near (run)
   std::uint32_t reach_depth_ = 0;  // > 0: counting reach up to this depth, and searching only where it allows a set
   std::size_t reach_budget_ = 0;    // how many more gains update_reach may pass on
