@@ -3,7 +3,10 @@
 // five fusions Inductor's fixture ran (batch_linear, batch_layernorm,
 // batch_tanh, batch_relu, batch_sigmoid), in that order, each timed whole
 // (sort, search, rewrites). Prints one JSON line per size, then the exponent
-// of a power law fitted to the times.
+// of a power law fitted to the times; beside it, the same for one bare walk
+// of each graph (every node and the order key of each input, nothing else),
+// a linear pass whose growth is the machine's alone: past the caches every
+// per-node cost grows with the graph, so no pass grows more slowly than that.
 //   kiln-bench-group-batch-fusion [--towers 512,4096,32768] [--reps 5]
 #include <algorithm>
 #include <chrono>
@@ -33,14 +36,24 @@ int main(int argc, char** argv) {
     }
   }
   const std::vector<std::string> order{"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"};
-  std::vector<double> xs, ys;
+  std::vector<double> xs, ys, walk_ys;
   for (std::int64_t towers : sizes) {
     double best = 1e300;
+    double walk_best = 1e300;
     std::size_t nodes = 0, nodes_after = 0;
     std::int64_t sets = 0;
     for (int r = 0; r < reps; ++r) {
       kiln::Graph g = kiln::testing::towers_graph(towers);
       nodes = g.size();
+      {
+        const auto w0 = std::chrono::steady_clock::now();
+        std::uint64_t sum = 0;
+        for (const kiln::Node* n : g.nodes())
+          for (const kiln::Node* in : n->all_input_nodes()) sum += in->order_key();
+        const auto w1 = std::chrono::steady_clock::now();
+        walk_best = std::min(walk_best, std::chrono::duration<double, std::milli>(w1 - w0).count());
+        if (sum == 42) std::cerr << "";  // (keeps the walk)
+      }
       kiln::Counters counters;
       std::vector<std::unique_ptr<kiln::gbf::Fusion>> fusions;
       for (const auto& name : order) fusions.push_back(kiln::make_group_batch_fusion(name));
@@ -53,18 +66,22 @@ int main(int argc, char** argv) {
       for (const auto& [k, v] : counters.values()) sets += v;
     }
     std::cout << "{\"towers\":" << towers << ",\"nodes\":" << nodes << ",\"nodes_after\":" << nodes_after
-              << ",\"fused_sets\":" << sets << ",\"best_ms\":" << best << "}\n";
+              << ",\"fused_sets\":" << sets << ",\"best_ms\":" << best << ",\"walk_ms\":" << walk_best << "}\n";
     xs.push_back(std::log(static_cast<double>(nodes)));
     ys.push_back(std::log(best));
+    walk_ys.push_back(std::log(walk_best));
   }
   if (xs.size() >= 2) {
     // Least squares slope of log(time) over log(nodes).
-    double mx = 0, my = 0;
-    for (std::size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
-    mx /= static_cast<double>(xs.size());
-    my /= static_cast<double>(xs.size());
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < xs.size(); ++i) num += (xs[i] - mx) * (ys[i] - my), den += (xs[i] - mx) * (xs[i] - mx);
-    std::cout << "{\"fitted_exponent\":" << num / den << "}\n";
+    auto slope = [&](const std::vector<double>& y) {
+      double mx = 0, my = 0;
+      for (std::size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += y[i];
+      mx /= static_cast<double>(xs.size());
+      my /= static_cast<double>(xs.size());
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < xs.size(); ++i) num += (xs[i] - mx) * (y[i] - my), den += (xs[i] - mx) * (xs[i] - mx);
+      return num / den;
+    };
+    std::cout << "{\"fitted_exponent\":" << slope(ys) << ",\"walk_exponent\":" << slope(walk_ys) << "}\n";
   }
 }
