@@ -16,49 +16,13 @@
 
 #include "kiln/core.hpp"
 #include "kiln/ops/aten.hpp"
+#include "inductor_sort_reference.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;
 using namespace kiln::testing;
 
 namespace {
-
-// Inductor's stable_topological_sort as written in pattern_matcher.py, on a
-// copy of the order: the order it leaves.
-std::vector<std::string> inductor_order(const Graph& g) {
-  std::vector<Node*> placed = g.node_list();
-  std::vector<Node*> pending(placed.rbegin(), placed.rend());
-  std::map<Node*, bool> ready;
-  std::map<Node*, std::vector<Node*>> waiting;
-  Node* cursor = nullptr;
-  auto index_of = [&](Node* n) { return std::find(placed.begin(), placed.end(), n) - placed.begin(); };
-  while (!pending.empty()) {
-    Node* node = pending.back();
-    pending.pop_back();
-    Node* last_unready = nullptr;
-    auto visit = [&](Node* in) {
-      if (!ready[in]) last_unready = in;
-    };
-    for (const auto& a : node->args()) for_each_node(a, visit);
-    for (const auto& [k, a] : node->kwargs()) for_each_node(a, visit);
-    if (last_unready) {
-      waiting[last_unready].push_back(node);
-      continue;
-    }
-    ready[node] = true;
-    if (cursor) {
-      const auto c = index_of(cursor);
-      if (c + 1 >= static_cast<std::ptrdiff_t>(placed.size()) || placed[c + 1] != node) {
-        placed.erase(placed.begin() + index_of(node));
-        placed.insert(placed.begin() + index_of(cursor) + 1, node);
-      }
-    }
-    cursor = node;
-    auto w = std::move(waiting[node]);
-    for (auto it = w.rbegin(); it != w.rend(); ++it) pending.push_back(*it);
-  }
-  return names(placed);
-}
 
 struct Shape {
   int nodes = 30;     // of the DAG before the edits
@@ -235,7 +199,7 @@ void check_seed(std::uint32_t seed, Shape shape, bool against_inductor, int& dis
   RandomGraph built(incremental, seed, shape);
   RandomGraph built_relinked(relinked, seed, shape);
   REQUIRE(names(full) == names(incremental));
-  const std::vector<std::string> inductor = against_inductor ? inductor_order(full) : std::vector<std::string>{};
+  const std::vector<std::string> inductor = against_inductor ? names(inductor_sort_order(full)) : std::vector<std::string>{};
   const std::size_t moved = stable_topological_sort(full);
   disordered += moved > 0;
   CHECK(stable_topological_sort(incremental, built.late) == moved);

@@ -12,51 +12,10 @@
 
 #include "kiln/core.hpp"
 #include "kiln/ops/aten.hpp"
+#include "inductor_sort_reference.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;
-
-namespace {
-
-// Inductor's stable_topological_sort, as written in pattern_matcher.py, on a
-// copy of the order: returns the order it leaves.
-std::vector<Node*> reference_order(const Graph& g) {
-  std::vector<Node*> list = g.node_list();
-  std::vector<Node*> pending(list.rbegin(), list.rend());
-  std::map<Node*, bool> ready;
-  std::map<Node*, std::vector<Node*>> waiting;
-  std::vector<Node*> placed = list;  // the list as it is rearranged
-  Node* cursor = nullptr;
-  auto index_of = [&](Node* n) { return std::find(placed.begin(), placed.end(), n) - placed.begin(); };
-  while (!pending.empty()) {
-    Node* node = pending.back();
-    pending.pop_back();
-    Node* last_unready = nullptr;
-    auto visit = [&](Node* in) {
-      if (!ready[in]) last_unready = in;
-    };
-    for (const auto& a : node->args()) for_each_node(a, visit);
-    for (const auto& [k, a] : node->kwargs()) for_each_node(a, visit);
-    if (last_unready) {
-      waiting[last_unready].push_back(node);
-      continue;
-    }
-    ready[node] = true;
-    if (cursor) {
-      const auto c = index_of(cursor);
-      if (c + 1 >= static_cast<std::ptrdiff_t>(placed.size()) || placed[c + 1] != node) {
-        placed.erase(placed.begin() + index_of(node));
-        placed.insert(placed.begin() + index_of(cursor) + 1, node);
-      }
-    }
-    cursor = node;
-    auto w = std::move(waiting[node]);
-    for (auto it = w.rbegin(); it != w.rend(); ++it) pending.push_back(*it);
-  }
-  return placed;
-}
-
-}  // namespace
 
 TEST_CASE("a graph disordered from any node sorts as Inductor sorts it") {
   std::mt19937 rng(7);
@@ -81,7 +40,7 @@ TEST_CASE("a graph disordered from any node sorts as Inductor sorts it") {
       if (trial % 5 == 0) anchor = g.front();
       g.move_before(anchor, n);
     }
-    const std::vector<Node*> expect = reference_order(g);
+    const std::vector<Node*> expect = testing::inductor_sort_order(g);
     disordered += stable_topological_sort(g) > 0;
     CHECK(g.node_list() == expect);
     CHECK_NOTHROW(lint(g));

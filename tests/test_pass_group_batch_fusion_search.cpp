@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <set>
@@ -77,6 +78,27 @@ class WithStrayNode final : public gbf::Fusion {
  private:
   std::unique_ptr<gbf::Fusion> inner_;
 };
+
+// Applies each named fusion with `options` to `fast` as it is and to
+// `plain` through Unfiltered (searched from every node), checking after
+// each that both graphs are the same; counts go to the two Counters.
+void expect_same_as_unfiltered(Graph& fast, Graph& plain, std::initializer_list<const char*> fusions,
+                               const gbf::SearchOptions& options, Counters& fast_counts, Counters& plain_counts) {
+  for (const char* name : fusions) {
+    CAPTURE(name);
+    auto f = make_group_batch_fusion(name);
+    REQUIRE(f->matches_calls_only());
+    f->options = options;
+    gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
+    Unfiltered u(make_group_batch_fusion(name));
+    REQUIRE(!u.matches_calls_only());
+    u.options = options;
+    gbf::apply_group_batch_fusion(plain, u, &plain_counts);
+    lint(fast);
+    CHECK(to_string(fast) == to_string(plain));
+  }
+  CHECK(fast_counts.values() == plain_counts.values());
+}
 
 // Tanh nodes at random depths, each fed by one or two earlier values
 // (through an add and a chain of relus of random length), all read by one
@@ -192,17 +214,8 @@ TEST_CASE("looking only from nodes near a matchable one, and sorting only when n
     Graph fast = kiln::testing::towers_graph(towers);
     Graph plain = kiln::testing::towers_graph(towers);
     Counters fast_counts, plain_counts;
-    for (const char* name : {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"}) {
-      auto f = make_group_batch_fusion(name);
-      REQUIRE(f->matches_calls_only());
-      gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
-      Unfiltered u(make_group_batch_fusion(name));
-      REQUIRE(!u.matches_calls_only());
-      gbf::apply_group_batch_fusion(plain, u, &plain_counts);
-      lint(fast);
-      CHECK(to_string(fast) == to_string(plain));
-    }
-    CHECK(fast_counts.values() == plain_counts.values());
+    expect_same_as_unfiltered(fast, plain, {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"},
+                              gbf::SearchOptions{}, fast_counts, plain_counts);
     CHECK(fast.size() == plain.size());
     CHECK(fast_counts.values().at("batch_tanh") > 0);
   }
@@ -272,20 +285,7 @@ TEST_CASE("searching only above inputs that can still reach a matchable node cha
     CAPTURE(options.max_fuse_search_depth);
     CAPTURE(options.max_fuse_set_size);
     Counters fast_counts, plain_counts;
-    for (const char* name : {"batch_tanh", "batch_relu", "batch_tanh"}) {
-      auto f = make_group_batch_fusion(name);
-      REQUIRE(f->matches_calls_only());
-      f->options = options;
-      gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
-      auto inner = make_group_batch_fusion(name);
-      inner->options = options;
-      Unfiltered u(std::move(inner));
-      u.options = options;
-      gbf::apply_group_batch_fusion(plain, u, &plain_counts);
-      lint(fast);
-      CHECK(to_string(fast) == to_string(plain));
-    }
-    CHECK(fast_counts.values() == plain_counts.values());
+    expect_same_as_unfiltered(fast, plain, {"batch_tanh", "batch_relu", "batch_tanh"}, options, fast_counts, plain_counts);
     if (fast_counts.values().count("batch_tanh")) fused_tanh_sets += fast_counts.values().at("batch_tanh");
   }
   CHECK(fused_tanh_sets > 30);
@@ -344,18 +344,8 @@ TEST_CASE("searching only from nodes with enough matchable nodes above them chan
     CAPTURE(options.max_fuse_search_depth);
     CAPTURE(options.min_fuse_set_size);
     Counters fast_counts, plain_counts;
-    for (const char* name : {"batch_tanh", "batch_relu", "batch_tanh", "batch_relu"}) {
-      auto f = make_group_batch_fusion(name);
-      f->options = options;
-      gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
-      auto inner = make_group_batch_fusion(name);
-      Unfiltered u(std::move(inner));
-      u.options = options;
-      gbf::apply_group_batch_fusion(plain, u, &plain_counts);
-      lint(fast);
-      CHECK(to_string(fast) == to_string(plain));
-    }
-    CHECK(fast_counts.values() == plain_counts.values());
+    expect_same_as_unfiltered(fast, plain, {"batch_tanh", "batch_relu", "batch_tanh", "batch_relu"}, options, fast_counts,
+                              plain_counts);
     for (const auto& [name, sets] : fast_counts.values()) fused_sets += sets;
   }
   CHECK(fused_sets > 40);
@@ -374,17 +364,7 @@ TEST_CASE("searching only from nodes with enough matchable nodes above them chan
     Graph fast = small_groups(fast_rng, 12, min_size, depth);
     Graph plain = small_groups(plain_rng, 12, min_size, depth);
     Counters fast_counts, plain_counts;
-    for (const char* name : {"batch_tanh", "batch_relu"}) {
-      auto f = make_group_batch_fusion(name);
-      f->options = options;
-      gbf::apply_group_batch_fusion(fast, *f, &fast_counts);
-      Unfiltered u(make_group_batch_fusion(name));
-      u.options = options;
-      gbf::apply_group_batch_fusion(plain, u, &plain_counts);
-      lint(fast);
-      CHECK(to_string(fast) == to_string(plain));
-    }
-    CHECK(fast_counts.values() == plain_counts.values());
+    expect_same_as_unfiltered(fast, plain, {"batch_tanh", "batch_relu"}, options, fast_counts, plain_counts);
     if (fast_counts.values().count("batch_tanh")) small_sets += fast_counts.values().at("batch_tanh");
   }
   CHECK(small_sets > 40);
@@ -392,14 +372,10 @@ TEST_CASE("searching only from nodes with enough matchable nodes above them chan
     CAPTURE(min_size);
     Graph fast = kiln::testing::towers_graph(1900);
     Graph plain = kiln::testing::towers_graph(1900);
-    for (const char* name : {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"}) {
-      auto f = make_group_batch_fusion(name);
-      f->options.min_fuse_set_size = min_size;
-      gbf::apply_group_batch_fusion(fast, *f);
-      Unfiltered u(make_group_batch_fusion(name));
-      u.options = f->options;
-      gbf::apply_group_batch_fusion(plain, u);
-      CHECK(to_string(fast) == to_string(plain));
-    }
+    gbf::SearchOptions options;
+    options.min_fuse_set_size = min_size;
+    Counters fast_counts, plain_counts;
+    expect_same_as_unfiltered(fast, plain, {"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"},
+                              options, fast_counts, plain_counts);
   }
 }
