@@ -1,5 +1,16 @@
 # Tests that are more than one doctest file each.
 
+# export_fx.py's shape arguments for `shapes`, shapes split by "/":
+# "2,3/4" -> --input-shape 2,3 --input-shape 4, in `out`.
+function(kiln_input_shape_args out shapes)
+  string(REPLACE "/" ";" shapes "${shapes}")
+  set(args)
+  foreach(shape ${shapes})
+    list(APPEND args --input-shape ${shape})
+  endforeach()
+  set(${out} ${args} PARENT_SCOPE)
+endfunction()
+
 # A downstream project finds an installed kiln with find_package(kiln).
 add_test(NAME consumer_find_package
   COMMAND ${CMAKE_COMMAND}
@@ -170,11 +181,7 @@ if(KILN_HAVE_TORCH)
       list(GET _parts 1 _factory)
       list(GET _parts 2 _level)
       list(GET _parts 3 _shapes)
-      string(REPLACE "/" ";" _shapes "${_shapes}")
-      set(_shape_args)
-      foreach(_shape ${_shapes})
-        list(APPEND _shape_args --input-shape ${_shape})
-      endforeach()
+      kiln_input_shape_args(_shape_args "${_shapes}")
       set(_dir ${CMAKE_CURRENT_BINARY_DIR}/export_${_name}_${_level})
       add_test(NAME export_op_coverage_${_name}_${_level}
         COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.op_coverage:${_factory}
@@ -198,11 +205,7 @@ if(KILN_HAVE_TORCH)
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _factory)
       list(GET _parts 1 _shapes)
-      string(REPLACE "/" ";" _shapes "${_shapes}")
-      set(_shape_args)
-      foreach(_shape ${_shapes})
-        list(APPEND _shape_args --input-shape ${_shape})
-      endforeach()
+      kiln_input_shape_args(_shape_args "${_shapes}")
       set(_dir ${CMAKE_CURRENT_BINARY_DIR}/export_modules_${_factory})
       add_test(NAME export_modules_${_factory}
         COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.module_models:${_factory}
