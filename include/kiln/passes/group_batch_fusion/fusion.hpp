@@ -4,7 +4,6 @@
 // independent of each other are handed to fuse() together. The key is text,
 // built as Inductor builds its tuple, so that two nodes share a key exactly
 // when Inductor's tuples compare equal.
-#include <charconv>
 #include <optional>
 #include <span>
 #include <string>
@@ -70,12 +69,7 @@ inline void append_shape_text(std::string& out, const TensorMeta& t) {
   out += '[';
   for (std::size_t i = 0; i < t.shape.size(); ++i) {
     if (i) out += ", ";
-    if (const auto* v = std::get_if<std::int64_t>(&t.shape[i])) {
-      char digits[24];
-      out.append(digits, std::to_chars(digits, digits + sizeof digits, *v).ptr);
-    } else {
-      out += std::get<SymInt>(t.shape[i]).name;
-    }
+    out += format_dim(t.shape[i]);
   }
   out += ']';
 }
