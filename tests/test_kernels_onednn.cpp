@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string_view>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -54,6 +55,20 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor* b
           out[((n * OC + o) * OH + i) * OW + j] = acc;
         }
   return out;
+}
+
+// A 3x3 convolution of 8 channels to 8, padding 1, with the weight `w` (a
+// get_attr): the residual tests' blocks.
+Node* conv8(Graph& g, Node* in, const char* w) {
+  return g.call_function(op("torch.conv2d"), {in, g.get_attr(w, meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
+}
+// Whether the step of node `name` writes its result into a view: summed in
+// place into another value's buffer.
+bool writes_in_place(const CompiledGraph& cg, std::string_view name) {
+  std::size_t k = 0;
+  while (k < cg.num_steps() && cg.step(k).node != name) ++k;
+  REQUIRE(k < cg.num_steps());
+  return cg.program().values[cg.step(k).writes.at(0)].storage == runtime::Storage::view;
 }
 
 }  // namespace
@@ -486,9 +501,7 @@ TEST_CASE("a residual add writes over its addend once every other reader has run
   enum class Kind { in_place, later, view, plain };
   auto build = [](Graph& g, Kind kind) {
     Node* x = g.placeholder("x", meta({1, 8, 6, 6}));
-    auto conv = [&](Node* in, const char* w) {
-      return g.call_function(op("torch.conv2d"), {in, g.get_attr(w, meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
-    };
+    auto conv = [&](Node* in, const char* w) { return conv8(g, in, w); };
     Node* r = g.call_function(op("torch.relu"), {conv(x, "w0")});
     Node* flat = kind == Kind::view ? g.call_function(op("torch.narrow"), {r, 1, 0, 8}) : nullptr;  // always a view
     Node* a = g.call_function(op("torch.relu"), {conv(r, "w1")});
@@ -512,11 +525,7 @@ TEST_CASE("a residual add writes over its addend once every other reader has run
     build(g, kind);
     auto cg = CompiledGraph::compile(g, w);
     // The step of conv2 (with the add and relu) is the third convolution's.
-    std::size_t k = 0;
-    while (k < cg.num_steps() && cg.step(k).node != "conv2d_2") ++k;
-    REQUIRE(k < cg.num_steps());
-    const runtime::ValueInfo& dst = cg.program().values[cg.step(k).writes.at(0)];
-    CHECK((dst.storage == runtime::Storage::view) == (kind == Kind::in_place));
+    CHECK(writes_in_place(cg, "conv2d_2") == (kind == Kind::in_place));
     const auto out = cg.run({tx});
     CHECK(test::max_abs_diff(out[0], ref[0]) < 1e-5);
     if (kind != Kind::in_place) {  // the second output sees r as it was, not the sum
@@ -538,9 +547,7 @@ TEST_CASE("a residual add sums in place into an earlier block's in-place result,
   enum class Kind { chain, view_of_y1, view_of_r, plain };
   auto build = [](Graph& g, Kind kind) {
     Node* x = g.placeholder("x", meta({1, 8, 6, 6}));
-    auto conv = [&](Node* in, const char* w) {
-      return g.call_function(op("torch.conv2d"), {in, g.get_attr(w, meta({8, 8, 3, 3})), nullptr, ArgList{1, 1}, ArgList{1, 1}});
-    };
+    auto conv = [&](Node* in, const char* w) { return conv8(g, in, w); };
     Node* r = g.call_function(op("torch.relu"), {conv(x, "w0")});
     Node* vr = kind == Kind::view_of_r ? g.call_function(op("torch.narrow"), {r, 1, 0, 8}) : nullptr;
     Node* y1 = g.call_function(op("torch.relu"), {g.call_function(op("operator.add"), {conv(conv(r, "w1"), "w2"), r})});
@@ -565,14 +572,8 @@ TEST_CASE("a residual add sums in place into an earlier block's in-place result,
     Graph g;
     build(g, kind);
     auto cg = CompiledGraph::compile(g, w);
-    auto in_place = [&](const char* conv_node) {
-      std::size_t k = 0;
-      while (k < cg.num_steps() && cg.step(k).node != conv_node) ++k;
-      REQUIRE(k < cg.num_steps());
-      return cg.program().values[cg.step(k).writes.at(0)].storage == runtime::Storage::view;
-    };
-    CHECK(in_place("conv2d_2") == (kind != Kind::view_of_r));
-    CHECK(in_place("conv2d_4") == (kind != Kind::view_of_y1));  // after view_of_r, y1 is a buffer of its own
+    CHECK(writes_in_place(cg, "conv2d_2") == (kind != Kind::view_of_r));
+    CHECK(writes_in_place(cg, "conv2d_4") == (kind != Kind::view_of_y1));  // after view_of_r, y1 is a buffer of its own
     const auto out = cg.run({tx});
     CHECK(test::max_abs_diff(out[0], ref[0]) < 1e-5);
     if (kind != Kind::chain) {  // the view reads its value as it was, not a later sum
