@@ -414,7 +414,7 @@ inline void Node::displace_last_user_of(Node* input) {
   if (input->live_users_ == 0) return;
   for (std::size_t k = input->users_.size(); k-- > 0;)
     if (Node* last = input->users_[k]) {
-      last->last_user_of_all_inputs_ = false;
+      if (last->last_user_of_all_inputs_) last->last_user_of_all_inputs_ = false;  // (a read, not a store, on every edge made)
       return;
     }
 }
