@@ -7,10 +7,16 @@
 // of each graph (every node and the order key of each input, nothing else),
 // a linear pass whose growth is the machine's alone: past the caches every
 // per-node cost grows with the graph, so no pass grows more slowly than that.
-//   kiln-bench-group-batch-fusion [--towers 512,4096,32768] [--reps 5]
+// With --evict-mb M, M MiB are written and read before the walk and before
+// the fusions, so each starts with the graph out of the caches, as a graph
+// read long before would be: then every size pays memory's latency, and the
+// exponent shows the algorithm's growth more than the caches' (M should be
+// a few times the last-level cache).
+//   kiln-bench-group-batch-fusion [--towers 512,4096,32768] [--reps 5] [--evict-mb M]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -22,6 +28,7 @@
 int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes{512, 4096, 32768};
   int reps = 5;
+  std::size_t evict_mb = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--towers" && i + 1 < argc) {
@@ -30,11 +37,21 @@ int main(int argc, char** argv) {
       for (std::string part; std::getline(ss, part, ',');) sizes.push_back(std::stoll(part));
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
+    } else if (a == "--evict-mb" && i + 1 < argc) {
+      evict_mb = std::stoul(argv[++i]);
     } else {
-      std::cerr << "usage: kiln-bench-group-batch-fusion [--towers N,N,...] [--reps R]\n";
+      std::cerr << "usage: kiln-bench-group-batch-fusion [--towers N,N,...] [--reps R] [--evict-mb M]\n";
       return 2;
     }
   }
+  // Pushes the graph out of the caches (see --evict-mb): writes then reads a
+  // buffer larger than them, so that the lines it held are evicted.
+  std::vector<std::uint64_t> evict_buffer(evict_mb << 17);
+  std::uint64_t evict_sum = 0;
+  auto evict = [&] {
+    for (std::size_t i = 0; i < evict_buffer.size(); ++i) evict_buffer[i] += i;
+    for (std::uint64_t v : evict_buffer) evict_sum += v;
+  };
   const std::vector<std::string> order{"batch_linear", "batch_layernorm", "batch_tanh", "batch_relu", "batch_sigmoid"};
   std::vector<double> xs, ys, walk_ys;
   for (std::int64_t towers : sizes) {
@@ -45,6 +62,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < reps; ++r) {
       kiln::Graph g = kiln::testing::towers_graph(towers);
       nodes = g.size();
+      if (evict_mb) evict();
       {
         const auto w0 = std::chrono::steady_clock::now();
         std::uint64_t sum = 0;
@@ -52,11 +70,12 @@ int main(int argc, char** argv) {
           for (const kiln::Node* in : n->all_input_nodes()) sum += in->order_key();
         const auto w1 = std::chrono::steady_clock::now();
         walk_best = std::min(walk_best, std::chrono::duration<double, std::milli>(w1 - w0).count());
-        if (sum == 42) std::cerr << "";  // (keeps the walk)
+        if (sum == 42 || evict_sum == 42) std::cerr << "";  // (keeps the walk and the eviction)
       }
       kiln::Counters counters;
       std::vector<std::unique_ptr<kiln::gbf::Fusion>> fusions;
       for (const auto& name : order) fusions.push_back(kiln::make_group_batch_fusion(name));
+      if (evict_mb) evict();
       const auto t0 = std::chrono::steady_clock::now();
       for (const auto& f : fusions) kiln::gbf::apply_group_batch_fusion(g, *f, &counters);
       const auto t1 = std::chrono::steady_clock::now();
@@ -82,6 +101,7 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < xs.size(); ++i) num += (xs[i] - mx) * (y[i] - my), den += (xs[i] - mx) * (xs[i] - mx);
       return num / den;
     };
-    std::cout << "{\"fitted_exponent\":" << slope(ys) << ",\"walk_exponent\":" << slope(walk_ys) << "}\n";
+    std::cout << "{\"fitted_exponent\":" << slope(ys) << ",\"walk_exponent\":" << slope(walk_ys)
+              << ",\"evict_mb\":" << evict_mb << "}\n";
   }
 }
