@@ -316,7 +316,8 @@ class Search {
   // search once it has passed on gains a few times as often as the graph
   // has nodes, which keeps a search linear whatever the rewrites make.
   void update_reach() {
-    const std::uint32_t depth = reach_depth_;
+    // (reach_depth_ is under kReachSlots; the min says so to the compiler.)
+    const std::uint32_t depth = std::min(reach_depth_, detail::Marks::kReachSlots - 1);
     kiln::detail::NodeSet fresh(new_nodes_.size());
     for (Node* n : new_nodes_) {
       fresh.insert(n);
