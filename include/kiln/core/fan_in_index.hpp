@@ -38,13 +38,13 @@ class FanInIndex {
       if (holds_node(kv.second)) return nullptr;
     auto index = std::make_unique<FanInIndex>(inputs.size());
     std::uint32_t next_input = 0;
-    // Records `n`, the next new input in first-use order; false where it is
-    // not the input expected there (a node referenced before).
+    // Records `n` as the next input in first-use order; false where it is
+    // not the input expected there (a node referenced before: the inputs are
+    // distinct, so a node recorded is never recorded again).
     auto add = [&](const Node* n, std::uint32_t arg, std::uint32_t element) {
       if (next_input == inputs.size() || inputs[next_input] != n) return false;
-      bool inserted = false;
-      index->places_.get(n, &inserted) = Place{next_input++, arg, element};
-      return inserted;
+      index->places_.get(n) = Place{next_input++, arg, element};
+      return true;
     };
     for (std::uint32_t i = 0; i < args.size(); ++i) {
       const Arg& a = args[i];
