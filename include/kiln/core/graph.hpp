@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -565,6 +566,7 @@ class Graph {
   }
 
   void destroy() {
+    fan_in_indexes_.clear();
     node_storage_.clear();
     head_ = tail_ = nullptr;
   }
@@ -583,6 +585,8 @@ class Graph {
     for (auto& v : buckets_by_op_) v.clear();
     for (auto& [key, b] : index_) buckets_by_op_[key == 0 ? 0 : (key - 1) % 8].push_back(&b);
     node_storage_.steal(o.node_storage_);
+    fan_in_indexes_ = std::move(o.fan_in_indexes_);  // (keyed by the nodes, which stay where they are)
+    o.fan_in_indexes_.clear();
     reorder_epoch_ = o.reorder_epoch_ + 1;
     // Leave `o` an empty graph that can be used again (its bucket list pointed
     // into the index this graph now owns).
@@ -608,6 +612,9 @@ class Graph {
   // a move), so a holder of order keys can tell whether they are still current
   // (GraphInternals::reorder_epoch).
   std::uint64_t reorder_epoch_ = 0;
+  // The input indexes of nodes of many inputs (Node::replace_all_uses_of),
+  // each there exactly while its node's fan_in_state_ says so.
+  std::unordered_map<const Node*, std::unique_ptr<detail::FanInIndex>> fan_in_indexes_;
   ModuleTable modules_;  // last: read by no hot path, so it moves no hot member's offset
 };
 
@@ -620,6 +627,23 @@ inline void Node::keywords_changed(bool had_keywords) {
   std::size_t& with = graph_->bucket_for(storage_->key).with_kwargs;
   if (had_keywords) --with;
   else ++with;
+}
+inline const detail::FanInIndex* Node::fan_in_index() const {
+  return fan_in_state_ == kFanInIndexed ? graph_->fan_in_indexes_.find(this)->second.get() : nullptr;
+}
+inline detail::FanInIndex* Node::mutable_fan_in_index() { return graph_->fan_in_indexes_.find(this)->second.get(); }
+inline void Node::index_fan_in() {
+  std::unique_ptr<detail::FanInIndex> index = detail::FanInIndex::of(args_, kwargs(), {inputs_.data(), inputs_.size()});
+  if (!index) {
+    fan_in_state_ = kFanInUnindexable;
+    return;
+  }
+  graph_->fan_in_indexes_[this] = std::move(index);
+  fan_in_state_ = kFanInIndexed;
+}
+inline void Node::drop_fan_in_index() {
+  if (fan_in_state_ == kFanInIndexed) graph_->fan_in_indexes_.erase(this);
+  fan_in_state_ = kNoFanInIndex;
 }
 inline void Node::prepend(Node* n) { graph_->move_before(this, n); }
 inline void Node::append(Node* n) {

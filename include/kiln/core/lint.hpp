@@ -38,11 +38,40 @@ inline void lint(const Graph& g) {
         if (!in->is_before(*n)) fail(field() + " refers to node " + in->name() + " which does not come before it");
       };
     };
-    for (std::size_t i = 0; i < n->args().size(); ++i)
-      for_each_node(n->args()[i], check_ref([i] { return "args[" + std::to_string(i) + "]"; }));
+    std::size_t arg_refs = 0, kwarg_refs = 0;
+    for (std::size_t i = 0; i < n->args().size(); ++i) {
+      auto check = check_ref([i] { return "args[" + std::to_string(i) + "]"; });
+      for_each_node(n->args()[i], [&](const Node* in) {
+        check(in);
+        ++arg_refs;
+      });
+    }
     for (const auto& kv : n->kwargs()) {
       const std::string& key = kv.first;  // named: clang 14 cannot capture a structured binding
-      for_each_node(kv.second, check_ref([&key] { return "kwargs[" + key + "]"; }));
+      auto check = check_ref([&key] { return "kwargs[" + key + "]"; });
+      for_each_node(kv.second, [&](const Node* in) {
+        check(in);
+        ++kwarg_refs;
+      });
+    }
+    if (const detail::FanInIndex* index = n->fan_in_index()) {
+      // It must say where each input is referenced, each once, as the arguments stand.
+      const auto& inputs = n->all_input_nodes();
+      if (kwarg_refs != 0 || arg_refs != inputs.size() || index->size() != inputs.size())
+        fail("fan-in index out of date (" + std::to_string(index->size()) + " entries, " +
+             std::to_string(inputs.size()) + " inputs, " + std::to_string(arg_refs + kwarg_refs) + " references)");
+      for (std::size_t k = 0; k < inputs.size(); ++k) {
+        const detail::FanInIndex::Place* at = index->find(inputs[k]);
+        const Arg* ref = nullptr;
+        if (at && at->input == k && at->arg < n->args().size()) {
+          const Arg& a = n->args()[at->arg];
+          if (at->element == detail::FanInIndex::kTopLevel) ref = &a;
+          else if (a.list() && at->element < a.list()->size()) ref = &(*a.list())[at->element];
+        }
+        if (!ref || ref->node() != inputs[k])
+          fail("fan-in index out of date: it has input " + std::to_string(k) + " (" + inputs[k]->name() + ") " +
+               (at ? "elsewhere" : "missing"));
+      }
     }
     input_entries += n->all_input_nodes().size();
     std::size_t live = 0;

@@ -16,7 +16,9 @@
 
 #include "kiln/core/arg.hpp"
 #include "kiln/core/error.hpp"
+#include "kiln/core/fan_in_index.hpp"
 #include "kiln/core/node_args.hpp"
+#include "kiln/core/node_map.hpp"
 #include "kiln/core/op_kind.hpp"
 #include "kiln/core/op_ref.hpp"
 #include "kiln/core/small_vector.hpp"
@@ -59,6 +61,10 @@ class alignas(64) Node {
   // (so replace_all_uses_of need not read the inputs of a user of thousands
   // to keep user order). Set there; cleared when a node joins after it.
   bool last_user_of_all_inputs_ = false;
+  // Whether the graph holds a detail::FanInIndex of this node's inputs (a
+  // FanInState); every edit of args, kwargs or inputs reads it (one byte, in
+  // the line an edit reads anyway) and keeps the index up to date or drops it.
+  std::uint8_t fan_in_state_ = 0;
   std::uint32_t live_users_ = 0;
   mutable std::uint32_t scratch_ = 0;
   // The argument count at the end of the first line, the inline arguments from
@@ -230,6 +236,10 @@ class alignas(64) Node {
   // (a position in a table) instead of a hash map; meaningless between algorithms.
   std::uint32_t& scratch() const { return scratch_; }
 
+  // The index of this node's inputs that replace_all_uses_of keeps for a node
+  // of many inputs (core/fan_in_index.hpp), or nullptr; for lint and tests.
+  const detail::FanInIndex* fan_in_index() const;
+
  private:
   friend class Graph;
   friend class Arg;
@@ -255,6 +265,23 @@ class alignas(64) Node {
   void relink_inputs();
   // Drops every argument (erase_node).
   void clear_inputs();
+  enum FanInState : std::uint8_t {
+    kNoFanInIndex,     // none yet: replace_all_uses_of builds one for a node of many inputs
+    kFanInIndexed,     // the graph holds one
+    kFanInUnindexable  // none, as some input has no single place; until the arguments are set again
+  };
+  detail::FanInIndex* mutable_fan_in_index();
+  // After replace_all_uses_of edited this node: an index if it has many inputs.
+  void index_fan_in_if_large() {
+    if (fan_in_state_ == kNoFanInIndex && inputs_.size() >= detail::FanInIndex::kMinInputs) index_fan_in();
+  }
+  void index_fan_in();
+  // Before an edit the index would not follow: drops it (and forgets that there could be none).
+  void forget_fan_in_index() {
+    if (fan_in_state_ != kNoFanInIndex) [[unlikely]]
+      drop_fan_in_index();
+  }
+  void drop_fan_in_index();
   // Tells the graph's index that this node gained or lost its keywords (in
   // core/graph.hpp: the index counts the nodes with keywords per target).
   void keywords_changed(bool had_keywords);
@@ -297,91 +324,6 @@ inline bool has_null_node(const Arg& a) {
   if (const auto* s = a.get_if<Slice>()) return std::any_of(s->parts.begin(), s->parts.end(), has_null_node);
   return false;
 }
-}  // namespace detail
-
-namespace detail {
-// Node addresses to values, open addressing, growing as needed: editing a
-// node of thousands of inputs or users asks one about each of them, where
-// std::unordered_map's lookups and its allocation per entry were most of
-// the time. A reference from get() lasts until the next get() of a node
-// not in the map.
-template <class V>
-class NodeMap {
- public:
-  explicit NodeMap(std::size_t expected = 0) {
-    std::size_t cap = 16;
-    while (cap < 2 * expected) cap *= 2;
-    keys_.assign(cap, nullptr);
-    values_.resize(cap);
-    mask_ = cap - 1;
-  }
-  // The value of `n`, a V{} inserted first when absent (`*inserted` says).
-  V& get(const Node* n, bool* inserted = nullptr) {
-    std::size_t i = home(n);
-    for (;; i = (i + 1) & mask_) {
-      if (keys_[i] == n) {
-        if (inserted) *inserted = false;
-        return values_[i];
-      }
-      if (!keys_[i]) break;
-    }
-    if (2 * (size_ + 1) > keys_.size()) {
-      grow();
-      for (i = home(n); keys_[i]; i = (i + 1) & mask_) {
-      }
-    }
-    keys_[i] = n;
-    values_[i] = V{};
-    ++size_;
-    if (inserted) *inserted = true;
-    return values_[i];
-  }
-  const V* find(const Node* n) const {
-    for (std::size_t i = home(n);; i = (i + 1) & mask_) {
-      if (keys_[i] == n) return &values_[i];
-      if (!keys_[i]) return nullptr;
-    }
-  }
-  bool contains(const Node* n) const { return find(n) != nullptr; }
-
- private:
-  std::size_t home(const Node* n) const {
-    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(n) >> 6) * 0x9E3779B97F4A7C15ull >> 20) & mask_;
-  }
-  void grow() {
-    std::vector<const Node*> keys(2 * keys_.size(), nullptr);
-    std::vector<V> values(2 * keys_.size());
-    keys.swap(keys_);
-    values.swap(values_);
-    mask_ = keys_.size() - 1;
-    for (std::size_t j = 0; j < keys.size(); ++j) {
-      if (!keys[j]) continue;
-      std::size_t i = home(keys[j]);
-      while (keys_[i]) i = (i + 1) & mask_;
-      keys_[i] = keys[j];
-      values_[i] = std::move(values[j]);
-    }
-  }
-  std::vector<const Node*> keys_;
-  std::vector<V> values_;
-  std::size_t size_ = 0, mask_ = 0;
-};
-
-// A set of node addresses, the same way.
-class NodeSet {
- public:
-  explicit NodeSet(std::size_t expected = 0) : map_(expected) {}
-  bool insert(const Node* n) {
-    bool inserted = false;
-    map_.get(n, &inserted);
-    return inserted;
-  }
-  bool contains(const Node* n) const { return map_.contains(n); }
-
- private:
-  struct Nothing {};
-  NodeMap<Nothing> map_;
-};
 }  // namespace detail
 
 template <class Args>
@@ -486,6 +428,7 @@ inline void Node::set_inputs(List&& args, ArgDict&& kwargs) {
   };
   for (const auto& a : args) check(a);
   for (const auto& [k, a] : kwargs) check(a);
+  forget_fan_in_index();
   if constexpr (std::is_same_v<std::remove_cvref_t<List>, ArgList>) args_.assign(std::move(args));
   else args_.assign(args.begin(), args.end());
   const bool had_keywords = kwargs_ != nullptr;
@@ -522,6 +465,7 @@ inline void Node::relink_inputs() {
 }
 
 inline void Node::clear_inputs() {
+  forget_fan_in_index();
   for (std::size_t i = 0; i < inputs_.size(); ++i) remove_from_users_of(i);
   inputs_.clear();
   input_slots_.clear();
@@ -631,10 +575,19 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
   struct Edit {
     std::pair<std::size_t, std::size_t> key;
     std::size_t index = 0;
+    std::uint32_t last_use = 0;  // 1 + this user's newest entry in `uses` (0: none)
+  };
+  // Each (call, user) pair, chained per user: a user with an index of its
+  // inputs finds what it replaces there instead of reading all its inputs.
+  struct Use {
+    std::uint32_t call;
+    std::uint32_t previous;  // 1 + the user's previous entry (0: none)
   };
   std::size_t user_count = 0;
   for (std::size_t i = 0; i < from.size(); ++i) user_count += from[i]->live_users_;
   detail::NodeMap<Edit> edits(user_count);
+  std::vector<Use> uses;
+  uses.reserve(user_count);
   auto key = [&](const Node* u) { return edits.find(u)->key; };
   std::vector<Node*> edited;  // in order of first edit
   std::vector<Node*> fresh, again;
@@ -642,11 +595,19 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
     if (from[i] == to[i]) continue;
     fresh.clear();
     again.clear();
-    for (Node* u : from[i]->users()) (edits.contains(u) ? again : fresh).push_back(u);
+    for (Node* u : from[i]->users()) {
+      bool first = false;
+      Edit& e = edits.get(u, &first);
+      (first ? fresh : again).push_back(u);
+      uses.push_back(Use{static_cast<std::uint32_t>(i), e.last_use});
+      e.last_use = static_cast<std::uint32_t>(uses.size());
+    }
     std::sort(again.begin(), again.end(), [&](Node* a, Node* b) { return key(a) < key(b); });
     std::size_t place = 0;
     for (Node* u : fresh) {
-      edits.get(u) = Edit{{i, place++}, edited.size()};
+      Edit& e = edits.get(u);
+      e.key = {i, place++};
+      e.index = edited.size();
       edited.push_back(u);
     }
     for (Node* u : again) edits.get(u).key = {i, place++};
@@ -657,6 +618,40 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
   // again. `rejoin[Edit::index]` lists the inputs whose user lists u must join again.
   std::vector<SmallVector<std::uint32_t, 4>> rejoin(edited.size());
   for (Node* u : edited) {
+    const Edit& edit = *edits.find(u);
+    SmallVector<std::uint32_t, 4>& again_at = rejoin[edit.index];
+    detail::FanInIndex* index = u->fan_in_state_ == kFanInIndexed ? u->mutable_fan_in_index() : nullptr;
+    if (index) {
+      // The replaced inputs, from the chain of uses (a node named twice in
+      // `from` comes twice: only its first visit finds it in the index).
+      auto for_each_replaced = [&](auto&& fn) {
+        for (std::uint32_t at = edit.last_use; at != 0; at = uses[at - 1].previous) fn(from[uses[at - 1].call]);
+      };
+      bool merges = !distinct_targets;
+      for_each_replaced([&](const Node* in) { merges |= index->contains(replacement(in)); });
+      if (merges) {
+        u->drop_fan_in_index();
+        index = nullptr;
+      } else if (u->last_user_of_all_inputs_) {
+        // Last of every list, as the loop below would find it: only the
+        // replaced inputs change, in their places.
+        Arg* args = u->args_.mut().data();
+        for_each_replaced([&](const Node* in) {
+          const detail::FanInIndex::Place* found = index->find(in);
+          if (!found) return;
+          const detail::FanInIndex::Place at = *found;
+          Node* by = replacement(in);
+          (at.element == detail::FanInIndex::kTopLevel ? args[at.arg] : (*args[at.arg].get_if<ArgList>())[at.element]) =
+              Arg(by);
+          u->remove_from_users_of(at.input);
+          u->inputs_[at.input] = by;
+          again_at.push_back(at.input);
+          index->move(in, by);
+        });
+        std::sort(again_at.begin(), again_at.end());
+        continue;
+      }
+    }
     auto rewrite = [&](Arg& a, auto& self) -> void {
       if (a.is_node()) {
         if (replaced.contains(a.node())) a = Arg(replacement(a.node()));
@@ -677,13 +672,14 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
     for (std::size_t k = 0; k < u->inputs_.size() && !merges; ++k)
       if (replaced.contains(u->inputs_[k]))
         for (const Node* v : replacement(u->inputs_[k])->users()) merges |= v == u;
-    SmallVector<std::uint32_t, 4>& again_at = rejoin[edits.find(u)->index];
     if (merges) {
+      if (index) u->drop_fan_in_index();
       for (std::size_t k = 0; k < u->inputs_.size(); ++k) u->remove_from_users_of(k);
       collect_inputs(u->args_, u->kwargs(), u->inputs_);
       u->input_slots_.clear();
       for (std::size_t k = 0; k < u->inputs_.size(); ++k) u->input_slots_.push_back(0);
       for (std::size_t k = 0; k < u->inputs_.size(); ++k) again_at.push_back(static_cast<std::uint32_t>(k));
+      u->index_fan_in_if_large();
       continue;
     }
     const bool known_last = u->last_user_of_all_inputs_;  // (then the inputs' lists are not read)
@@ -693,32 +689,51 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
       if (replaced.contains(in)) {
         u->remove_from_users_of(k);
         u->inputs_[k] = replacement(in);
+        if (index) index->move(in, u->inputs_[k]);
         again_at.push_back(static_cast<std::uint32_t>(k));
       } else if (!known_last && !u->is_last_user_of(k)) {
         u->remove_from_users_of(k);  // it moves to the end of this list
         again_at.push_back(static_cast<std::uint32_t>(k));
       }
     }
+    u->index_fan_in_if_large();
   }
   // Join in the order of each user's last edit: where the calls leave them.
   std::sort(edited.begin(), edited.end(), [&](Node* a, Node* b) { return key(a) < key(b); });
+  // The inputs whose lists the users before have joined in this loop: the
+  // only lists where a user can have stopped being last since the loop above.
+  std::vector<const Node*> joined;
   for (Node* u : edited) {
     SmallVector<std::uint32_t, 4>& again_at = rejoin[edits.find(u)->index];
-    // With one user edited, nothing joined a list since the loop above found
-    // it the last user there (a cat of thousands, once per fused set).
-    for (std::size_t k = 0; k < u->inputs_.size() && edited.size() > 1; ++k) {
-      prefetch_users_of_input(u, k);
-      // An input this user was last of already stays last, unless a user
-      // edited before this one has just joined after it.
+    // An input this user was last of already stays last, unless a user
+    // edited before this one has just joined after it.
+    auto rejoin_unless_last = [&](std::size_t k) {
       const auto k32 = static_cast<std::uint32_t>(k);
-      if (!u->is_last_user_of(k) && !std::binary_search(again_at.begin(), again_at.end(), k32)) {
+      if (!std::binary_search(again_at.begin(), again_at.end(), k32) && !u->is_last_user_of(k)) {
         u->remove_from_users_of(k);
         const std::size_t at = static_cast<std::size_t>(std::lower_bound(again_at.begin(), again_at.end(), k32) - again_at.begin());
         again_at.push_back(k32);
         std::rotate(again_at.begin() + at, again_at.end() - 1, again_at.end());
       }
+    };
+    // With one user edited, nothing joined a list since the loop above found
+    // it the last user there (a cat of thousands, once per fused set).
+    if (edited.size() > 1) {
+      const detail::FanInIndex* index = u->fan_in_state_ == kFanInIndexed ? u->mutable_fan_in_index() : nullptr;
+      if (index && joined.size() < u->inputs_.size()) {
+        for (const Node* in : joined)
+          if (const detail::FanInIndex::Place* at = index->find(in)) rejoin_unless_last(at->input);
+      } else {
+        for (std::size_t k = 0; k < u->inputs_.size(); ++k) {
+          prefetch_users_of_input(u, k);
+          rejoin_unless_last(k);
+        }
+      }
     }
-    for (std::size_t k : again_at) u->join_users_of(k);
+    for (std::size_t k : again_at) {
+      u->join_users_of(k);
+      if (edited.size() > 1) joined.push_back(u->inputs_[k]);
+    }
     // Now last everywhere: a user edited later that joins after it clears this.
     u->last_user_of_all_inputs_ = true;
   }
@@ -752,7 +767,11 @@ inline void Node::replace_checked_input(Node* old_input, Node* new_input) {
   if (old_at != none) {
     if (new_at == none) {
       in[old_at] = new_input;
+      // The one reference to old_input (if indexed) now names new_input, in the same place.
+      if (fan_in_state_ == kFanInIndexed) [[unlikely]]
+        mutable_fan_in_index()->move(old_input, new_input);
     } else {
+      forget_fan_in_index();  // two references to new_input now: no single place
       const std::size_t drop = std::max(old_at, new_at);
       in[std::min(old_at, new_at)] = new_input;
       std::copy(in + drop + 1, in + count, in + drop);

@@ -39,6 +39,10 @@ struct GraphInternals {
   // Changes whenever a live node's order key may have changed (a relabeling or
   // a move), so a holder of order keys can tell whether they are still current.
   static std::uint64_t reorder_epoch(const Graph& g) { return g.reorder_epoch_; }
+
+  // How many fan-in indexes (core/fan_in_index.hpp) the graph holds: tests
+  // check that a dropped one is freed.
+  static std::size_t fan_in_index_count(const Graph& g) { return g.fan_in_indexes_.size(); }
 };
 
 }  // namespace kiln::detail
