@@ -12,7 +12,11 @@
 // read long before would be: then every size pays memory's latency, and the
 // exponent shows the algorithm's growth more than the caches' (M should be
 // a few times the last-level cache).
-//   kiln-bench-group-batch-fusion [--towers 512,4096,32768] [--reps 5] [--evict-mb M]
+// Each size runs at least R times and until its runs have taken T ms in all
+// (--min-ms, 300 by default), so that a small graph, whose best time is the
+// easiest to disturb, is timed as many times as its share of a second allows
+// (at most 1,000 runs, or 20 with --evict-mb, whose eviction takes longer).
+//   kiln-bench-group-batch-fusion [--towers 512,4096,32768] [--reps 5] [--min-ms 300] [--evict-mb M]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +32,7 @@
 int main(int argc, char** argv) {
   std::vector<std::int64_t> sizes{512, 4096, 32768};
   int reps = 5;
+  double min_ms = 300;
   std::size_t evict_mb = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -37,10 +42,12 @@ int main(int argc, char** argv) {
       for (std::string part; std::getline(ss, part, ',');) sizes.push_back(std::stoll(part));
     } else if (a == "--reps" && i + 1 < argc) {
       reps = std::stoi(argv[++i]);
+    } else if (a == "--min-ms" && i + 1 < argc) {
+      min_ms = std::stod(argv[++i]);
     } else if (a == "--evict-mb" && i + 1 < argc) {
       evict_mb = std::stoul(argv[++i]);
     } else {
-      std::cerr << "usage: kiln-bench-group-batch-fusion [--towers N,N,...] [--reps R] [--evict-mb M]\n";
+      std::cerr << "usage: kiln-bench-group-batch-fusion [--towers N,N,...] [--reps R] [--min-ms T] [--evict-mb M]\n";
       return 2;
     }
   }
@@ -59,7 +66,10 @@ int main(int argc, char** argv) {
     double walk_best = 1e300;
     std::size_t nodes = 0, nodes_after = 0;
     std::int64_t sets = 0;
-    for (int r = 0; r < reps; ++r) {
+    double total_ms = 0;
+    int runs = 0;
+    const int max_runs = std::max(reps, evict_mb ? 20 : 1000);
+    for (; runs < reps || (total_ms < min_ms && runs < max_runs); ++runs) {
       kiln::Graph g = kiln::testing::towers_graph(towers);
       nodes = g.size();
       if (evict_mb) evict();
@@ -79,13 +89,15 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       for (const auto& f : fusions) kiln::gbf::apply_group_batch_fusion(g, *f, &counters);
       const auto t1 = std::chrono::steady_clock::now();
-      best = std::min(best, std::chrono::duration<double, std::milli>(t1 - t0).count());
+      const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+      best = std::min(best, ms);
+      total_ms += ms;
       nodes_after = g.size();
       sets = 0;
       for (const auto& [k, v] : counters.values()) sets += v;
     }
     std::cout << "{\"towers\":" << towers << ",\"nodes\":" << nodes << ",\"nodes_after\":" << nodes_after
-              << ",\"fused_sets\":" << sets << ",\"best_ms\":" << best << ",\"walk_ms\":" << walk_best << "}\n";
+              << ",\"fused_sets\":" << sets << ",\"runs\":" << runs << ",\"best_ms\":" << best << ",\"walk_ms\":" << walk_best << "}\n";
     xs.push_back(std::log(static_cast<double>(nodes)));
     ys.push_back(std::log(best));
     walk_ys.push_back(std::log(walk_best));
