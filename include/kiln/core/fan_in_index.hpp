@@ -69,6 +69,18 @@ class FanInIndex {
 
   explicit FanInIndex(std::size_t expected) : places_(expected) {}
 
+  // The argument `p` says references its input: args[p.arg], or element
+  // p.element of that list; nullptr where `args` has no such argument.
+  // (Arg or const Arg: replace_all_uses_of writes through it, lint reads.)
+  template <class A>
+  static A* reference(std::span<A> args, const Place& p) {
+    if (p.arg >= args.size()) return nullptr;
+    A& a = args[p.arg];
+    if (p.element == kTopLevel) return &a;
+    auto* list = a.template get_if<ArgList>();
+    return list && p.element < list->size() ? &(*list)[p.element] : nullptr;
+  }
+
   std::size_t size() const { return places_.size(); }
   const Place* find(const Node* n) const { return places_.find(n); }
   bool contains(const Node* n) const { return places_.contains(n); }

@@ -3,6 +3,7 @@
 // node and field that break one. Cheap enough to run after every pass: one
 // walk, and messages are only built when something is wrong.
 #include <algorithm>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,9 @@ inline void lint(const Graph& g) {
              std::to_string(inputs.size()) + " inputs, " + std::to_string(arg_refs + kwarg_refs) + " references)");
       for (std::size_t k = 0; k < inputs.size(); ++k) {
         const detail::FanInIndex::Place* at = index->find(inputs[k]);
-        const Arg* ref = nullptr;
-        if (at && at->input == k && at->arg < n->args().size()) {
-          const Arg& a = n->args()[at->arg];
-          if (at->element == detail::FanInIndex::kTopLevel) ref = &a;
-          else if (a.list() && at->element < a.list()->size()) ref = &(*a.list())[at->element];
-        }
+        const Arg* ref = at && at->input == k
+                             ? detail::FanInIndex::reference(std::span<const Arg>(n->args().begin(), n->args().end()), *at)
+                             : nullptr;
         if (!ref || ref->node() != inputs[k])
           fail("fan-in index out of date: it has input " + std::to_string(k) + " (" + inputs[k]->name() + ") " +
                (at ? "elsewhere" : "missing"));

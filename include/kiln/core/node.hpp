@@ -635,14 +635,12 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
       } else if (u->last_user_of_all_inputs_) {
         // Last of every list, as the loop below would find it: only the
         // replaced inputs change, in their places.
-        Arg* args = u->args_.mut().data();
         for_each_replaced([&](const Node* in) {
           const detail::FanInIndex::Place* found = index->find(in);
           if (!found) return;
           const detail::FanInIndex::Place at = *found;
           Node* by = replacement(in);
-          (at.element == detail::FanInIndex::kTopLevel ? args[at.arg] : (*args[at.arg].get_if<ArgList>())[at.element]) =
-              Arg(by);
+          *detail::FanInIndex::reference(u->args_.mut(), at) = Arg(by);
           u->remove_from_users_of(at.input);
           u->inputs_[at.input] = by;
           again_at.push_back(at.input);
@@ -719,7 +717,7 @@ inline void Node::replace_all_uses_of(std::span<Node* const> from, std::span<Nod
     // With one user edited, nothing joined a list since the loop above found
     // it the last user there (a cat of thousands, once per fused set).
     if (edited.size() > 1) {
-      const detail::FanInIndex* index = u->fan_in_state_ == kFanInIndexed ? u->mutable_fan_in_index() : nullptr;
+      const detail::FanInIndex* index = u->fan_in_index();
       if (index && joined.size() < u->inputs_.size()) {
         for (const Node* in : joined)
           if (const detail::FanInIndex::Place* at = index->find(in)) rejoin_unless_last(at->input);
