@@ -5,13 +5,14 @@
 // (sort, search, rewrites). Prints one JSON line per size, then the exponent
 // of a power law fitted to the times; beside it, the same for one bare walk
 // of each graph (every node and the order key of each input, nothing else),
-// a linear pass whose growth is the machine's alone: past the caches every
-// per-node cost grows with the graph, so no pass grows more slowly than that.
+// a linear pass whose growth is the machine's alone: with a warm cache the
+// small graphs sit in L2 and the large ones do not, so every per-node cost
+// grows with the graph and no pass reading it grows more slowly than that.
 // With --evict-mb M, M MiB are written and read before the walk and before
 // the fusions, so each starts with the graph out of the caches, as a graph
-// read long before would be: then every size pays memory's latency, and the
-// exponent shows the algorithm's growth more than the caches' (M should be
-// a few times the last-level cache).
+// read long before would be: then every size pays memory's latency, the bare
+// walk grows linearly, and the exponent shows the algorithm's growth more
+// than the caches' (M should be a few times the last-level cache).
 // Each size runs at least R times and until its runs have taken T ms in all
 // (--min-ms, 300 by default), so that a small graph, whose best time is the
 // easiest to disturb, is timed as many times as its share of a second allows
