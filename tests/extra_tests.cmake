@@ -109,12 +109,16 @@ if(KILN_HAVE_TORCH)
   endif()
   # Whole models on kiln's executor against PyTorch eager's stored outputs
   # (export_fx.py writes them), at both levels: kiln-run --compare exits 1
-  # on a mismatch. ResNet-50 with randomized batch-norms and BERT-base's encoder
-  # (12 layers, hidden 768, sequence 128), plus the small models exported above.
+  # on a mismatch. ResNet-50 with randomized batch-norms, BERT-base's encoder
+  # (12 layers, hidden 768, sequence 128) and torchvision's AlexNet, plus the small
+  # models exported above.
   if(TARGET kiln-run)
     set(_models
       "resnet50|tests.python.vision_models:ResNet50|1,3,224,224"
-      "bert_base|tests.python.bert_encoder:BertBase|1,128,768")
+      "bert_base|tests.python.bert_encoder:BertBase|1,128,768"
+      # Stock AlexNet at 96x96: its average pool up-samples 2x2 to 6x6 and, at
+      # aten level, _reshape_alias then reads the pool with PyTorch's row-major strides.
+      "alexnet|torchvision.models:alexnet|1,3,96,96")
     foreach(_entry ${_models})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _model)

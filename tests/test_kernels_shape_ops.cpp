@@ -318,3 +318,92 @@ TEST_CASE("factories fill, clone and contiguous copy, embedding gathers rows") {
   CHECK(bad == 0);
   CHECK(out[1].dtype() == DType::float32);
 }
+
+namespace {
+// x [1, 4, 6, 6] -> 3x3 convolution to 8 channels -> adaptive average pool to
+// 3x3, the pool then seen as [1, 72] by _reshape_alias, view and as_strided
+// (each in PyTorch's row-major terms), as torchvision's AlexNet ends at aten level.
+Graph pool_then_flatten(bool record_strides) {
+  Graph g;
+  Node* x = g.placeholder("x", meta({1, 4, 6, 6}));
+  Node* w = g.get_attr("w", meta({8, 4, 3, 3}));
+  Node* conv = g.call_function(aten::convolution, {x, w, nullptr, ArgList{1, 1}, ArgList{1, 1}, ArgList{1, 1}, false,
+                                                   ArgList{0, 0}, 1});
+  conv->meta.val = meta({1, 8, 6, 6});
+  Node* pool = g.call_function(aten::adaptive_avg_pool2d_, {conv, ArgList{3, 3}}, {}, "pool");
+  TensorMeta pm = meta({1, 8, 3, 3});
+  if (record_strides) pm.stride = std::vector<Dim>{72, 9, 3, 1};
+  pool->meta.val = pm;
+  Node* alias = g.call_function(aten::reshape_alias, {pool, ArgList{1, 72}, ArgList{72, 1}});
+  Node* view = g.call_function(aten::view, {pool, ArgList{1, 72}});
+  Node* strided = g.call_function(aten::as_strided, {pool, ArgList{8, 9}, ArgList{9, 1}});
+  Node* tail = g.call_function(aten::as_strided, {pool, ArgList{2, 2}, ArgList{9, 1}, 4});  // channels 0-1, items 4-5
+  g.output(ArgList{pool, alias, view, strided, tail});
+  return g;
+}
+}  // namespace
+
+TEST_CASE("_reshape_alias, view and as_strided read PyTorch's layout of a channels-last result") {
+  for (const bool record_strides : {true, false}) {
+    CAPTURE(record_strides);
+    runtime::CompileOptions options;
+    options.conv_layout = runtime::CompileOptions::ConvLayout::channels_last;
+    auto cg = CompiledGraph::compile(pool_then_flatten(record_strides), {{"w", random_tensor({8, 4, 3, 3}, 21)}}, options);
+    auto ctx = cg.make_context();
+    const auto& out = ctx.run({random_tensor({1, 4, 6, 6}, 22)});
+    // The case in question: the executor keeps the pool channels-last, PyTorch row-major.
+    REQUIRE(out[0].strides() == runtime::channels_last({1, 8, 3, 3}).strides);
+    int bad = 0;
+    for (std::int64_t i = 0; i < 72; ++i) {
+      const float want = test::element(out[0], i);  // the pool in row-major order
+      bad += test::element(out[1], i) != want;
+      bad += test::element(out[2], i) != want;
+      bad += test::element(out[3], i) != want;
+    }
+    for (std::int64_t c = 0; c < 2; ++c)
+      for (std::int64_t k = 0; k < 2; ++k) bad += at(out[4], {c, k}) != test::element(out[0], 4 + c * 9 + k);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("as_strided over a layout the executor shares with PyTorch is a view; bad ones are refused") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({4, 6}));
+  Node* a = g.call_function(aten::as_strided, {x, ArgList{3, 3}, ArgList{6, 2}, 1});
+  Node* t = g.call_function(aten::t, {x});
+  TensorMeta tm = meta({6, 4});
+  tm.stride = std::vector<Dim>{1, 6};
+  t->meta.val = tm;
+  Node* b = g.call_function(aten::as_strided, {t, ArgList{2, 2}, ArgList{1, 6}});
+  Node* c = g.call_function(aten::reshape_alias, {x, ArgList{2, 12}, ArgList{12, 1}});
+  g.output(ArgList{a, b, c});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({4, 6}, 23);
+  auto out = cg.run({tx});
+  const float* xf = tx.data<float>();
+  int bad = 0;
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) bad += at(out[0], {i, j}) != xf[1 + 6 * i + 2 * j];
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 2; ++j) bad += at(out[1], {i, j}) != xf[i + 6 * j];
+  for (std::int64_t i = 0; i < 24; ++i) bad += test::element(out[2], i) != xf[i];
+  CHECK(bad == 0);
+
+  auto refused = [](ArgList size, ArgList stride, Arg offset, bool of_view) {
+    Graph h;
+    Node* y = h.placeholder("y", meta({4, 6}));
+    Node* src = of_view ? h.call_function(aten::slice_Tensor, {y, 0, 1, 3}) : y;
+    h.output(ArgList{h.call_function(aten::as_strided, {src, std::move(size), std::move(stride), std::move(offset)}, {}, "bad")});
+    try {
+      (void)CompiledGraph::compile(h, {});
+    } catch (const runtime::CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("compiled");
+  };
+  CHECK(refused({5, 6}, {6, 1}, 0, false).find("node bad (aten.as_strided.default): a view of shape [5, 6], strides [6, 1] and offset 0 reaches beyond its input's 24 elements") != std::string::npos);
+  CHECK(refused({2, 2}, {6, 1, 1}, 0, false).find("size [2, 2] and stride [6, 1, 1] have different lengths") != std::string::npos);
+  CHECK(refused({2, 2}, {6, 1}, 2, true).find("a storage_offset on a view of another tensor") != std::string::npos);
+  CHECK(refused({2, 2}, {6, 1}, Arg(), true) == "compiled");
+}

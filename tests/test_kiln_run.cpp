@@ -12,6 +12,7 @@
 #include "tool_test_support.hpp"
 
 #include "kiln/core.hpp"
+#include "kiln/core/parallel_shares.hpp"
 #include "kiln/io.hpp"
 #include "kiln/ops.hpp"
 
@@ -106,6 +107,16 @@ TEST_CASE("kiln-run --profile lists time per op type and the slowest nodes") {
   CHECK(r.out.find("time per op type") != std::string::npos);
   CHECK(r.out.find("aten.mm.default") != std::string::npos);
   CHECK(r.out.find("slowest nodes") != std::string::npos);
+}
+
+TEST_CASE("kiln-run caps --threads at the CPUs it may run on, saying so, and still matches") {
+  const fs::path dir = write_model_folder("threads", kX);
+  Run r = kiln_run("'" + dir.string() + "' --threads 100000 --iterations 2 --compare '" + (dir / "outputs").string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const std::string cpus = std::to_string(kiln::available_cpus());
+  CHECK(r.err.find("kiln-run: --threads 100000 is more than the " + cpus + " CPUs this process may run on; using " + cpus) !=
+        std::string::npos);
+  CHECK(r.out.find(": match:") != std::string::npos);
 }
 
 TEST_CASE("kiln-run exits 2 on bad input, naming what is wrong") {

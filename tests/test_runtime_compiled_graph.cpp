@@ -270,3 +270,38 @@ TEST_CASE("steps that read only constants run once when lowering: stacked weight
     }
   CHECK(worst < 1e-5);
 }
+
+TEST_CASE("thread counts beyond the CPUs this process may run on are capped, not started") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({3, 5}));
+  g.output(ArgList{g.call_function(aten::relu, {x})});
+  runtime::CompileOptions options;
+  options.threads = 100000;
+  auto cg = CompiledGraph::compile(g, {}, options);
+  const int cpus = static_cast<int>(available_cpus());
+  auto ctx = cg.make_context();
+  CHECK(ctx.threads() == cpus);
+  auto big = cg.make_context(1 << 30);
+  CHECK(big.threads() == cpus);
+  big.set_threads(-3);
+  CHECK(big.threads() == 1);
+  big.set_threads(1 << 20);
+  CHECK(big.threads() == cpus);
+  const Tensor tx = random_tensor({3, 5}, 5);
+  const auto& out = big.run({tx});
+  int bad = 0;
+  for (int i = 0; i < 15; ++i) bad += out[0].data<float>()[i] != std::max(tx.data<float>()[i], 0.0f);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("an arena too large for the machine is an OutOfMemory error naming the bytes and the largest node") {
+  Graph g;
+  Node* x = g.placeholder("x", f32({1, 1}));
+  Node* wide = g.call_function(aten::expand, {x, ArgList{1 << 20, 1 << 20}});
+  g.output(ArgList{g.call_function(aten::sum_dim_IntList, {g.call_function(aten::relu, {wide}, {}, "huge"), ArgList{1}})});
+  const auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.arena_bytes() >= (std::size_t{1} << 42));
+  const std::string want = "cannot allocate the arena: " + std::to_string(cg.arena_bytes()) +
+                           " bytes; the largest buffer in the arena is node huge's float32 [1048576, 1048576] (4398046511104 bytes)";
+  CHECK_THROWS_WITH_AS(cg.make_context(), doctest::Contains(want.c_str()), runtime::OutOfMemory);
+}

@@ -232,6 +232,11 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   pm.set_weights(&weights);
   pm.run(file.graph, o.passes);
 
+  if (const int usable = runtime::usable_threads(o.threads); usable != o.threads) {
+    std::fprintf(stderr, "kiln-run: --threads %d is more than the %d CPUs this process may run on; using %d\n", o.threads,
+                 usable, usable);
+    o.threads = usable;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   runtime::CompileOptions copts;
   copts.threads = o.threads;

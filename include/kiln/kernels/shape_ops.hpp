@@ -20,6 +20,7 @@ inline constexpr auto shape_ops_kernels = boost::hana::tuple_t<
     Kernel<"torch.reshape">,
     Kernel<"Tensor.reshape">,
     Kernel<"aten._reshape_alias.default">,
+    Kernel<"aten.as_strided.default">,
     Kernel<"aten.permute.default">,
     Kernel<"torch.permute">,
     Kernel<"Tensor.permute">,

@@ -20,6 +20,7 @@
 #include <omp.h>
 #endif
 
+#include "kiln/core/parallel_shares.hpp"
 #include "kiln/io/graph_file.hpp"
 #include "kiln/io/npy_weights.hpp"
 #include "kiln/io/weight_store.hpp"
@@ -33,6 +34,20 @@ class InputError : public Error {
  public:
   using Error::Error;
 };
+
+// A run's memory (its arena, its input staging) could not be allocated; the
+// message says how many bytes and which node's buffer is the largest.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+// Threads a run may use: at least 1, at most the CPUs this process may run on
+// (more only queue behind each other, and OpenMP fails to start a hundred thousand).
+inline int usable_threads(int requested) {
+  const auto cpus = static_cast<int>(std::min<std::size_t>(available_cpus(), 1 << 16));
+  return std::clamp(requested, 1, std::max(cpus, 1));
+}
 
 class RunContext;
 
@@ -55,6 +70,7 @@ class CompiledGraph {
   static CompiledGraph compile(const Graph& g, const Weights& weights, CompileOptions options = {},
                                const kernels::KernelTable& table = kernels::default_kernels()) {
     CompiledGraph cg;
+    options.threads = usable_threads(options.threads);
     cg.program_ = std::make_shared<const Program>(lower(g, weights, table, options));
     cg.options_ = options;
     return cg;
@@ -100,10 +116,10 @@ class RunContext {
  public:
   RunContext(const CompiledGraph& cg, int threads = 0) : program_(cg.program_) {
     const Program& p = *program_;
-    arena_ = detail::aligned_bytes(p.arena_bytes);
+    arena_ = allocate(p.arena_bytes, "the arena");
     frame_.values_ = &p.values;
     frame_.ptrs_.assign(p.values.size(), nullptr);
-    frame_.threads_ = threads > 0 ? threads : cg.options_.threads;
+    frame_.threads_ = usable_threads(threads > 0 ? threads : cg.options_.threads);
     locals_.reserve(p.steps.size());
     for (const auto& s : p.steps) locals_.push_back(s->make_local());
     for (ValueId v = 0; v < p.values.size(); ++v) {
@@ -111,12 +127,20 @@ class RunContext {
       if (i.storage == Storage::arena) frame_.ptrs_[v] = arena_.get() + i.arena_offset;
       else if (i.storage == Storage::constant) frame_.ptrs_[v] = static_cast<std::byte*>(p.constants[i.index].raw());
     }
-    for (ValueId id : p.inputs) staging_.push_back(Tensor::empty(p.values[id].layout.shape, p.values[id].layout.dtype));
+    for (std::size_t k = 0; k < p.inputs.size(); ++k) {
+      const Layout& l = p.values[p.inputs[k]].layout;
+      try {
+        staging_.push_back(Tensor::empty(l.shape, l.dtype));
+      } catch (const std::bad_alloc&) {
+        throw out_of_memory(l.nbytes(), "the copy of input " + p.input_names[k]);
+      }
+    }
     for (ValueId id : p.outputs) outputs_.push_back(Tensor::wrap(nullptr, p.values[id].layout));
   }
 
+  // The threads each run uses (usable_threads of what was asked).
   int threads() const { return frame_.threads_; }
-  void set_threads(int n) { frame_.threads_ = n > 0 ? n : 1; }
+  void set_threads(int n) { frame_.threads_ = usable_threads(n); }
   // When set, run() adds each step's time in seconds to (*times)[step].
   void set_step_times(std::vector<double>* times) {
     step_times_ = times;
@@ -172,6 +196,28 @@ class RunContext {
   }
 
  private:
+  // `bytes` of 64-byte aligned memory, or OutOfMemory.
+  std::shared_ptr<std::byte> allocate(std::size_t bytes, const std::string& what) const {
+    try {
+      return detail::aligned_bytes(bytes);
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory(bytes, what);
+    }
+  }
+  // The error for `bytes` of `what` that could not be had, naming the node
+  // with the largest buffer in the arena (where a user would look first).
+  OutOfMemory out_of_memory(std::size_t bytes, const std::string& what) const {
+    const ValueInfo* largest = nullptr;
+    for (const ValueInfo& i : program_->values)
+      if (i.storage == Storage::arena && (!largest || i.layout.nbytes() > largest->layout.nbytes())) largest = &i;
+    std::string msg = "cannot allocate " + what + ": " + std::to_string(bytes) + " bytes";
+    if (largest)
+      msg += "; the largest buffer in the arena is node " + largest->name + "'s " +
+             std::string(dtype_name(largest->layout.dtype)) + " " + shape_str(largest->layout.shape) + " (" +
+             std::to_string(largest->layout.nbytes()) + " bytes)";
+    return OutOfMemory(msg);
+  }
+
   std::shared_ptr<const Program> program_;
   std::shared_ptr<std::byte> arena_;
   Frame frame_;

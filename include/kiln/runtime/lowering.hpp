@@ -294,7 +294,11 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
       folder.fold(first);
     } else {
       const std::size_t first = p.steps.size();
-      kernels.find(kernels::kernel_key(*n))(ctx);
+      try {
+        kernels.find(kernels::kernel_key(*n))(ctx);
+      } catch (const std::bad_alloc&) {
+        ctx.fail("ran out of memory while lowering it (a constant or packed weight it makes is larger than this machine can hold)");
+      }
       folder.fold(first);
     }
     Lowered result = ctx.take_result();

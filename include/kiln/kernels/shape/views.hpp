@@ -66,22 +66,111 @@ auto checked(const runtime::LowerContext& ctx, F f) {
   }
 }
 
+// The layout PyTorch gave argument `pos` (whose value is `in`): the strides the
+// exporter recorded in its meta.val. Without them, the executor's own layout,
+// except where the executor chose channels-last for a convolution graph (a
+// layout PyTorch would not have had): there, row-major. Ops that take explicit
+// strides speak of this layout, not of the one the executor chose.
+inline runtime::Layout torch_layout(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw, runtime::ValueId in) {
+  const runtime::Layout& l = ctx.layout(in);
+  const Arg* a = ctx.find_arg(pos, kw);
+  const Node* n = a ? a->node() : nullptr;
+  const TensorMeta* m = n ? n->meta.val.tensor() : nullptr;
+  if (m && m->stride && m->stride->size() == l.rank() &&
+      std::all_of(m->stride->begin(), m->stride->end(), [](const Dim& d) { return is_static(d); })) {
+    runtime::Layout t = l;
+    for (std::size_t k = 0; k < l.rank(); ++k) t.strides[k] = std::get<std::int64_t>((*m->stride)[k]);
+    return t;
+  }
+  if (ctx.channels_last() && l.rank() >= 4 && l.shape[1] > 1 && l == runtime::channels_last(l.shape, l.dtype))
+    return runtime::Layout::contiguous(l.shape, l.dtype);
+  return l;
+}
+
+// Whether two layouts of one shape address the same elements at the same
+// places (strides of size-1 dims never count).
+inline bool same_addressing(const runtime::Layout& a, const runtime::Layout& b) {
+  if (a.shape != b.shape) return false;
+  for (std::size_t k = 0; k < a.rank(); ++k)
+    if (a.shape[k] != 1 && a.strides[k] != b.strides[k]) return false;
+  return true;
+}
+
+// Every element at its own place, with no gaps, in some order of the dims.
+inline bool is_dense(const runtime::Layout& l) {
+  return same_addressing(runtime::dense_like(l, l.dtype), l);
+}
+
+// as_strided and _reshape_alias: the view of argument 0 with `size` and
+// `stride` (and `offset` elements on), all in PyTorch's layout of that
+// argument. Where the executor laid the argument out otherwise (channels-last
+// after a convolution), the view reads a copy of it in PyTorch's layout; a
+// row-major reshape of a row-major tensor becomes a reshape, which is a view
+// wherever the executor's strides allow one.
+inline void strided_view(runtime::LowerContext& ctx, std::string_view self, runtime::Shape size, runtime::Shape stride,
+                         std::int64_t offset) {
+  runtime::ValueId in = ctx.tensor(0, self);
+  const runtime::Layout& l = ctx.layout(in);
+  if (size.size() != stride.size())
+    ctx.fail("size " + runtime::shape_str(size) + " and stride " + runtime::shape_str(stride) + " have different lengths");
+  for (std::size_t k = 0; k < size.size(); ++k)
+    if (size[k] < 0 || stride[k] < 0)
+      ctx.fail("size " + runtime::shape_str(size) + " and stride " + runtime::shape_str(stride) + " must not be negative");
+  runtime::Layout out{l.dtype, std::move(size), std::move(stride)};
+  const runtime::Layout torch = torch_layout(ctx, 0, self, in);
+  if (offset < 0 || (out.numel() > 0 && offset + out.span_elements() > torch.span_elements()))
+    ctx.fail("a view of shape " + runtime::shape_str(out.shape) + ", strides " + runtime::shape_str(out.strides) +
+             " and offset " + std::to_string(offset) + " reaches beyond its input's " + std::to_string(torch.span_elements()) +
+             " elements");
+  if (!same_addressing(l, torch)) {
+    if (offset == 0 && out.numel() == l.numel() && torch.is_contiguous() && out.is_contiguous()) {
+      reshape(ctx, in, out.shape, false);
+      return;
+    }
+    if (!is_dense(torch))
+      ctx.fail("the input is laid out with strides " + runtime::shape_str(l.strides) + " where PyTorch had " +
+               runtime::shape_str(torch.strides) + ", which has gaps or overlaps, so the view cannot be taken from a copy");
+    in = copy_into_new(ctx, in, torch);
+  }
+  ctx.set_result(ctx.view(in, std::move(out), offset));
+}
+
+// aten._reshape_alias(x, size, stride): x's storage seen with these strides.
+struct ReshapeAlias {
+  static void lower(runtime::LowerContext& ctx) { strided_view(ctx, "self", ctx.ints_arg(1, "size"), ctx.ints_arg(2, "stride"), 0); }
+};
+// aten.as_strided(x, size, stride, storage_offset=None). PyTorch's offset counts
+// from the storage's start; kiln knows where that is only for a tensor that is
+// no view, so an offset on a view is refused rather than guessed.
+struct AsStrided {
+  static void lower(runtime::LowerContext& ctx) {
+    std::int64_t offset = 0;
+    if (ctx.has(3, "storage_offset")) {
+      offset = ctx.int_arg(3, "storage_offset");
+      if (offset != 0 && ctx.info(ctx.tensor(0, "self")).storage == runtime::Storage::view)
+        ctx.fail("a storage_offset on a view of another tensor (PyTorch counts it from the storage's start, "
+                 "which the graph does not record)");
+    }
+    strided_view(ctx, "self", ctx.ints_arg(1, "size"), ctx.ints_arg(2, "stride"), offset);
+  }
+};
+// view refuses only what PyTorch refuses: a view of the layout PyTorch had.
+// Where the executor chose another layout (channels-last) it copies, as reshape does.
 struct View {
-  static void lower(runtime::LowerContext& ctx) { reshape(ctx, ctx.tensor(0, "self"), sizes_arg(ctx, 1, "size"), true); }
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    const auto sizes = sizes_arg(ctx, 1, "size");
+    const runtime::Layout torch = torch_layout(ctx, 0, "self", in);
+    bool torch_can_view = true;
+    try {
+      torch_can_view = runtime::viewed(torch, runtime::infer_size(sizes, torch.numel())).has_value();
+    } catch (const runtime::ShapeError&) {  // reshape names the bad size
+    }
+    reshape(ctx, in, sizes, !torch_can_view || same_addressing(torch, ctx.layout(in)));
+  }
 };
 struct Reshape {
   static void lower(runtime::LowerContext& ctx) { reshape(ctx, ctx.tensor(0, "input"), sizes_arg(ctx, 1, "shape"), false); }
-};
-// aten._reshape_alias(x, size, stride): the view with exactly these strides.
-struct ReshapeAlias {
-  static void lower(runtime::LowerContext& ctx) {
-    const auto in = ctx.tensor(0, "self");
-    runtime::Layout l{ctx.layout(in).dtype, ctx.ints_arg(1, "size"), ctx.ints_arg(2, "stride")};
-    if (l.shape.size() != l.strides.size()) ctx.fail("size and stride have different lengths");
-    if (l.span_elements() > ctx.layout(in).span_elements() && ctx.layout(in).numel() > 0)
-      ctx.fail("the view reaches beyond its input's memory");
-    ctx.set_result(ctx.view(in, std::move(l)));
-  }
 };
 struct Permute {
   static void lower(runtime::LowerContext& ctx) {
@@ -297,6 +386,7 @@ template <> struct Kernel<"aten.reshape.default"> : shape_detail::Reshape {};
 template <> struct Kernel<"torch.reshape"> : shape_detail::Reshape {};
 template <> struct Kernel<"Tensor.reshape"> : shape_detail::Reshape {};
 template <> struct Kernel<"aten._reshape_alias.default"> : shape_detail::ReshapeAlias {};
+template <> struct Kernel<"aten.as_strided.default"> : shape_detail::AsStrided {};
 template <> struct Kernel<"aten.permute.default"> : shape_detail::Permute {};
 template <> struct Kernel<"torch.permute"> : shape_detail::Permute {};
 template <> struct Kernel<"Tensor.permute"> : shape_detail::Permute {};
