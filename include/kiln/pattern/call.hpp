@@ -117,9 +117,9 @@ struct OpSet {
   bool contains(std::uint64_t target, const Node* n = nullptr) const {
     return contains_exact(target) || (wide_flag_ && contains_wide(target, n));
   }
-  // Whether `target` is one of the first kInline ops: a node reference's
-  // early check, which must stay as small as it was before packets (it is
-  // inlined into every pattern, at every node); the rest is asked of the node.
+  // Whether `target` is one of the first kInline ops: a node reference's early
+  // check, kept small because it is inlined into every pattern, at every node
+  // (bench/README.md); the rest is asked of the node.
   bool contains_exact(std::uint64_t target) const {
     for (std::size_t i = 0; i < count_; ++i)
       if (ops_[i].hash == target) return true;

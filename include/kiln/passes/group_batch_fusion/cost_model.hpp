@@ -19,7 +19,7 @@
 
 namespace kiln::gbf {
 
-// The defaults are the device machine's at 2 threads (bench/README.md).
+// The defaults are calibrated on the device machine at 2 threads (figures: bench/README.md).
 struct CostModel {
   double step_us = 2.2;         // fixed cost of one executor step
   double copy_gb_per_s = 10.0;  // bandwidth of a stacking copy
