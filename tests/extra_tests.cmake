@@ -272,6 +272,13 @@ foreach(_cf unbound_capture bound_capture_ok node_pointer_child vector_child bad
   add_executable(compile_fail_${_cf} EXCLUDE_FROM_ALL compile_fail/${_cf}.cpp)
   target_link_libraries(compile_fail_${_cf} PRIVATE kiln::kiln)
 endforeach()
+# The kernel groups: a key bound twice, in one group or across groups, does not compile.
+if(TARGET kiln::runtime)
+  foreach(_cf duplicate_kernel_key duplicate_kernel_key_across_groups distinct_kernel_keys_ok)
+    add_executable(compile_fail_${_cf} EXCLUDE_FROM_ALL compile_fail/${_cf}.cpp)
+    target_link_libraries(compile_fail_${_cf} PRIVATE kiln::runtime)
+  endforeach()
+endif()
 add_test(NAME pattern_unbound_capture_does_not_compile
   COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_unbound_capture
           -DEXPECT=fail "-DEXPECT_TEXT=binds no KeywordArg"
@@ -288,6 +295,20 @@ set(_cf_texts
   "bad_extra_check|register_pattern: extra_check must be callable"
   "incomplete_element|must provide the members of a pattern element")
 set(_cf_tests pattern_unbound_capture_does_not_compile pattern_bound_capture_compiles)
+if(TARGET kiln::runtime)
+  foreach(_cf duplicate_kernel_key duplicate_kernel_key_across_groups)
+    add_test(NAME kernels_${_cf}_does_not_compile
+      COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_${_cf}
+              -DEXPECT=fail "-DEXPECT_TEXT=an op key is bound to more than one kernel"
+              -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/expect_build.cmake)
+    list(APPEND _cf_tests kernels_${_cf}_does_not_compile)
+  endforeach()
+  add_test(NAME kernels_distinct_kernel_keys_ok_compiles
+    COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DTARGET=compile_fail_distinct_kernel_keys_ok
+            -DEXPECT=success
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/expect_build.cmake)
+  list(APPEND _cf_tests kernels_distinct_kernel_keys_ok_compiles)
+endif()
 foreach(_entry ${_cf_texts})
   string(REPLACE "|" ";" _parts "${_entry}")
   list(GET _parts 0 _cf)
@@ -300,6 +321,18 @@ foreach(_entry ${_cf_texts})
 endforeach()
 # All drive the same build tree: never at the same time.
 set_tests_properties(${_cf_tests} PROPERTIES RESOURCE_LOCK kiln_build_tree LABELS compile_fail TIMEOUT 300)
+
+# A user's -Wall build of the kernels on an AVX-512 machine stays quiet: GCC 12's
+# false maybe-uninitialized inside avx512fintrin.h is kept out where kiln
+# includes xtensor (kernels/detail/xtensor.hpp). Compiled for AVX-512 whatever
+# this machine has; nothing runs.
+if(KILN_HAVE_RUNTIME AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  add_test(NAME xtensor_headers_quiet_under_avx512
+    COMMAND ${CMAKE_CXX_COMPILER} -std=c++20 -O3 -DXTENSOR_USE_XSIMD -march=skylake-avx512 -Wall -Wextra -Werror
+            -I${PROJECT_SOURCE_DIR}/include -c ${CMAKE_CURRENT_SOURCE_DIR}/warnings/xtensor_quiet.cpp -o xtensor_quiet.o
+    WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(xtensor_headers_quiet_under_avx512 PROPERTIES TIMEOUT 300)
+endif()
 
 # The threading contract under ThreadSanitizer: readers of one graph on several
 # threads (tests/tsan), built with clang, which scripts/install-deps.sh installs.

@@ -11,7 +11,7 @@
 #include "kiln/ops.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 
 namespace kiln::test {
 

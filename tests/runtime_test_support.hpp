@@ -8,7 +8,7 @@
 
 #include "kiln/core.hpp"
 #include "kiln/ops.hpp"
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 
 namespace kiln::test {
 

@@ -7,7 +7,7 @@
 #include <array>
 #include <cmath>
 
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;

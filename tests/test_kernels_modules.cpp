@@ -14,7 +14,7 @@
 #include <limits>
 #include <string>
 
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
@@ -313,6 +313,7 @@ TEST_CASE("call_module activations, dropout, flatten and softmax equal their fun
       unary("activation.Sigmoid", "{}", "torch.sigmoid"),
       unary("activation.Tanh", "{}", "torch.tanh"),
       unary("activation.Hardswish", R"({"inplace":false})", "torch.nn.functional.hardswish"),
+      unary("activation.Hardsigmoid", R"({"inplace":false})", "torch.nn.functional.hardsigmoid"),
       unary("activation.Hardtanh", R"({"min_val":-0.5,"max_val":0.7,"inplace":false})", "torch.nn.functional.hardtanh",
             {{"min_val", Arg(-0.5)}, {"max_val", Arg(0.7)}}),
       unary("activation.ReLU6", R"({"min_val":0.0,"max_val":6.0,"inplace":false})", "torch.nn.functional.relu6"),

@@ -10,7 +10,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kiln/kernels/onednn/conv_algorithm.hpp"
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;

@@ -9,7 +9,7 @@
 
 #include "kiln/core.hpp"
 #include "kiln/ops.hpp"
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
@@ -122,6 +122,9 @@ TEST_CASE("unary ops at every level match naive loops on transposed and odd-size
   const Ref1 hswish = [](double x) { return x * std::clamp(x + 3, 0.0, 6.0) / 6; };
   check_unary("torch.nn.functional.hardswish", hswish);
   check_unary("aten.hardswish.default", hswish);
+  const Ref1 hsigmoid = [](double x) { return std::clamp(x + 3, 0.0, 6.0) / 6; };
+  check_unary("torch.nn.functional.hardsigmoid", hsigmoid);
+  check_unary("aten.hardsigmoid.default", hsigmoid);
   check_unary("torch.nn.functional.hardtanh", [](double x) { return std::clamp(x, -1.0, 1.0); });
   check_unary("aten.hardtanh.default", [](double x) { return std::clamp(x, -0.5, 2.0); }, {-0.5, 2.0});
   check_unary("torch.nn.functional.leaky_relu", [](double x) { return x > 0 ? x : 0.01 * x; });
@@ -454,7 +457,8 @@ TEST_CASE("sliced inputs (row and column slices, a step) are read through their 
   Node* b = g.placeholder("b", test::meta({7}));
   Node* s = g.call_function(OpRef("aten.sub.Tensor"), {a, b});
   g.output(ArgList{g.call_function(OpRef("torch.nn.functional.relu6"), {s}),
-                   g.call_function(OpRef("aten.hardtanh_.default"), {a, -0.5, 0.5})});
+                   g.call_function(OpRef("aten.hardtanh_.default"), {a, -0.5, 0.5}),
+                   g.call_function(OpRef("aten.hardsigmoid_.default"), {s})});
   auto cg = CompiledGraph::compile(g, {});
   Tensor base = random_tensor({9, 20}, 91);
   for (std::int64_t i = 0; i < base.numel(); ++i) base.data<float>()[i] *= 4;  // reach both bounds of relu6
@@ -465,6 +469,7 @@ TEST_CASE("sliced inputs (row and column slices, a step) are read through their 
   auto out = cg.run({ta, tb});
   CHECK(mismatches(out[0], {ta, tb}, [](std::vector<double> v) { return std::clamp(double(float(v[0] - v[1])), 0.0, 6.0); }) == 0);
   CHECK(mismatches(out[1], {ta}, [](std::vector<double> v) { return std::clamp(v[0], -0.5, 0.5); }) == 0);
+  CHECK(mismatches(out[2], {ta, tb}, [](std::vector<double> v) { return std::clamp(double(float(v[0] - v[1])) + 3, 0.0, 6.0) / 6; }) == 0);
 }
 
 TEST_CASE("operator.iadd on a tensor is in place: refused when the tensor is read later, a number when static") {

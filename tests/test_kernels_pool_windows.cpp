@@ -9,7 +9,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;

@@ -7,7 +7,7 @@
 
 #include "kiln/core.hpp"
 #include "kiln/ops.hpp"
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;

@@ -2,7 +2,10 @@
 // index arithmetic written out here; views must cost no step.
 #include <doctest/doctest.h>
 
-#include "kiln/runtime/compiled_graph.hpp"
+#include <memory>
+#include <tuple>
+
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
@@ -366,7 +369,7 @@ TEST_CASE("_reshape_alias, view and as_strided read PyTorch's layout of a channe
   }
 }
 
-TEST_CASE("as_strided over a layout the executor shares with PyTorch is a view; bad ones are refused") {
+TEST_CASE("as_strided over a layout the executor shares with PyTorch is a view, and bad ones are refused") {
   Graph g;
   Node* x = g.placeholder("x", meta({4, 6}));
   Node* a = g.call_function(aten::as_strided, {x, ArgList{3, 3}, ArgList{6, 2}, 1});
@@ -406,4 +409,94 @@ TEST_CASE("as_strided over a layout the executor shares with PyTorch is a view; 
   CHECK(refused({2, 2}, {6, 1, 1}, 0, false).find("size [2, 2] and stride [6, 1, 1] have different lengths") != std::string::npos);
   CHECK(refused({2, 2}, {6, 1}, 2, true).find("a storage_offset on a view of another tensor") != std::string::npos);
   CHECK(refused({2, 2}, {6, 1}, Arg(), true) == "compiled");
+}
+
+TEST_CASE("as_strided_ restrides its input for its users, and only as the input's sole user") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 6}));
+  Node* m = g.call_function(aten::relu, {x}, {}, "m");
+  Node* r = g.call_function(OpRef("aten.as_strided_.default"), {m, ArgList{3, 2}, ArgList{1, 3}}, {}, "restrided");
+  g.output(ArgList{r});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({2, 6}, 31);
+  auto out = cg.run({tx});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 2; ++j) bad += at(out[0], {i, j}) != std::max(tx.data<float>()[i + 3 * j], 0.0f);
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* y = h.placeholder("y", meta({2, 6}));
+  Node* n = h.call_function(aten::relu, {y}, {}, "n");
+  Node* s = h.call_function(OpRef("aten.as_strided_.default"), {n, ArgList{3, 2}, ArgList{1, 3}}, {}, "restrided");
+  h.output(ArgList{s, h.call_function(aten::relu, {n})});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}),
+                       doctest::Contains("node restrided (aten.as_strided_.default): as_strided_ changes the strides of n, "
+                                         "which 1 other node(s) read"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("stochastic_depth in eval is its input, with no step, and in training it is refused") {
+  const OpRef sd("torchvision.ops.stochastic_depth.stochastic_depth");
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 3}));
+  g.output(ArgList{g.call_function(sd, {x, 0.2, "row", false}), g.call_function(sd, {x, 0.0, "batch", true})});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({2, 3}, 32);
+  auto out = cg.run({tx});
+  int bad = 0;
+  for (int i = 0; i < 6; ++i) bad += (out[0].data<float>()[i] != tx.data<float>()[i]) + (out[1].data<float>()[i] != tx.data<float>()[i]);
+  CHECK(bad == 0);
+  Graph h;
+  Node* y = h.placeholder("y", meta({2, 3}));
+  h.output(ArgList{h.call_function(sd, {y, 0.2, "row"}, {}, "drop")});  // training defaults to True
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}),
+                       doctest::Contains("node drop (torchvision.ops.stochastic_depth.stochastic_depth): stochastic_depth with "
+                                         "training=True and p=0.200000 drops rows at random"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("comparisons of static sizes are static bools, a true torch._assert vanishes and a false one is a compile error") {
+  // h == 6 and the other comparisons, as a traced model writes them about x.shape.
+  auto graph = [](std::int64_t expected, const char* cmp) {
+    auto g = std::make_unique<Graph>();
+    Node* x = g->placeholder("x", meta({2, 6}));
+    Node* h = g->call_method("size", {x, 1});
+    Node* ok = g->call_function(OpRef(std::string("operator.") + cmp), {h, expected}, {}, "ok");
+    g->call_function(OpRef("torch._assert"), {ok, "Wrong image height!"}, {}, "check");
+    g->output(ArgList{g->call_function(aten::relu, {x})});
+    return g;
+  };
+  // Which comparisons hold for h = 6 against 6 and against 7.
+  const std::vector<std::tuple<const char*, bool, bool>> cases{
+      {"eq", true, false}, {"ne", false, true}, {"lt", false, true}, {"le", true, true}, {"gt", false, false}, {"ge", true, false}};
+  for (const auto& [cmp, holds_6, holds_7] : cases) {
+    for (const auto& [expected, holds] : {std::pair<std::int64_t, bool>{6, holds_6}, {7, holds_7}}) {
+      CAPTURE(cmp);
+      CAPTURE(expected);
+      auto g = graph(expected, cmp);
+      if (holds) {
+        const auto cg = CompiledGraph::compile(*g, {});
+        CHECK(cg.num_steps() == 1);  // the relu alone: the facts cost nothing
+      } else {
+        CHECK_THROWS_WITH_AS(CompiledGraph::compile(*g, {}),
+                             doctest::Contains("node check (torch._assert): the assertion does not hold for these shapes: "
+                                               "Wrong image height!"),
+                             runtime::CompileError);
+      }
+    }
+  }
+  // Shapes compare as Python lists; a tensor cannot be compared or asserted on before a run.
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 6}));
+  Node* same = g.call_function(OpRef("operator.eq"), {g.call_function(OpRef("builtins.getattr"), {x, "shape"}), ArgList{2, 6}});
+  g.call_function(OpRef("torch._assert"), {same, "shape"});
+  g.output(ArgList{x});
+  CHECK_NOTHROW((void)CompiledGraph::compile(g, {}));
+  Graph t;
+  Node* y = t.placeholder("y", meta({2}));
+  t.output(ArgList{t.call_function(OpRef("operator.eq"), {y, 0}, {}, "mask")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(t, {}), doctest::Contains("node mask (operator.eq): compares a tensor"),
+                       runtime::CompileError);
 }

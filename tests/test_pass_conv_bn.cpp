@@ -13,7 +13,7 @@
 #include "kiln/io/weight_store.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "runtime_test_support.hpp"
 #include "tool_test_support.hpp"
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "predispatch_test_support.hpp"
 #include "runtime_test_support.hpp"
 

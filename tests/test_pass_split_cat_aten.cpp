@@ -4,7 +4,7 @@
 // numeric check of every rewrite.
 #include <doctest/doctest.h>
 
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "predispatch_test_support.hpp"
 
 using namespace kiln;

@@ -15,7 +15,7 @@
 #include "kiln/ops/torch.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 
 using namespace kiln;
 

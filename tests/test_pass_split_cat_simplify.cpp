@@ -13,7 +13,7 @@
 #include "kiln/ops/torch.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "test_support.hpp"
 
 using namespace kiln;

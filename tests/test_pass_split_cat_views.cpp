@@ -18,7 +18,7 @@
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/pass_manager.hpp"
 #include "kiln/passes/split_cat/einsum_to_pointwise.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "runtime_test_support.hpp"
 #include "test_support.hpp"
 

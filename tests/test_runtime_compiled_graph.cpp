@@ -1,12 +1,13 @@
 // CompiledGraph: lowering, the buffer plan, running, inputs checked, errors that name nodes.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <random>
 #include <thread>
 
 #include "kiln/core.hpp"
 #include "kiln/ops.hpp"
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
@@ -304,4 +305,27 @@ TEST_CASE("an arena too large for the machine is an OutOfMemory error naming the
   const std::string want = "cannot allocate the arena: " + std::to_string(cg.arena_bytes()) +
                            " bytes; the largest buffer in the arena is node huge's float32 [1048576, 1048576] (4398046511104 bytes)";
   CHECK_THROWS_WITH_AS(cg.make_context(), doctest::Contains(want.c_str()), runtime::OutOfMemory);
+}
+
+TEST_CASE("take_weights reads each weight once: what passes read comes from memory, created ones come along") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_take_weights_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  io::write_npy(dir / "a.npy", io::make_weight<float>({2}, {1.5f, -2.0f}));
+  io::write_npy(dir / "b.npy", io::make_weight<float>({3}, {4.0f, 5.0f, 6.0f}));
+  io::GraphFile file;
+  file.weights = {{"a", "a.npy"}, {"b", "b.npy"}};
+  file.base_dir = dir;
+  io::WeightStore store(file);
+  REQUIRE(store.find("a") != nullptr);  // a pass read "a"
+  std::filesystem::remove(dir / "a.npy");  // so reading it again would fail
+  const std::string c = store.create("a", io::make_weight<float>({1}, {7.0f}));  // and made one
+  CHECK(c == "a_1");
+  const runtime::Weights w = runtime::take_weights(store);
+  REQUIRE(w.size() == 3);
+  CHECK(w.at("a").data<float>()[1] == -2.0f);
+  CHECK(w.at("b").data<float>()[2] == 6.0f);
+  CHECK(w.at("a_1").data<float>()[0] == 7.0f);
+  CHECK_THROWS_WITH_AS(store.find("a"), doctest::Contains("a.npy"), Error);  // taken: the store would read the file again
+  std::filesystem::remove_all(dir);
 }

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kiln/io/fx_json_read.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "kiln/passes.hpp"
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "kiln/kernels/registry.hpp"  // the kernels themselves: tools/kernels_*.cpp
-#include "kiln/runtime/numeric_check.hpp"
+#include "kiln/executor/numeric_check.hpp"
 
 namespace {
 std::function<void(const kiln::Graph&, const std::string&)> make_numeric_check(const kiln::io::GraphFile& f,

@@ -4,8 +4,8 @@
 
 #include <iostream>
 #include <kiln/io.hpp>
-#include <kiln/runtime/compiled_graph.hpp>
-#include <kiln/runtime/numeric_check.hpp>
+#include <kiln/executor/compiled_graph.hpp>
+#include <kiln/executor/numeric_check.hpp>
 
 int main() {
   using kiln::runtime::Tensor;

@@ -223,32 +223,19 @@ class Graph {
   // ---- looking things up ----
 
   class NodeRange {
-   public:
-    class iterator {
-     public:
-      using value_type = Node*;
-      using difference_type = std::ptrdiff_t;
-      iterator() = default;
-      iterator(Node* n, bool rev) : n_(n), rev_(rev) {}
-      Node* operator*() const { return n_; }
-      iterator& operator++() {
-        n_ = rev_ ? n_->prev() : n_->next();
-        return *this;
-      }
-      iterator operator++(int) {
-        auto t = *this;
-        ++*this;
-        return t;
-      }
-      bool operator==(const iterator& o) const { return n_ == o.n_; }
-
-     private:
-      Node* n_ = nullptr;
-      bool rev_ = false;
+    struct Cursor {
+      Node* n = nullptr;
+      bool rev = false;
+      Node* get() const { return n; }
+      void advance() { n = rev ? n->prev() : n->next(); }
+      bool operator==(const Cursor& o) const { return n == o.n; }
     };
+
+   public:
+    using iterator = detail::NodeIterator<Cursor>;
     NodeRange(Node* first, bool rev) : first_(first), rev_(rev) {}
-    iterator begin() const { return {first_, rev_}; }
-    iterator end() const { return {nullptr, rev_}; }
+    iterator begin() const { return iterator(Cursor{first_, rev_}); }
+    iterator end() const { return iterator(Cursor{nullptr, rev_}); }
 
    private:
     Node* first_;
@@ -618,37 +605,7 @@ class Graph {
   ModuleTable modules_;  // last: read by no hot path, so it moves no hot member's offset
 };
 
-// ---- Node operations that need the Graph ----
-
-inline void Node::keywords_changed(bool had_keywords) {
-  // Only a node in the index counts (its storage slot has a key from index_add
-  // to index_remove); one being created is counted by index_add.
-  if (storage_ == nullptr || storage_->key == 0) return;
-  std::size_t& with = graph_->bucket_for(storage_->key).with_kwargs;
-  if (had_keywords) --with;
-  else ++with;
-}
-inline const detail::FanInIndex* Node::fan_in_index() const {
-  return fan_in_state_ == kFanInIndexed ? graph_->fan_in_indexes_.find(this)->second.get() : nullptr;
-}
-inline detail::FanInIndex* Node::mutable_fan_in_index() { return graph_->fan_in_indexes_.find(this)->second.get(); }
-inline void Node::index_fan_in() {
-  std::unique_ptr<detail::FanInIndex> index = detail::FanInIndex::of(args_, kwargs(), {inputs_.data(), inputs_.size()});
-  if (!index) {
-    fan_in_state_ = kFanInUnindexable;
-    return;
-  }
-  graph_->fan_in_indexes_[this] = std::move(index);
-  fan_in_state_ = kFanInIndexed;
-}
-inline void Node::drop_fan_in_index() {
-  if (fan_in_state_ == kFanInIndexed) graph_->fan_in_indexes_.erase(this);
-  fan_in_state_ = kNoFanInIndex;
-}
-inline void Node::prepend(Node* n) { graph_->move_before(this, n); }
-inline void Node::append(Node* n) {
-  if (n == this) return;
-  graph_->move_before(next_ == n ? n->next_ : next_, n);
-}
-
 }  // namespace kiln
+
+// The Node members that need the Graph.
+#include "kiln/core/detail/node_graph_ops.hpp"

@@ -17,10 +17,7 @@
 #include <utility>
 #include <vector>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
+#include "kiln/core/detail/huge_page_allocator.hpp"
 #include "kiln/core/node.hpp"
 
 namespace kiln::detail {
@@ -155,18 +152,14 @@ class NodeStorage {
   // back with huge pages: a large graph then costs one page fault per 2 MiB
   // instead of one per 4 KiB when built, and a pass scanning it misses the TLB
   // far less.
-  static constexpr std::size_t kHugePage = std::size_t(2) << 20;
   static constexpr std::size_t kFirstChunk = 64;
   static constexpr std::size_t kMaxChunk = kHugePage / sizeof(NodeSlot);
   class Chunk {
    public:
     explicit Chunk(std::size_t capacity) : table_(new StorageSlot[capacity]()), capacity_(capacity) {
       if (capacity >= kMaxChunk) {  // kMaxChunk slots fill one huge page (less a remainder)
-        slots_ = static_cast<NodeSlot*>(::operator new(kHugePage, std::align_val_t{kHugePage}));
+        slots_ = static_cast<NodeSlot*>(allocate_huge_pages(kHugePage));
         huge_ = true;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-        ::madvise(slots_, kHugePage, MADV_HUGEPAGE);
-#endif
       } else {
         slots_ = static_cast<NodeSlot*>(::operator new(capacity * sizeof(NodeSlot), std::align_val_t{alignof(NodeSlot)}));
       }
@@ -177,7 +170,7 @@ class NodeStorage {
     Chunk(const Chunk&) = delete;
     ~Chunk() {
       if (!slots_) return;
-      if (huge_) ::operator delete(slots_, std::align_val_t{kHugePage});
+      if (huge_) free_huge_pages(slots_);
       else ::operator delete(slots_, std::align_val_t{alignof(NodeSlot)});
     }
     std::size_t capacity() const { return capacity_; }

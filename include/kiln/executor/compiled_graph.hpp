@@ -1,7 +1,7 @@
 #pragma once
 // CompiledGraph: a graph lowered once, run many times. Tensors in, tensors out:
 //
-//   auto file = kiln::io::read_graph_file("model/graph.json");
+//   auto file = kiln::io::read_fx_json("model/graph.json");
 //   auto cg = kiln::runtime::CompiledGraph::compile(file);
 //   std::vector<Tensor> out = cg.run({x});          // simple: a context per call
 //
@@ -25,7 +25,7 @@
 #include "kiln/io/npy_weights.hpp"
 #include "kiln/io/weight_store.hpp"
 #include "kiln/kernels/registry.hpp"
-#include "kiln/runtime/lowering.hpp"
+#include "kiln/executor/lowering.hpp"
 
 namespace kiln::runtime {
 
@@ -55,6 +55,18 @@ class RunContext;
 inline Weights weights_of(const io::GraphFile& f) {
   Weights w;
   for (const auto& [attr, rel] : f.weights) w.emplace(attr, Tensor::from_weight(io::load_weight(f, attr)));
+  return w;
+}
+
+// Every weight of `store` (the file's table, and those passes added or created),
+// moved out of it: a weight the passes already read is not read again, the
+// others are read once. The store reads a taken weight's file again if asked.
+inline Weights take_weights(io::WeightStore& store) {
+  Weights w;
+  for (const std::string& name : store.names()) {
+    if (std::optional<io::WeightTensor> t = store.take(name)) w.emplace(name, Tensor::from_weight(*t));
+    else if (const io::WeightTensor* held = store.find(name)) w.emplace(name, Tensor::from_weight(*held));
+  }
   return w;
 }
 
@@ -117,16 +129,11 @@ class RunContext {
   RunContext(const CompiledGraph& cg, int threads = 0) : program_(cg.program_) {
     const Program& p = *program_;
     arena_ = allocate(p.arena_bytes, "the arena");
-    frame_.values_ = &p.values;
-    frame_.ptrs_.assign(p.values.size(), nullptr);
-    frame_.threads_ = usable_threads(threads > 0 ? threads : cg.options_.threads);
+    frame_.start(p, usable_threads(threads > 0 ? threads : cg.options_.threads));
     locals_.reserve(p.steps.size());
     for (const auto& s : p.steps) locals_.push_back(s->make_local());
-    for (ValueId v = 0; v < p.values.size(); ++v) {
-      const ValueInfo& i = p.values[v];
-      if (i.storage == Storage::arena) frame_.ptrs_[v] = arena_.get() + i.arena_offset;
-      else if (i.storage == Storage::constant) frame_.ptrs_[v] = static_cast<std::byte*>(p.constants[i.index].raw());
-    }
+    for (ValueId v = 0; v < p.values.size(); ++v)
+      if (p.values[v].storage == Storage::arena) frame_.bind(v, arena_.get() + p.values[v].arena_offset);
     for (std::size_t k = 0; k < p.inputs.size(); ++k) {
       const Layout& l = p.values[p.inputs[k]].layout;
       try {
@@ -139,8 +146,8 @@ class RunContext {
   }
 
   // The threads each run uses (usable_threads of what was asked).
-  int threads() const { return frame_.threads_; }
-  void set_threads(int n) { frame_.threads_ = usable_threads(n); }
+  int threads() const { return frame_.threads(); }
+  void set_threads(int n) { frame_.set_threads(usable_threads(n)); }
   // When set, run() adds each step's time in seconds to (*times)[step].
   void set_step_times(std::vector<double>* times) {
     step_times_ = times;
@@ -163,23 +170,18 @@ class RunContext {
                          shape_str(want.shape) + ", got " + std::string(dtype_name(t.dtype())) + " " +
                          shape_str(t.shape()));
       if (t.is_contiguous()) {
-        frame_.ptrs_[p.inputs[k]] = static_cast<std::byte*>(t.raw());
+        frame_.bind(p.inputs[k], static_cast<std::byte*>(t.raw()));
       } else {
-        detail::copy_strided(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
-        frame_.ptrs_[p.inputs[k]] = static_cast<std::byte*>(staging_[k].raw());
+        copy_to_contiguous(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
+        frame_.bind(p.inputs[k], static_cast<std::byte*>(staging_[k].raw()));
       }
     }
-    for (ValueId v = 0; v < p.values.size(); ++v) {
-      const ValueInfo& i = p.values[v];
-      if (i.storage == Storage::view)
-        frame_.ptrs_[v] = frame_.ptrs_[i.base] + i.offset * static_cast<std::int64_t>(i.layout.itemsize());
-    }
+    frame_.bind_views();
 #ifdef _OPENMP
-    omp_set_num_threads(frame_.threads_);
+    omp_set_num_threads(frame_.threads());
 #endif
     for (std::size_t s = 0; s < p.steps.size(); ++s) {
-      frame_.scratch_ = arena_.get() + p.steps[s]->scratch_offset;
-      frame_.local_ = locals_[s].get();
+      frame_.set_step(arena_.get() + p.steps[s]->scratch_offset, locals_[s].get());
       if (step_times_) {
         const auto t0 = std::chrono::steady_clock::now();
         p.steps[s]->run(frame_);
@@ -188,7 +190,7 @@ class RunContext {
         p.steps[s]->run(frame_);
       }
     }
-    for (std::size_t k = 0; k < p.outputs.size(); ++k) outputs_[k].data_ = frame_.ptrs_[p.outputs[k]];
+    for (std::size_t k = 0; k < p.outputs.size(); ++k) outputs_[k].data_ = frame_.data(p.outputs[k]);
     return outputs_;
   }
   const std::vector<Tensor>& run(std::initializer_list<Tensor> inputs) {

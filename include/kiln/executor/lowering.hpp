@@ -17,8 +17,8 @@
 
 #include "kiln/core/graph.hpp"
 #include "kiln/kernels/kernel_table.hpp"
-#include "kiln/runtime/buffer_plan.hpp"
-#include "kiln/runtime/layout_decision.hpp"
+#include "kiln/executor/buffer_plan.hpp"
+#include "kiln/executor/layout_decision.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
 namespace kiln::runtime {
@@ -94,6 +94,70 @@ inline void flatten_outputs(const Arg& a, const std::unordered_map<const Node*, 
   }
 }
 
+// Every node with no kernel, reported at once, grouped by what is missing.
+inline void refuse_nodes_without_kernel(const Graph& g, const std::unordered_set<const Node*>& live,
+                                        const kernels::KernelTable& kernels) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> missing;  // key, node names (first-seen order)
+  std::size_t n_missing = 0;
+  for (const Node* n : g.nodes()) {
+    if (!live.count(n)) continue;
+    if (n->op() != OpKind::call_function && n->op() != OpKind::call_method && n->op() != OpKind::call_module) continue;
+    if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") continue;  // resolved here or by its kernel
+    if (kernels.find(kernels::kernel_key(*n))) continue;
+    // Named as the graph names it: a bare call_function target is looked up as a
+    // Tensor method, but the graph calls the function.
+    const std::string key = kernels::missing_kernel_name(*n);
+    auto it = std::find_if(missing.begin(), missing.end(), [&](const auto& m) { return m.first == key; });
+    if (it == missing.end()) it = missing.insert(missing.end(), {key, {}});
+    it->second.push_back(n->name());
+    ++n_missing;
+  }
+  if (n_missing) {
+    std::string msg = std::to_string(n_missing) + " node" + (n_missing > 1 ? "s have" : " has") + " no kernel:";
+    for (const auto& [key, names] : missing) {
+      msg += "\n  " + key + ": ";
+      for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
+    }
+    throw CompileError(msg);
+  }
+}
+
+// The meta the exporter recorded is a check on the kernel's shape inference.
+inline void check_against_meta(const LowerContext& ctx, const Node& n, const Layout& l) {
+  const TensorMeta* t = n.meta.val.tensor();
+  if (!t) return;
+  bool same = t->shape.size() == l.shape.size() && t->dtype == l.dtype;
+  for (std::size_t k = 0; same && k < l.shape.size(); ++k)
+    same = !is_static(t->shape[k]) || std::get<std::int64_t>(t->shape[k]) == l.shape[k];
+  if (!same)
+    ctx.fail("the kernel makes a " + std::string(dtype_name(l.dtype)) + " tensor of shape " + shape_str(l.shape) +
+             " but meta.val says " + std::string(dtype_name(t->dtype)) + " of rank " + std::to_string(t->shape.size()));
+}
+
+// getitem of a tuple (split, max_pool2d_with_indices) or of a static list (a
+// shape), resolved while lowering; nullopt for a getitem of a tensor, which
+// its kernel indexes.
+inline std::optional<Lowered> item_of_lowered(const LowerContext& ctx, const Node& n) {
+  const Node* src = n.args().empty() ? nullptr : n.arg(0).node();
+  const Lowered* from = src ? &ctx.lowered(src) : nullptr;
+  if (from && from->kind == Lowered::Kind::tuple) {
+    const std::int64_t i = ctx.int_arg(1, "");
+    const auto size = static_cast<std::int64_t>(from->items.size());
+    if (i < -size || i >= size) ctx.fail("index " + std::to_string(i) + " is out of range for " + std::to_string(size) + " results");
+    return from->items[i < 0 ? i + size : i];
+  }
+  if (from && from->kind == Lowered::Kind::value) {
+    const ArgList* l = from->value.list();
+    const Arg idx = ctx.value(1, "");
+    const auto* i = idx.get_if<std::int64_t>();
+    if (!l || !i) ctx.fail("getitem of a static value needs a list and an int index");
+    const auto size = static_cast<std::int64_t>(l->size());
+    if (*i < -size || *i >= size) ctx.fail("index " + std::to_string(*i) + " is out of range for " + std::to_string(size) + " items");
+    return Lowered::constant((*l)[*i < 0 ? *i + size : *i]);
+  }
+  return std::nullopt;
+}
+
 }  // namespace detail
 
 // Runs, when lowering, the steps a node added if they read only constants
@@ -124,30 +188,18 @@ class ConstantFolder {
     // Run them once on a frame of their own.
     std::vector<Tensor> results;
     Frame f;
-    f.values_ = &p_.values;
-    f.threads_ = 1;
-    f.ptrs_.assign(p_.values.size(), nullptr);
+    f.start(p_, 1);
     for (ValueId r : produced) {
       results.push_back(Tensor::empty(p_.values[r].layout.shape, p_.values[r].layout.dtype));
-      f.ptrs_[r] = static_cast<std::byte*>(results.back().raw());
+      f.bind(r, static_cast<std::byte*>(results.back().raw()));
     }
-    for (ValueId v = 0; v < p_.values.size(); ++v) {
-      const ValueInfo& i = p_.values[v];
-      if (i.storage == Storage::constant && p_.constants[i.index].defined())
-        f.ptrs_[v] = static_cast<std::byte*>(p_.constants[i.index].raw());
-    }
-    for (ValueId v = 0; v < p_.values.size(); ++v) {
-      const ValueInfo& i = p_.values[v];
-      if (i.storage == Storage::view && f.ptrs_[i.base])
-        f.ptrs_[v] = f.ptrs_[i.base] + i.offset * static_cast<std::int64_t>(i.layout.itemsize());
-    }
+    f.bind_views();
     std::size_t scratch = 0;
     for (std::size_t s = first; s < p_.steps.size(); ++s) scratch = std::max(scratch, p_.steps[s]->scratch_bytes);
     auto scratch_mem = detail::aligned_bytes(scratch);
     for (std::size_t s = first; s < p_.steps.size(); ++s) {
       auto local = p_.steps[s]->make_local();
-      f.scratch_ = scratch_mem.get();
-      f.local_ = local.get();
+      f.set_step(scratch_mem.get(), local.get());
       p_.steps[s]->run(f);
     }
     p_.steps.erase(p_.steps.begin() + static_cast<std::ptrdiff_t>(first), p_.steps.end());
@@ -168,30 +220,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
                      const CompileOptions& options = {}) {
   const auto live = detail::needed_nodes(g);
 
-  // Every node with no kernel, at once, grouped by what is missing.
-  std::vector<std::pair<std::string, std::vector<std::string>>> missing;  // key, node names (first-seen order)
-  std::size_t n_missing = 0;
-  for (const Node* n : g.nodes()) {
-    if (!live.count(n)) continue;
-    if (n->op() != OpKind::call_function && n->op() != OpKind::call_method && n->op() != OpKind::call_module) continue;
-    if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") continue;  // resolved here or by its kernel
-    if (kernels.find(kernels::kernel_key(*n))) continue;
-    // Named as the graph names it: a bare call_function target is looked up as a
-    // Tensor method, but the graph calls the function.
-    const std::string key = kernels::missing_kernel_name(*n);
-    auto it = std::find_if(missing.begin(), missing.end(), [&](const auto& m) { return m.first == key; });
-    if (it == missing.end()) it = missing.insert(missing.end(), {key, {}});
-    it->second.push_back(n->name());
-    ++n_missing;
-  }
-  if (n_missing) {
-    std::string msg = std::to_string(n_missing) + " node" + (n_missing > 1 ? "s have" : " has") + " no kernel:";
-    for (const auto& [key, names] : missing) {
-      msg += "\n  " + key + ": ";
-      for (std::size_t i = 0; i < names.size(); ++i) msg += (i ? ", " : "") + names[i];
-    }
-    throw CompileError(msg);
-  }
+  detail::refuse_nodes_without_kernel(g, live, kernels);
 
   Program p;
   std::unordered_map<const Node*, Lowered> lowered;
@@ -202,7 +231,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   using ConvLayout = CompileOptions::ConvLayout;
   ctx.set_channels_last(options.conv_layout == ConvLayout::channels_last ||
                         (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights)));
-  const kernels::LowerFn getitem = kernels.find("operator.getitem");
+  const LowerFn getitem = kernels.find("operator.getitem");
   // The constant of weight `target`, made once per name, and once per content:
   // equal weights under different names (tied embeddings, repeated constants) are stored once.
   auto constant_of = [&](std::string_view target) -> std::optional<ValueId> {
@@ -225,7 +254,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
     return id;
   };
   ctx.set_weight_finder(constant_of);
-  ctx.set_kernel_finder([&kernels](std::string_view target) -> LowerFnPtr { return kernels.find(target); });
+  ctx.set_kernel_finder([&kernels](std::string_view target) -> LowerFn { return kernels.find(target); });
 
   // Inputs and weights first, wherever the graph has them: a kernel that folds
   // the op after it (a batch-norm into a convolution) reads that op's weights.
@@ -268,24 +297,8 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
       default: break;
     }
     if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") {
-      // getitem of a tuple (split, max_pool2d_with_indices) or of a static list (a shape).
-      const Node* src = n->args().empty() ? nullptr : n->arg(0).node();
-      const Lowered* from = src ? &ctx.lowered(src) : nullptr;
-      if (from && from->kind == Lowered::Kind::tuple) {
-        const std::int64_t i = ctx.int_arg(1, "");
-        const auto size = static_cast<std::int64_t>(from->items.size());
-        if (i < -size || i >= size) ctx.fail("index " + std::to_string(i) + " is out of range for " + std::to_string(size) + " results");
-        lowered[n] = from->items[i < 0 ? i + size : i];
-        continue;
-      }
-      if (from && from->kind == Lowered::Kind::value) {
-        const ArgList* l = from->value.list();
-        const Arg idx = ctx.value(1, "");
-        const auto* i = idx.get_if<std::int64_t>();
-        if (!l || !i) ctx.fail("getitem of a static value needs a list and an int index");
-        const auto size = static_cast<std::int64_t>(l->size());
-        if (*i < -size || *i >= size) ctx.fail("index " + std::to_string(*i) + " is out of range for " + std::to_string(size) + " items");
-        lowered[n] = Lowered::constant((*l)[*i < 0 ? *i + size : *i]);
+      if (std::optional<Lowered> item = detail::item_of_lowered(ctx, *n)) {
+        lowered[n] = std::move(*item);
         continue;
       }
       if (!getitem) ctx.fail("no kernel indexes a tensor (operator.getitem)");
@@ -304,19 +317,7 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
     Lowered result = ctx.take_result();
     if (result.kind == Lowered::Kind::none && !n->meta.val.is_none() && n->num_users() > 0)
       ctx.fail("its kernel gave no result");
-    // The meta the exporter recorded is a check on the kernel's shape inference.
-    if (result.is_tensor()) {
-      if (const TensorMeta* t = n->meta.val.tensor()) {
-        const Layout& l = p.values[result.id].layout;
-        bool same = t->shape.size() == l.shape.size() && t->dtype == l.dtype;
-        for (std::size_t k = 0; same && k < l.shape.size(); ++k)
-          same = !is_static(t->shape[k]) || std::get<std::int64_t>(t->shape[k]) == l.shape[k];
-        if (!same)
-          ctx.fail("the kernel makes a " + std::string(dtype_name(l.dtype)) + " tensor of shape " + shape_str(l.shape) +
-                   " but meta.val says " + std::string(dtype_name(t->dtype)) + " of rank " +
-                   std::to_string(t->shape.size()));
-      }
-    }
+    if (result.is_tensor()) detail::check_against_meta(ctx, *n, p.values[result.id].layout);
     lowered[n] = std::move(result);
   }
   plan_buffers(p);

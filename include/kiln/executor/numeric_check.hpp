@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/runtime/compiled_graph.hpp"
+#include "kiln/executor/compiled_graph.hpp"
 
 namespace kiln::runtime {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Writing a kiln::Graph as fx-graph-json (shared/docs/FX_GRAPH_JSON.md).
+// Writing a kiln::Graph as fx-graph-json (docs/FX_GRAPH_JSON.md).
 //
 //   kiln::io::write_fx_json(g, "out.json.gz", file.weights);   // gzip by suffix
 //   std::string text = kiln::io::to_fx_json(g);

@@ -75,6 +75,15 @@ class WeightStore {
     return name;
   }
 
+  // Every weight's name: the table's, then those added or created, each once.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, rel] : table_) out.push_back(name);
+    for (const auto& [name, held] : values_)
+      if (!find_weight(table_, name)) out.push_back(name);
+    return out;
+  }
+
   // The names of the weights create() added, in order; find() gives their values.
   const std::vector<std::string>& created() const { return created_; }
   const WeightTensor& created_value(std::string_view name) const {

@@ -9,10 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/kernel_group.hpp"
 
 namespace kiln::kernels {
 
@@ -130,9 +128,8 @@ struct Einsum {
 
 }  // namespace einsum_detail
 
-template <> struct Kernel<"torch.functional.einsum"> : einsum_detail::Einsum {};
-template <> struct Kernel<"torch.einsum"> : einsum_detail::Einsum {};
-
-inline constexpr auto einsum_kernels = boost::hana::tuple_t<Kernel<"torch.functional.einsum">, Kernel<"torch.einsum">>;
+using einsum_kernels = KernelGroup<
+    KernelEntry<"torch.functional.einsum", einsum_detail::Einsum>,
+    KernelEntry<"torch.einsum", einsum_detail::Einsum>>;
 
 }  // namespace kiln::kernels

@@ -1,46 +1,33 @@
 #pragma once
-// A kernel is a specialization of Kernel<"target"> chosen at compile time for
-// its op. Its one member, `static void lower(runtime::LowerContext&)`, infers
-// the node's result (shape, dtype, or a static value), prepares what the
-// kernel needs once (oneDNN primitives, packed weights) and adds the steps that
-// run it. kernels/registry.hpp lists every kernel in one compile-time table.
+// A kernel is a type with one member, `static void lower(runtime::LowerContext&)`:
+// it infers the node's result (shape, dtype, or a static value), prepares what
+// it needs once (oneDNN primitives, packed weights) and adds the steps that run
+// it. A kernel group binds op keys to kernels, each key written once, in a
+// compile-time list (kernels/kernel_group.hpp):
 //
-//   template <> struct Kernel<"aten.relu.default"> {
-//     static void lower(runtime::LowerContext& ctx);
-//   };
+//   struct MyRelu { static void lower(runtime::LowerContext& ctx); };
+//   using my_kernels = KernelGroup<KernelEntry<"aten.relu.default", MyRelu>,
+//                                  KernelEntry<"torch.relu", MyRelu>>;
 //
-// Targets are the node's key: a call_function's target ("aten.mm.default",
+// Keys are the node's key: a call_function's target ("aten.mm.default",
 // "torch.nn.functional.linear", "operator.add"), "Tensor.<name>" for a
 // call_method ("Tensor.view"), "module:<class>" for a call_module.
 #include <concepts>
 #include <string>
 #include <string_view>
 
+#include "kiln/core/fixed_string.hpp"
 #include "kiln/core/node.hpp"
-#include "kiln/pattern/fixed_string.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
 namespace kiln::kernels {
 
-using pattern::FixedString;
-
-template <FixedString Target>
-struct Kernel;  // no definition: no kernel for Target
-
-template <class K>
-struct kernel_traits;
-template <FixedString Target>
-struct kernel_traits<Kernel<Target>> {
-  static constexpr std::string_view target = Target.view();
-};
-
 template <class K>
 concept LowerableKernel = requires(runtime::LowerContext& ctx) {
   { K::lower(ctx) } -> std::same_as<void>;
-  kernel_traits<K>::target;
 };
 
-using LowerFn = void (*)(runtime::LowerContext&);
+using runtime::LowerFn;
 
 // The key a node's kernel is registered under (see above).
 inline std::string kernel_key(const Node& n) {

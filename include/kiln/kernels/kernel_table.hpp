@@ -1,57 +1,53 @@
 #pragma once
-// The runtime dispatch table that lowering consults: target key -> the
-// kernel's lower function. Folded once from a compile-time Hana tuple of
-// kernel types (kernels/registry.hpp), so that adding a kernel is one
-// specialization and one entry in that tuple; a run never looks anything up.
-#include <boost/hana/for_each.hpp>
-#include <boost/hana/type.hpp>
+// The runtime dispatch table that lowering consults: op key -> the kernel's
+// lower function, kept sorted and searched by halves (no allocation per
+// lookup). Made from compile-time kernel groups (kernels/registry.hpp); a
+// program may add kernels of its own to a copy of the default table.
+#include <algorithm>
 #include <string>
 #include <string_view>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "kiln/kernels/kernel.hpp"
+#include <boost/hana/for_each.hpp>
+
+#include "kiln/kernels/kernel_group.hpp"
 
 namespace kiln::kernels {
 
 class KernelTable {
  public:
-  // Adds `fn` under `target`; a target registered twice is a programming error.
-  void add(std::string_view target, LowerFn fn) {
-    auto [it, inserted] = table_.emplace(std::string(target), fn);
-    if (!inserted) throw Error("kernel table: two kernels for '" + std::string(target) + "'");
+  // Adds `fn` under `key`; a key given twice is refused.
+  void add(std::string_view key, LowerFn fn) {
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), key, [](const Entry& e, std::string_view k) { return e.first < k; });
+    if (it != entries_.end() && it->first == key) throw Error("kernel table: two kernels for '" + std::string(key) + "'");
+    entries_.emplace(it, std::string(key), fn);
   }
   LowerFn find(std::string_view key) const {
-    auto it = table_.find(std::string(key));
-    return it == table_.end() ? nullptr : it->second;
+    auto it = std::lower_bound(entries_.begin(), entries_.end(), key, [](const Entry& e, std::string_view k) { return e.first < k; });
+    return it != entries_.end() && it->first == key ? it->second : nullptr;
   }
-  std::size_t size() const { return table_.size(); }
+  std::size_t size() const { return entries_.size(); }
+  // Every key, in order.
   std::vector<std::string> targets() const {
     std::vector<std::string> out;
-    for (const auto& [k, v] : table_) out.push_back(k);
+    out.reserve(entries_.size());
+    for (const auto& e : entries_) out.push_back(e.first);
     return out;
   }
 
  private:
-  std::unordered_map<std::string, LowerFn> table_;
+  using Entry = std::pair<std::string, LowerFn>;
+  std::vector<Entry> entries_;  // sorted by key
 };
 
-// Adds every kernel type in the Hana tuple `kernels` (hana::tuple_t<Kernel<"a">, ...>) to `table`.
-template <class Kernels>
-void add_kernels(KernelTable& table, Kernels kernels) {
-  boost::hana::for_each(kernels, [&](auto k) {
-    using K = typename decltype(k)::type;
-    static_assert(LowerableKernel<K>, "a kernel in the table has no `static void lower(runtime::LowerContext&)`");
-    table.add(kernel_traits<K>::target, &K::lower);
+// Adds every kernel of `Group` (a KernelGroup) to `table`.
+template <class Group>
+void add_kernels(KernelTable& table) {
+  boost::hana::for_each(Group::entries, [&](auto entry) {
+    using E = typename decltype(entry)::type;
+    table.add(E::key, &E::kernel::lower);
   });
-}
-
-// The table of every kernel type in the Hana tuple `kernels`.
-template <class Kernels>
-KernelTable make_kernel_table(Kernels kernels) {
-  KernelTable table;
-  add_kernels(table, kernels);
-  return table;
 }
 
 }  // namespace kiln::kernels

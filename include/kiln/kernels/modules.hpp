@@ -7,14 +7,13 @@
 // buffers from the weights named PATH.weight, PATH.bias, PATH.running_mean, ...
 // A missing attribute or parameter is an error naming the node and the field.
 // Only kernel.hpp is needed here: the functional kernels are found at lowering.
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "kiln/core/module_attrs.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/kernel_group.hpp"
 
 namespace kiln::kernels {
 
@@ -248,66 +247,45 @@ struct Embedding {
 
 }  // namespace module_detail
 
-#define KILN_MODULE_KERNEL(cls, ...) \
-  template <>                        \
-  struct Kernel<"module:torch.nn.modules." cls> : __VA_ARGS__ {}
-
-KILN_MODULE_KERNEL("conv.Conv1d", module_detail::Conv<1>);
-KILN_MODULE_KERNEL("conv.Conv2d", module_detail::Conv<2>);
-KILN_MODULE_KERNEL("conv.Conv3d", module_detail::Conv<3>);
-KILN_MODULE_KERNEL("conv.ConvTranspose1d", module_detail::ConvTranspose<1>);
-KILN_MODULE_KERNEL("conv.ConvTranspose2d", module_detail::ConvTranspose<2>);
-KILN_MODULE_KERNEL("conv.ConvTranspose3d", module_detail::ConvTranspose<3>);
-KILN_MODULE_KERNEL("linear.Linear", module_detail::Linear);
-KILN_MODULE_KERNEL("batchnorm.BatchNorm1d", module_detail::BatchNorm);
-KILN_MODULE_KERNEL("batchnorm.BatchNorm2d", module_detail::BatchNorm);
-KILN_MODULE_KERNEL("batchnorm.BatchNorm3d", module_detail::BatchNorm);
-KILN_MODULE_KERNEL("normalization.LayerNorm", module_detail::LayerNorm);
-KILN_MODULE_KERNEL("activation.ReLU", module_detail::Activation<"torch.nn.functional.relu", true>);
-KILN_MODULE_KERNEL("activation.SiLU", module_detail::Activation<"torch.nn.functional.silu", true>);
-KILN_MODULE_KERNEL("activation.Hardswish", module_detail::Activation<"torch.nn.functional.hardswish", true>);
-KILN_MODULE_KERNEL("activation.Sigmoid", module_detail::Activation<"torch.sigmoid", false>);
-KILN_MODULE_KERNEL("activation.Tanh", module_detail::Activation<"torch.tanh", false>);
-KILN_MODULE_KERNEL("activation.GELU", module_detail::Gelu);
-KILN_MODULE_KERNEL("activation.Hardtanh", module_detail::Hardtanh);
-KILN_MODULE_KERNEL("activation.ReLU6", module_detail::Hardtanh);
-KILN_MODULE_KERNEL("activation.LeakyReLU", module_detail::LeakyRelu);
-KILN_MODULE_KERNEL("activation.Softmax", module_detail::Softmax<false>);
-KILN_MODULE_KERNEL("activation.LogSoftmax", module_detail::Softmax<true>);
-KILN_MODULE_KERNEL("dropout.Dropout", module_detail::Dropout);
-KILN_MODULE_KERNEL("dropout.Dropout1d", module_detail::Dropout);
-KILN_MODULE_KERNEL("dropout.Dropout2d", module_detail::Dropout);
-KILN_MODULE_KERNEL("dropout.Dropout3d", module_detail::Dropout);
-KILN_MODULE_KERNEL("pooling.MaxPool1d", module_detail::MaxPool<1>);
-KILN_MODULE_KERNEL("pooling.MaxPool2d", module_detail::MaxPool<2>);
-KILN_MODULE_KERNEL("pooling.MaxPool3d", module_detail::MaxPool<3>);
-KILN_MODULE_KERNEL("pooling.AvgPool1d", module_detail::AvgPool<1>);
-KILN_MODULE_KERNEL("pooling.AvgPool2d", module_detail::AvgPool<2>);
-KILN_MODULE_KERNEL("pooling.AvgPool3d", module_detail::AvgPool<3>);
-KILN_MODULE_KERNEL("pooling.AdaptiveAvgPool1d", module_detail::AdaptiveAvgPool<1>);
-KILN_MODULE_KERNEL("pooling.AdaptiveAvgPool2d", module_detail::AdaptiveAvgPool<2>);
-KILN_MODULE_KERNEL("pooling.AdaptiveAvgPool3d", module_detail::AdaptiveAvgPool<3>);
-KILN_MODULE_KERNEL("pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool2d);
-KILN_MODULE_KERNEL("flatten.Flatten", module_detail::Flatten);
-KILN_MODULE_KERNEL("sparse.Embedding", module_detail::Embedding);
-
-#undef KILN_MODULE_KERNEL
-
-#define KILN_MODULE(cls) Kernel<"module:torch.nn.modules." cls>
-inline constexpr auto module_kernels = boost::hana::tuple_t<
-    KILN_MODULE("conv.Conv1d"), KILN_MODULE("conv.Conv2d"), KILN_MODULE("conv.Conv3d"), KILN_MODULE("conv.ConvTranspose1d"),
-    KILN_MODULE("conv.ConvTranspose2d"), KILN_MODULE("conv.ConvTranspose3d"), KILN_MODULE("linear.Linear"),
-    KILN_MODULE("batchnorm.BatchNorm1d"), KILN_MODULE("batchnorm.BatchNorm2d"), KILN_MODULE("batchnorm.BatchNorm3d"),
-    KILN_MODULE("normalization.LayerNorm"), KILN_MODULE("activation.ReLU"), KILN_MODULE("activation.SiLU"),
-    KILN_MODULE("activation.Hardswish"), KILN_MODULE("activation.Sigmoid"), KILN_MODULE("activation.Tanh"),
-    KILN_MODULE("activation.GELU"), KILN_MODULE("activation.Hardtanh"), KILN_MODULE("activation.ReLU6"),
-    KILN_MODULE("activation.LeakyReLU"), KILN_MODULE("activation.Softmax"), KILN_MODULE("activation.LogSoftmax"),
-    KILN_MODULE("dropout.Dropout"), KILN_MODULE("dropout.Dropout1d"), KILN_MODULE("dropout.Dropout2d"),
-    KILN_MODULE("dropout.Dropout3d"), KILN_MODULE("pooling.MaxPool1d"), KILN_MODULE("pooling.MaxPool2d"),
-    KILN_MODULE("pooling.MaxPool3d"), KILN_MODULE("pooling.AvgPool1d"), KILN_MODULE("pooling.AvgPool2d"),
-    KILN_MODULE("pooling.AvgPool3d"), KILN_MODULE("pooling.AdaptiveAvgPool1d"), KILN_MODULE("pooling.AdaptiveAvgPool2d"),
-    KILN_MODULE("pooling.AdaptiveAvgPool3d"), KILN_MODULE("pooling.AdaptiveMaxPool2d"), KILN_MODULE("flatten.Flatten"),
-    KILN_MODULE("sparse.Embedding")>;
-#undef KILN_MODULE
+using module_kernels = KernelGroup<
+    KernelEntry<"module:torch.nn.modules.conv.Conv1d", module_detail::Conv<1>>,
+    KernelEntry<"module:torch.nn.modules.conv.Conv2d", module_detail::Conv<2>>,
+    KernelEntry<"module:torch.nn.modules.conv.Conv3d", module_detail::Conv<3>>,
+    KernelEntry<"module:torch.nn.modules.conv.ConvTranspose1d", module_detail::ConvTranspose<1>>,
+    KernelEntry<"module:torch.nn.modules.conv.ConvTranspose2d", module_detail::ConvTranspose<2>>,
+    KernelEntry<"module:torch.nn.modules.conv.ConvTranspose3d", module_detail::ConvTranspose<3>>,
+    KernelEntry<"module:torch.nn.modules.linear.Linear", module_detail::Linear>,
+    KernelEntry<"module:torch.nn.modules.batchnorm.BatchNorm1d", module_detail::BatchNorm>,
+    KernelEntry<"module:torch.nn.modules.batchnorm.BatchNorm2d", module_detail::BatchNorm>,
+    KernelEntry<"module:torch.nn.modules.batchnorm.BatchNorm3d", module_detail::BatchNorm>,
+    KernelEntry<"module:torch.nn.modules.normalization.LayerNorm", module_detail::LayerNorm>,
+    KernelEntry<"module:torch.nn.modules.activation.ReLU", module_detail::Activation<"torch.nn.functional.relu", true>>,
+    KernelEntry<"module:torch.nn.modules.activation.SiLU", module_detail::Activation<"torch.nn.functional.silu", true>>,
+    KernelEntry<"module:torch.nn.modules.activation.Hardswish", module_detail::Activation<"torch.nn.functional.hardswish", true>>,
+    KernelEntry<"module:torch.nn.modules.activation.Hardsigmoid", module_detail::Activation<"torch.nn.functional.hardsigmoid", true>>,
+    KernelEntry<"module:torch.nn.modules.activation.Sigmoid", module_detail::Activation<"torch.sigmoid", false>>,
+    KernelEntry<"module:torch.nn.modules.activation.Tanh", module_detail::Activation<"torch.tanh", false>>,
+    KernelEntry<"module:torch.nn.modules.activation.GELU", module_detail::Gelu>,
+    KernelEntry<"module:torch.nn.modules.activation.Hardtanh", module_detail::Hardtanh>,
+    KernelEntry<"module:torch.nn.modules.activation.ReLU6", module_detail::Hardtanh>,
+    KernelEntry<"module:torch.nn.modules.activation.LeakyReLU", module_detail::LeakyRelu>,
+    KernelEntry<"module:torch.nn.modules.activation.Softmax", module_detail::Softmax<false>>,
+    KernelEntry<"module:torch.nn.modules.activation.LogSoftmax", module_detail::Softmax<true>>,
+    KernelEntry<"module:torch.nn.modules.dropout.Dropout", module_detail::Dropout>,
+    KernelEntry<"module:torch.nn.modules.dropout.Dropout1d", module_detail::Dropout>,
+    KernelEntry<"module:torch.nn.modules.dropout.Dropout2d", module_detail::Dropout>,
+    KernelEntry<"module:torch.nn.modules.dropout.Dropout3d", module_detail::Dropout>,
+    KernelEntry<"module:torch.nn.modules.pooling.MaxPool1d", module_detail::MaxPool<1>>,
+    KernelEntry<"module:torch.nn.modules.pooling.MaxPool2d", module_detail::MaxPool<2>>,
+    KernelEntry<"module:torch.nn.modules.pooling.MaxPool3d", module_detail::MaxPool<3>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AvgPool1d", module_detail::AvgPool<1>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AvgPool2d", module_detail::AvgPool<2>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AvgPool3d", module_detail::AvgPool<3>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool1d", module_detail::AdaptiveAvgPool<1>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool2d", module_detail::AdaptiveAvgPool<2>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool3d", module_detail::AdaptiveAvgPool<3>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool2d>,
+    KernelEntry<"module:torch.nn.modules.flatten.Flatten", module_detail::Flatten>,
+    KernelEntry<"module:torch.nn.modules.sparse.Embedding", module_detail::Embedding>>;
 
 }  // namespace kiln::kernels

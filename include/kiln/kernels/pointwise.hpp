@@ -3,17 +3,12 @@
 // generic lower), binary arithmetic with broadcasting and scalars, where,
 // casts, dropout in inference and the quantize/dequantize ops, at the
 // aten, torch-function, Tensor-method and operator levels.
-#include <boost/hana/concat.hpp>
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-
 #include "kiln/kernels/pointwise/binary.hpp"
 #include "kiln/kernels/pointwise/quantize.hpp"
 #include "kiln/kernels/pointwise/unary.hpp"
 
 namespace kiln::kernels {
 
-inline constexpr auto pointwise_kernels =
-    boost::hana::concat(boost::hana::concat(unary_kernels, binary_kernels), quantize_kernels);
+using pointwise_kernels = concat_groups_t<unary_kernels, binary_kernels, quantize_kernels>;
 
 }  // namespace kiln::kernels

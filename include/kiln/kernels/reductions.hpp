@@ -12,10 +12,8 @@
 #include <string>
 #include <vector>
 
-#include <boost/hana/tuple.hpp>
-#include <boost/hana/type.hpp>
-
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/kernel_group.hpp"
 
 namespace kiln::kernels {
 
@@ -170,31 +168,20 @@ struct ReduceKernel {
 
 }  // namespace reduction_detail
 
-#define KILN_REDUCE(key, kind) \
-  template <>                  \
-  struct Kernel<key> : reduction_detail::ReduceKernel<reduction_detail::Reduce::kind> {}
-
-KILN_REDUCE("aten.mean.dim", mean);
-KILN_REDUCE("aten.mean.default", mean);
-KILN_REDUCE("torch.mean", mean);
-KILN_REDUCE("Tensor.mean", mean);
-KILN_REDUCE("aten.sum.dim_IntList", sum);
-KILN_REDUCE("aten.sum.default", sum);
-KILN_REDUCE("torch.sum", sum);
-KILN_REDUCE("Tensor.sum", sum);
-KILN_REDUCE("aten.amax.default", amax);
-KILN_REDUCE("torch.amax", amax);
-KILN_REDUCE("Tensor.amax", amax);
-KILN_REDUCE("aten.amin.default", amin);
-KILN_REDUCE("torch.amin", amin);
-KILN_REDUCE("Tensor.amin", amin);
-
-#undef KILN_REDUCE
-
-inline constexpr auto reductions_kernels = boost::hana::tuple_t<
-    Kernel<"aten.mean.dim">, Kernel<"aten.mean.default">, Kernel<"torch.mean">, Kernel<"Tensor.mean">,
-    Kernel<"aten.sum.dim_IntList">, Kernel<"aten.sum.default">, Kernel<"torch.sum">, Kernel<"Tensor.sum">,
-    Kernel<"aten.amax.default">, Kernel<"torch.amax">, Kernel<"Tensor.amax">, Kernel<"aten.amin.default">,
-    Kernel<"torch.amin">, Kernel<"Tensor.amin">>;
+using reductions_kernels = KernelGroup<
+    KernelEntry<"aten.mean.dim", reduction_detail::ReduceKernel<reduction_detail::Reduce::mean>>,
+    KernelEntry<"aten.mean.default", reduction_detail::ReduceKernel<reduction_detail::Reduce::mean>>,
+    KernelEntry<"torch.mean", reduction_detail::ReduceKernel<reduction_detail::Reduce::mean>>,
+    KernelEntry<"Tensor.mean", reduction_detail::ReduceKernel<reduction_detail::Reduce::mean>>,
+    KernelEntry<"aten.sum.dim_IntList", reduction_detail::ReduceKernel<reduction_detail::Reduce::sum>>,
+    KernelEntry<"aten.sum.default", reduction_detail::ReduceKernel<reduction_detail::Reduce::sum>>,
+    KernelEntry<"torch.sum", reduction_detail::ReduceKernel<reduction_detail::Reduce::sum>>,
+    KernelEntry<"Tensor.sum", reduction_detail::ReduceKernel<reduction_detail::Reduce::sum>>,
+    KernelEntry<"aten.amax.default", reduction_detail::ReduceKernel<reduction_detail::Reduce::amax>>,
+    KernelEntry<"torch.amax", reduction_detail::ReduceKernel<reduction_detail::Reduce::amax>>,
+    KernelEntry<"Tensor.amax", reduction_detail::ReduceKernel<reduction_detail::Reduce::amax>>,
+    KernelEntry<"aten.amin.default", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>,
+    KernelEntry<"torch.amin", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>,
+    KernelEntry<"Tensor.amin", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>>;
 
 }  // namespace kiln::kernels

@@ -1,8 +1,8 @@
 #pragma once
-// Every kernel kiln ships, in compile-time tables (Boost.Hana, one per kernel
-// group), folded once into the dispatch table that lowering uses. A new kernel
-// is one Kernel<"target"> specialization in its group's header and one entry
-// in that group's tuple.
+// Every kernel kiln ships, in compile-time kernel groups (kernels/kernel_group.hpp:
+// Boost.Hana type lists of KernelEntry<"op key", Kernel>, one per group, each key
+// written once beside its kernel), made once into the sorted dispatch table
+// that lowering uses. A new kernel is one entry in its group's list.
 //
 // Compiling every kernel is the executor's biggest compile cost, so it is done
 // in one translation unit of the program, as doctest's main is:
@@ -10,12 +10,14 @@
 //   #define KILN_KERNELS_IMPLEMENTATION
 //   #include <kiln/kernels/registry.hpp>
 //
-// Every other file includes kiln/runtime/compiled_graph.hpp (or this header
-// without the macro), which only declares default_kernels(). A program that
-// wants the kernels in parallel, smaller translation units compiles the three
-// parts in three files instead: KILN_KERNELS_PART_ONEDNN (convolution, matrix
-// products, normalization, pooling), KILN_KERNELS_PART_POINTWISE, and
-// KILN_KERNELS_PART_REST (reductions, shape ops, einsum, call_module kernels and default_kernels()).
+// That unit sees every group, and all_kernels there refuses a key given in two
+// groups at compile time. Every other file includes kiln/executor/compiled_graph.hpp
+// (or this header without the macro), which only declares default_kernels(). A
+// program that wants the kernels in parallel, smaller translation units compiles
+// the three parts in three files instead: KILN_KERNELS_PART_ONEDNN (convolution,
+// matrix products, normalization, pooling), KILN_KERNELS_PART_POINTWISE, and
+// KILN_KERNELS_PART_REST (reductions, shape ops, einsum, call_module kernels and
+// default_kernels()); there a key in two groups is refused when the table is made.
 #include "kiln/kernels/kernel_table.hpp"
 
 namespace kiln::kernels {
@@ -34,14 +36,14 @@ void add_rest_kernels(KernelTable& table);
 #if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_ONEDNN)
 #include "kiln/kernels/onednn.hpp"
 namespace kiln::kernels {
-void add_onednn_kernels(KernelTable& table) { add_kernels(table, onednn_kernels); }
+void add_onednn_kernels(KernelTable& table) { add_kernels<onednn_kernels>(table); }
 }  // namespace kiln::kernels
 #endif
 
 #if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_POINTWISE)
 #include "kiln/kernels/pointwise.hpp"
 namespace kiln::kernels {
-void add_pointwise_kernels(KernelTable& table) { add_kernels(table, pointwise_kernels); }
+void add_pointwise_kernels(KernelTable& table) { add_kernels<pointwise_kernels>(table); }
 }  // namespace kiln::kernels
 #endif
 
@@ -51,12 +53,8 @@ void add_pointwise_kernels(KernelTable& table) { add_kernels(table, pointwise_ke
 #include "kiln/kernels/reductions.hpp"
 #include "kiln/kernels/shape_ops.hpp"
 namespace kiln::kernels {
-void add_rest_kernels(KernelTable& table) {
-  add_kernels(table, reductions_kernels);
-  add_kernels(table, shape_ops_kernels);
-  add_kernels(table, einsum_kernels);
-  add_kernels(table, module_kernels);
-}
+using rest_kernels = concat_groups_t<reductions_kernels, shape_ops_kernels, einsum_kernels, module_kernels>;
+void add_rest_kernels(KernelTable& table) { add_kernels<rest_kernels>(table); }
 
 const KernelTable& default_kernels() {
   static const KernelTable table = [] {
@@ -68,5 +66,13 @@ const KernelTable& default_kernels() {
   }();
   return table;
 }
+}  // namespace kiln::kernels
+#endif
+
+#if defined(KILN_KERNELS_IMPLEMENTATION)
+namespace kiln::kernels {
+// Every kernel in one group: instantiating it checks that no key is given twice across the groups.
+using all_kernels = concat_groups_t<onednn_kernels, pointwise_kernels, rest_kernels>;
+static_assert(all_kernels::size > 0);
 }  // namespace kiln::kernels
 #endif

@@ -1,6 +1,6 @@
 #pragma once
 // Compile-time names for captures: `KeywordArg<"x">`, `match.get<"x">()`.
-// A FixedString is a string literal usable as a template argument; a NameList
+// A FixedString (core/fixed_string.hpp) is a string literal usable as a template argument; a NameList
 // is the (possibly repeating) list of capture names a pattern binds, and
 // NameIndex maps a name to its slot among the distinct names at compile time.
 #include <array>
@@ -8,17 +8,11 @@
 #include <string_view>
 #include <utility>
 
+#include "kiln/core/fixed_string.hpp"
+
 namespace kiln::pattern {
 
-template <std::size_t N>
-struct FixedString {
-  char data[N]{};
-  constexpr FixedString(const char (&s)[N]) {
-    for (std::size_t i = 0; i < N; ++i) data[i] = s[i];
-  }
-  constexpr std::string_view view() const { return {data, N - 1}; }
-  static constexpr std::size_t length() { return N - 1; }
-};
+using kiln::FixedString;
 
 // A name as a pack of characters, for diagnostics: clang prints a FixedString
 // template argument as character codes ({{110, 111, 0}}) but this type as

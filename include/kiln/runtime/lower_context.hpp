@@ -47,7 +47,7 @@ struct Lowered {
 struct CompileOptions {
   int threads = 1;  // the threads a run uses unless the RunContext says otherwise
   // Activation layout of convolution graphs: decided from the graph as
-  // Inductor's decide_layout_opt does (runtime/layout_decision.hpp), or forced.
+  // Inductor's decide_layout_opt does (executor/layout_decision.hpp), or forced.
   enum class ConvLayout : std::uint8_t { decide, channels_last, contiguous };
   ConvLayout conv_layout = ConvLayout::decide;
   // Arithmetic of the heavy (oneDNN) kernels on an fp32 model: strict fp32, or
@@ -65,8 +65,8 @@ struct CompileOptions {
 };
 
 class LowerContext;
-// A kernel's lower function (kernels::LowerFn; declared here, where the kernels' header is not seen).
-using LowerFnPtr = void (*)(LowerContext&);
+// A kernel's lower function: what the kernel table (kernels/kernel_table.hpp) holds per op.
+using LowerFn = void (*)(LowerContext&);
 
 // An argument given to a kernel in place of the node's own (LowerContext::lower_as):
 // a value as a node would hold it (a node reference, an int, a list, ...) or a tensor value.
@@ -227,7 +227,7 @@ class LowerContext {
   // in that op's signature) in place of its own: a call_module runs as its
   // functional form. The kernel comes from the table lowering uses.
   void lower_as(std::string_view target, const std::vector<CallArg>& args) {
-    const LowerFnPtr fn = find_kernel_ ? find_kernel_(target) : nullptr;
+    const LowerFn fn = find_kernel_ ? find_kernel_(target) : nullptr;
     if (!fn) fail("it lowers as " + std::string(target) + ", which has no kernel");
     struct Restore {
       LowerContext& c;
@@ -249,7 +249,7 @@ class LowerContext {
     return find_weight_ ? find_weight_(name) : std::nullopt;
   }
   // Set by lowering: where lower_as finds kernels and weight() finds weights.
-  void set_kernel_finder(std::function<LowerFnPtr(std::string_view)> f) { find_kernel_ = std::move(f); }
+  void set_kernel_finder(std::function<LowerFn(std::string_view)> f) { find_kernel_ = std::move(f); }
   void set_weight_finder(std::function<std::optional<ValueId>(std::string_view)> f) { find_weight_ = std::move(f); }
 
   // ---- values ---------------------------------------------------------------
@@ -434,7 +434,7 @@ class LowerContext {
   std::unordered_set<const Node*> absorbed_;
   const std::vector<CallArg>* call_args_ = nullptr;  // lower_as's arguments and target while it runs
   std::string call_target_;
-  std::function<LowerFnPtr(std::string_view)> find_kernel_;
+  std::function<LowerFn(std::string_view)> find_kernel_;
   std::function<std::optional<ValueId>(std::string_view)> find_weight_;
 };
 

@@ -36,6 +36,7 @@ struct ValueInfo {
 };
 
 class Frame;
+struct Program;
 
 // Per-run-context state of one step (oneDNN memory objects, a stream): made
 // once per RunContext so that two threads never share it and runs allocate nothing.
@@ -71,9 +72,25 @@ class Frame {
   L& local() const { return static_cast<L&>(*local_); }
   int threads() const { return threads_; }
 
+  // Used by what runs steps (RunContext, lowering's constant folding):
+  // a frame over `program`'s values with every constant bound, nothing else yet.
+  void start(const Program& program, int threads);
+  void bind(ValueId v, std::byte* p) { ptrs_[v] = p; }
+  // Points each view whose base is bound into that base.
+  void bind_views() {
+    for (ValueId v = 0; v < values_->size(); ++v) {
+      const ValueInfo& i = (*values_)[v];
+      if (i.storage == Storage::view && ptrs_[i.base])
+        ptrs_[v] = ptrs_[i.base] + i.offset * static_cast<std::int64_t>(i.layout.itemsize());
+    }
+  }
+  void set_step(std::byte* scratch, StepLocal* local) {
+    scratch_ = scratch;
+    local_ = local;
+  }
+  void set_threads(int n) { threads_ = n; }
+
  private:
-  friend class RunContext;
-  friend class ConstantFolder;
   std::vector<std::byte*> ptrs_;
   const std::deque<ValueInfo>* values_ = nullptr;
   std::byte* scratch_ = nullptr;
@@ -92,5 +109,16 @@ struct Program {
   std::size_t arena_bytes = 0;
   std::size_t peak_live_bytes = 0;  // the most bytes of arena buffers live at once (the planner's lower bound)
 };
+
+inline void Frame::start(const Program& program, int threads) {
+  values_ = &program.values;
+  threads_ = threads;
+  ptrs_.assign(program.values.size(), nullptr);
+  for (ValueId v = 0; v < program.values.size(); ++v) {
+    const ValueInfo& i = program.values[v];
+    if (i.storage == Storage::constant && program.constants[i.index].defined())
+      ptrs_[v] = static_cast<std::byte*>(program.constants[i.index].raw());
+  }
+}
 
 }  // namespace kiln::runtime

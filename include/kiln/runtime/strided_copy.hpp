@@ -1,7 +1,7 @@
 #pragma once
 // Copies a strided tensor into another layout of the same shape and dtype,
 // a contiguous inner run at a time (memcpy) where both sides allow: what
-// reshape-with-copy, contiguous, clone and cat do.
+// reshape-with-copy, contiguous, clone and cat do, and Tensor's own copies.
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -10,7 +10,7 @@
 
 #include "kiln/runtime/layout.hpp"
 
-namespace kiln::kernels::detail {
+namespace kiln::runtime {
 
 struct CopyPlan {
   static constexpr std::size_t kMaxRank = 8;
@@ -27,10 +27,10 @@ struct CopyPlan {
 
 // The plan for copying `src` into `dst` (same shape): size-1 dims dropped and
 // neighbouring dims merged where both layouts are contiguous across them.
-inline CopyPlan plan_copy(const runtime::Layout& src, const runtime::Layout& dst) {
+inline CopyPlan plan_copy(const Layout& src, const Layout& dst) {
   CopyPlan p;
   p.item = src.itemsize();
-  runtime::Shape shape, ss, ds;
+  Shape shape, ss, ds;
   // Dims in the destination's memory order (outermost first): two channels-last
   // tensors then merge into one run, whatever their logical dim order.
   std::vector<std::size_t> order(src.rank());
@@ -49,7 +49,7 @@ inline CopyPlan plan_copy(const runtime::Layout& src, const runtime::Layout& dst
     ds.push_back(dst.strides[k]);
   }
   if (shape.empty()) shape = {1}, ss = {1}, ds = {1};
-  if (shape.size() > CopyPlan::kMaxRank + 1) throw runtime::ShapeError("copy: more than 9 dims that cannot merge");
+  if (shape.size() > CopyPlan::kMaxRank + 1) throw ShapeError("copy: more than 9 dims that cannot merge");
   p.inner = shape.back();
   p.src_inner = ss.back();
   p.dst_inner = ds.back();
@@ -95,4 +95,10 @@ inline void run_copy(const CopyPlan& p, const std::byte* src, std::byte* dst, in
   }
 }
 
-}  // namespace kiln::kernels::detail
+// A strided tensor's elements into a contiguous buffer of its shape, on this thread.
+inline void copy_to_contiguous(const std::byte* src, const Layout& l, std::byte* dst) {
+  if (l.numel() == 0) return;
+  run_copy(plan_copy(l, Layout::contiguous(l.shape, l.dtype)), src, dst, 1);
+}
+
+}  // namespace kiln::runtime

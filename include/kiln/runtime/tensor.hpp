@@ -15,6 +15,7 @@
 
 #include "kiln/io/npy_weights.hpp"
 #include "kiln/runtime/layout.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 
 namespace kiln::runtime {
 
@@ -32,30 +33,6 @@ inline std::shared_ptr<std::byte> aligned_bytes(std::size_t n) {
   return std::shared_ptr<std::byte>(p, AlignedFree{});
 }
 
-// Copies a strided tensor of `itemsize`-byte elements into a contiguous buffer.
-inline void copy_strided(const std::byte* src, const Layout& l, std::byte* dst) {
-  const std::size_t item = l.itemsize();
-  const std::size_t rank = l.rank();
-  const std::int64_t n = l.numel();
-  if (n == 0) return;
-  if (l.is_contiguous()) {
-    std::memcpy(dst, src, static_cast<std::size_t>(n) * item);
-    return;
-  }
-  std::vector<std::int64_t> idx(rank, 0);
-  std::int64_t off = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + static_cast<std::size_t>(i) * item, src + off * static_cast<std::int64_t>(item), item);
-    for (std::size_t k = rank; k-- > 0;) {
-      if (++idx[k] < l.shape[k]) {
-        off += l.strides[k];
-        break;
-      }
-      off -= (l.shape[k] - 1) * l.strides[k];
-      idx[k] = 0;
-    }
-  }
-}
 }  // namespace detail
 
 class Tensor {
@@ -103,7 +80,7 @@ class Tensor {
     w.dtype = dtype();
     w.shape.assign(shape().begin(), shape().end());
     w.bytes.resize(layout_.nbytes());
-    detail::copy_strided(data_, layout_, w.bytes.data());
+    copy_to_contiguous(data_, layout_, w.bytes.data());
     return w;
   }
 
@@ -170,7 +147,7 @@ class Tensor {
   }
   Tensor clone() const {
     Tensor t = empty(shape(), dtype());
-    detail::copy_strided(data_, layout_, t.data_);
+    copy_to_contiguous(data_, layout_, t.data_);
     return t;
   }
 

@@ -93,10 +93,4 @@ struct LegitNoTraining {
 
 }  // namespace onednn_detail
 
-template <> struct Kernel<"torch.nn.functional.batch_norm"> : onednn_detail::FBatchNorm {};
-template <> struct Kernel<"aten.batch_norm.default"> : onednn_detail::AtenBatchNorm<false> {};
-template <> struct Kernel<"torch.batch_norm"> : onednn_detail::AtenBatchNorm<false> {};
-template <> struct Kernel<"aten.native_batch_norm.default"> : onednn_detail::AtenBatchNorm<true> {};
-template <> struct Kernel<"aten._native_batch_norm_legit_no_training.default"> : onednn_detail::LegitNoTraining {};
-
 }  // namespace kiln::kernels

@@ -1,8 +1,8 @@
 #pragma once
 // What every oneDNN kernel shares: the CPU engine, memory descriptors of
 // kiln values, weights reordered once into the layout a primitive asks for,
-// and PrimitiveStep, which runs one primitive. oneDNN 2.6 API only (see
-// ../shared/docs/DEPENDENCIES.md); 3.x moved scales and would change here.
+// and PrimitiveStep, which runs one primitive. oneDNN 2.6 API only (Debian 12's
+// libdnnl-dev; docs/ARCHITECTURE.md, Dependencies); 3.x moved scales and would change here.
 //
 // A PrimitiveStep's memory objects and stream belong to each RunContext
 // (StepLocal), so two threads may run one compiled graph at once; their data
@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
 namespace kiln::kernels::onednn {
@@ -124,7 +124,7 @@ class PrimitiveStep final : public runtime::Step {
     std::size_t scratch_offset = 0;
   };
   PrimitiveStep(dnnl::primitive prim, std::vector<In> ins, runtime::ValueId dst, dnnl::memory::desc dst_md,
-                std::optional<runtime::ValueId> pre_fill, detail::CopyPlan pre_copy, dnnl::memory::desc scratchpad,
+                std::optional<runtime::ValueId> pre_fill, runtime::CopyPlan pre_copy, dnnl::memory::desc scratchpad,
                 std::size_t scratchpad_offset, std::optional<DstReorder> dst_reorder = std::nullopt)
       : prim_(std::move(prim)), ins_(std::move(ins)), dst_(dst), dst_md_(std::move(dst_md)), pre_fill_(pre_fill),
         pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset),
@@ -171,7 +171,7 @@ class PrimitiveStep final : public runtime::Step {
         reorders_[k].execute(l.stream, l.given[k], l.wanted[k]);
       }
     }
-    if (pre_fill_) detail::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
+    if (pre_fill_) runtime::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
     l.dst.set_data_handle(f.data(dst_));
     if (dst_written_) l.written.set_data_handle(f.scratch() + dst_written_->scratch_offset);
     if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
@@ -202,7 +202,7 @@ class PrimitiveStep final : public runtime::Step {
   runtime::ValueId dst_ = 0;
   dnnl::memory::desc dst_md_;
   std::optional<runtime::ValueId> pre_fill_;
-  detail::CopyPlan pre_copy_{};
+  runtime::CopyPlan pre_copy_{};
   dnnl::memory::desc scratchpad_;
   std::size_t scratchpad_offset_ = 0;
   std::optional<DstReorder> dst_written_;

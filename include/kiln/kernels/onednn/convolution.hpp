@@ -17,7 +17,7 @@
 #include <cmath>
 #include <optional>
 
-#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 #include "kiln/kernels/onednn/conv_algorithm.hpp"
@@ -251,7 +251,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   // (LowerContext::may_overwrite), else a new one filled with the addend.
   runtime::ValueId out;
   std::optional<runtime::ValueId> pre_fill;
-  detail::CopyPlan pre_copy{};
+  runtime::CopyPlan pre_copy{};
   if (e.addend) {
     const runtime::ValueInfo& ai = ctx.info(*e.addend);
     if (ai.layout == out_layout && ctx.may_overwrite(*e.addend_node, *e.addend, *e.add_node)) {
@@ -259,7 +259,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
     } else {
       out = ctx.buffer(out_layout);
       pre_fill = *e.addend;
-      pre_copy = detail::plan_copy(ctx.layout(*e.addend), out_layout);
+      pre_copy = runtime::plan_copy(ctx.layout(*e.addend), out_layout);
     }
     reads.push_back(*e.addend);
   } else {
@@ -323,25 +323,5 @@ struct TorchConvTranspose {
 };
 
 }  // namespace onednn_detail
-
-template <> struct Kernel<"aten.convolution.default"> : onednn_detail::AtenConvolution {};
-template <> struct Kernel<"torch.conv1d"> : onednn_detail::TorchConv<1> {};
-template <> struct Kernel<"torch.conv2d"> : onednn_detail::TorchConv<2> {};
-template <> struct Kernel<"torch.conv3d"> : onednn_detail::TorchConv<3> {};
-template <> struct Kernel<"torch.nn.functional.conv1d"> : onednn_detail::TorchConv<1> {};
-template <> struct Kernel<"torch.nn.functional.conv2d"> : onednn_detail::TorchConv<2> {};
-template <> struct Kernel<"torch.nn.functional.conv3d"> : onednn_detail::TorchConv<3> {};
-template <> struct Kernel<"aten.conv1d.default"> : onednn_detail::TorchConv<1> {};
-template <> struct Kernel<"aten.conv2d.default"> : onednn_detail::TorchConv<2> {};
-template <> struct Kernel<"aten.conv3d.default"> : onednn_detail::TorchConv<3> {};
-template <> struct Kernel<"aten.conv1d.padding"> : onednn_detail::TorchConv<1> {};
-template <> struct Kernel<"aten.conv2d.padding"> : onednn_detail::TorchConv<2> {};
-template <> struct Kernel<"aten.conv3d.padding"> : onednn_detail::TorchConv<3> {};
-template <> struct Kernel<"torch.conv_transpose1d"> : onednn_detail::TorchConvTranspose<1> {};
-template <> struct Kernel<"torch.conv_transpose2d"> : onednn_detail::TorchConvTranspose<2> {};
-template <> struct Kernel<"torch.conv_transpose3d"> : onednn_detail::TorchConvTranspose<3> {};
-template <> struct Kernel<"torch.nn.functional.conv_transpose1d"> : onednn_detail::TorchConvTranspose<1> {};
-template <> struct Kernel<"torch.nn.functional.conv_transpose2d"> : onednn_detail::TorchConvTranspose<2> {};
-template <> struct Kernel<"torch.nn.functional.conv_transpose3d"> : onednn_detail::TorchConvTranspose<3> {};
 
 }  // namespace kiln::kernels

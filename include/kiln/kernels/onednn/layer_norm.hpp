@@ -128,8 +128,4 @@ struct NativeLayerNorm {
 
 }  // namespace onednn_detail
 
-template <> struct Kernel<"torch.nn.functional.layer_norm"> : onednn_detail::LayerNorm {};
-template <> struct Kernel<"aten.layer_norm.default"> : onednn_detail::LayerNorm {};
-template <> struct Kernel<"aten.native_layer_norm.default"> : onednn_detail::NativeLayerNorm {};
-
 }  // namespace kiln::kernels

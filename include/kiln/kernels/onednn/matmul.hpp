@@ -7,7 +7,7 @@
 // gelu/relu/... and a residual add are folded in (onednn/epilogue.hpp).
 #include <optional>
 
-#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 #include "kiln/kernels/onednn/epilogue.hpp"
@@ -67,15 +67,11 @@ struct MatmulSpec {
 
 inline std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
 
-// Lowers out = alpha * (a @ b) + beta * bias for a of [..., M, K] and b of
-// [..., K, N] (equal ranks >= 2, batch dims equal or 1 in b).
-inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
-                            std::optional<runtime::Shape> result_shape = std::nullopt) {
-  if (la_in.dtype != DType::float32 || lb_in.dtype != DType::float32)
-    ctx.fail("matrix products take float32, got " + std::string(dtype_name(la_in.dtype)) + " and " +
-             std::string(dtype_name(lb_in.dtype)));
-  const std::size_t rank = std::max(la_in.rank(), lb_in.rank());
-  Layout la = with_rank(la_in, rank), lb = with_rank(lb_in, rank);
+// The shape of a [..., M, K] @ [..., K, N] product of operands `la` and `lb`,
+// brought to one rank (the originals for messages).
+inline runtime::Shape product_shape(const runtime::LowerContext& ctx, const Layout& la, const Layout& lb, const Layout& la_in,
+                                    const Layout& lb_in) {
+  const std::size_t rank = la.rank();
   const auto M = la.shape[rank - 2], K = la.shape[rank - 1], N = lb.shape[rank - 1];
   if (lb.shape[rank - 2] != K)
     ctx.fail("the operands " + runtime::shape_str(la_in.shape) + " and " + runtime::shape_str(lb_in.shape) + " do not chain");
@@ -88,6 +84,47 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   }
   out_shape[rank - 2] = M;
   out_shape[rank - 1] = N;
+  return out_shape;
+}
+
+// The bias as the primitive reads it: one row [1, ..., 1, N].
+inline Layout bias_row_layout(std::size_t rank, std::int64_t n) {
+  runtime::Shape shape(rank, 1);
+  shape[rank - 1] = n;
+  return Layout::contiguous(std::move(shape), DType::float32);
+}
+
+// Where the bias goes: one row into the primitive (`row`, pre-divided by alpha
+// where it is a constant and alpha or beta is not 1, since oneDNN adds the bias
+// before the output scale), or anything else copied into dst first and summed
+// (`summed`, with a sum post-op of beta).
+struct BiasPlan {
+  std::optional<ValueId> row, summed;
+};
+inline BiasPlan plan_bias(runtime::LowerContext& ctx, const MatmulSpec& spec, std::int64_t n) {
+  if (!spec.bias) return {};
+  const Layout& bl = ctx.layout(*spec.bias);
+  const auto bconst = ctx.constant(*spec.bias);
+  const bool row = bl.numel() == n && (bl.rank() == 1 || bl.shape[bl.rank() - 1] == n);
+  if (!row || !(bconst || (spec.alpha == 1.0 && spec.beta == 1.0))) return {std::nullopt, *spec.bias};
+  if (!bconst || (spec.alpha == 1.0 && spec.beta == 1.0)) return {*spec.bias, std::nullopt};
+  const runtime::Tensor b = bconst->contiguous();
+  runtime::Tensor scaled = runtime::Tensor::empty({n});
+  for (std::int64_t j = 0; j < n; ++j) scaled.data<float>()[j] = static_cast<float>(spec.beta / spec.alpha * b.data<float>()[j]);
+  return {ctx.constant_value(std::move(scaled), ctx.node().name() + ".bias"), std::nullopt};
+}
+
+// Lowers out = alpha * (a @ b) + beta * bias for a of [..., M, K] and b of
+// [..., K, N] (equal ranks >= 2, batch dims equal or 1 in b).
+inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
+                            std::optional<runtime::Shape> result_shape = std::nullopt) {
+  if (la_in.dtype != DType::float32 || lb_in.dtype != DType::float32)
+    ctx.fail("matrix products take float32, got " + std::string(dtype_name(la_in.dtype)) + " and " +
+             std::string(dtype_name(lb_in.dtype)));
+  const std::size_t rank = std::max(la_in.rank(), lb_in.rank());
+  Layout la = with_rank(la_in, rank), lb = with_rank(lb_in, rank);
+  const runtime::Shape out_shape = product_shape(ctx, la, lb, la_in, lb_in);
+  const auto N = out_shape[rank - 1];
 
   std::size_t scratch = 0;
   auto operand = [&](ValueId v, const Layout& l) {
@@ -116,32 +153,13 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
     b_md_for_pd = onednn::desc_of(B.layout);
   }
 
-  // The bias: one row into the primitive, anything else summed from dst.
   dnnl::primitive_attr attr = onednn::primitive_attr_for(ctx);
   dnnl::post_ops po;
-  std::optional<ValueId> bias_arg, pre_fill;
-  std::optional<runtime::Tensor> bias_row;
   if (spec.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(spec.alpha)});
-  if (spec.bias) {
-    const Layout& bl = ctx.layout(*spec.bias);
-    const auto bconst = ctx.constant(*spec.bias);
-    const bool row = bl.numel() == N && (bl.rank() == 1 || bl.shape[bl.rank() - 1] == N);
-    if (row && (bconst || (spec.alpha == 1.0 && spec.beta == 1.0))) {
-      if (bconst && (spec.alpha != 1.0 || spec.beta != 1.0)) {
-        // oneDNN adds the bias before the output scale: pre-divide by alpha.
-        const runtime::Tensor b = bconst->contiguous();
-        runtime::Tensor scaled = runtime::Tensor::empty({N});
-        for (std::int64_t j = 0; j < N; ++j)
-          scaled.data<float>()[j] = static_cast<float>(spec.beta / spec.alpha * b.data<float>()[j]);
-        bias_arg = ctx.constant_value(std::move(scaled), ctx.node().name() + ".bias");
-      } else {
-        bias_arg = *spec.bias;
-      }
-    } else {
-      pre_fill = *spec.bias;
-      po.append_sum(static_cast<float>(spec.beta));
-    }
-  }
+  const BiasPlan bias = plan_bias(ctx, spec, N);
+  const std::optional<ValueId> bias_arg = bias.row;
+  std::optional<ValueId> pre_fill = bias.summed;
+  if (pre_fill) po.append_sum(static_cast<float>(spec.beta));
 
   // The result, and what follows it folded in.
   // The primitive's dst, and the node's result: the same memory, maybe seen
@@ -179,10 +197,8 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   const dnnl::memory::desc c_md = onednn::desc_of(out_layout);
   auto make_pd = [&](const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md) {
     if (!bias_arg) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, onednn::engine());
-    Layout brow = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
-    brow.shape[rank - 1] = N;
-    brow.strides = runtime::contiguous_strides(brow.shape);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, onednn::desc_of(brow), c_md), attr, onednn::engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, onednn::desc_of(bias_row_layout(rank, N)), c_md), attr,
+                                        onednn::engine());
   };
   dnnl::matmul::primitive_desc pd;
   // Under --fpmath bf16 a product with a constant weight reads a bf16 copy of
@@ -226,18 +242,16 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   std::vector<Operand> ins{A, B};
   std::vector<int> args{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS};
   if (bias_arg) {
-    Layout bl = Layout::contiguous(runtime::Shape(rank, 1), DType::float32);
-    bl.shape[rank - 1] = N;
-    bl.strides = runtime::contiguous_strides(bl.shape);
+    const Layout bl = bias_row_layout(rank, N);
     ins.push_back(Operand{*bias_arg, bl, onednn::desc_of(bl), {}});
     args.push_back(DNNL_ARG_BIAS);
   }
-  detail::CopyPlan pre_copy{};
+  runtime::CopyPlan pre_copy{};
   if (pre_fill) {
     // A bias broadcasts to the product's shape; an addend has the node's result shape.
     const bool is_addend = e.addend && *pre_fill == *e.addend;
     const Layout& target = is_addend ? final_layout : out_layout;
-    pre_copy = detail::plan_copy(runtime::expanded(ctx.layout(*pre_fill), target.shape), target);
+    pre_copy = runtime::plan_copy(runtime::expanded(ctx.layout(*pre_fill), target.shape), target);
   }
   const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
   const std::size_t pad_offset = scratch;
@@ -370,22 +384,5 @@ struct GroupedMm {
 };
 
 }  // namespace onednn_detail
-
-template <> struct Kernel<"kiln.grouped_mm"> : onednn_detail::GroupedMm {};
-template <> struct Kernel<"aten.mm.default"> : onednn_detail::Mm {};
-template <> struct Kernel<"torch.mm"> : onednn_detail::Mm {};
-template <> struct Kernel<"aten.bmm.default"> : onednn_detail::Bmm {};
-template <> struct Kernel<"aten.bmm"> : onednn_detail::Bmm {};
-template <> struct Kernel<"torch.bmm"> : onednn_detail::Bmm {};
-template <> struct Kernel<"aten.addmm.default"> : onednn_detail::AddMm<2> {};
-template <> struct Kernel<"torch.addmm"> : onednn_detail::AddMm<2> {};
-template <> struct Kernel<"aten.baddbmm.default"> : onednn_detail::AddMm<3> {};
-template <> struct Kernel<"torch.baddbmm"> : onednn_detail::AddMm<3> {};
-template <> struct Kernel<"aten.matmul.default"> : onednn_detail::Matmul {};
-template <> struct Kernel<"torch.matmul"> : onednn_detail::Matmul {};
-template <> struct Kernel<"Tensor.matmul"> : onednn_detail::Matmul {};
-template <> struct Kernel<"operator.matmul"> : onednn_detail::Matmul {};
-template <> struct Kernel<"aten.linear.default"> : onednn_detail::Linear {};
-template <> struct Kernel<"torch.nn.functional.linear"> : onednn_detail::Linear {};
 
 }  // namespace kiln::kernels

@@ -224,38 +224,4 @@ struct AdaptiveMaxPool2d {
 
 }  // namespace onednn_detail
 
-template <> struct Kernel<"torch.nn.functional.max_pool2d"> : onednn_detail::MaxPool<2, false> {};
-template <> struct Kernel<"torch.max_pool2d"> : onednn_detail::MaxPool<2, false> {};
-template <> struct Kernel<"aten.max_pool2d.default"> : onednn_detail::MaxPool<2, false> {};
-template <> struct Kernel<"aten.max_pool2d_with_indices.default"> : onednn_detail::MaxPool<2, true> {};
-template <> struct Kernel<"torch.nn.functional.max_pool2d_with_indices"> : onednn_detail::MaxPool<2, true> {};
-template <> struct Kernel<"torch.nn.functional.max_pool1d"> : onednn_detail::MaxPool<1, false> {};
-template <> struct Kernel<"torch.max_pool1d"> : onednn_detail::MaxPool<1, false> {};
-template <> struct Kernel<"aten.max_pool1d.default"> : onednn_detail::MaxPool<1, false> {};
-template <> struct Kernel<"torch.nn.functional.max_pool1d_with_indices"> : onednn_detail::MaxPool<1, true> {};
-template <> struct Kernel<"torch.nn.functional.max_pool3d"> : onednn_detail::MaxPool<3, false> {};
-template <> struct Kernel<"torch.max_pool3d"> : onednn_detail::MaxPool<3, false> {};
-template <> struct Kernel<"aten.max_pool3d.default"> : onednn_detail::MaxPool<3, false> {};
-template <> struct Kernel<"aten.max_pool3d_with_indices.default"> : onednn_detail::MaxPool<3, true> {};
-template <> struct Kernel<"torch.nn.functional.max_pool3d_with_indices"> : onednn_detail::MaxPool<3, true> {};
-template <> struct Kernel<"torch.nn.functional.avg_pool2d"> : onednn_detail::AvgPool<2> {};
-template <> struct Kernel<"aten.avg_pool2d.default"> : onednn_detail::AvgPool<2> {};
-template <> struct Kernel<"torch.nn.functional.avg_pool1d"> : onednn_detail::AvgPool<1> {};
-template <> struct Kernel<"torch.avg_pool1d"> : onednn_detail::AvgPool<1> {};
-template <> struct Kernel<"aten.avg_pool1d.default"> : onednn_detail::AvgPool<1> {};
-template <> struct Kernel<"torch.nn.functional.avg_pool3d"> : onednn_detail::AvgPool<3> {};
-template <> struct Kernel<"aten.avg_pool3d.default"> : onednn_detail::AvgPool<3> {};
-template <> struct Kernel<"torch.nn.functional.adaptive_avg_pool2d"> : onednn_detail::AdaptiveAvgPool<2> {};
-template <> struct Kernel<"aten.adaptive_avg_pool2d.default"> : onednn_detail::AdaptiveAvgPool<2> {};
-template <> struct Kernel<"aten._adaptive_avg_pool2d.default"> : onednn_detail::AdaptiveAvgPool<2> {};
-template <> struct Kernel<"torch.nn.functional.adaptive_avg_pool1d"> : onednn_detail::AdaptiveAvgPool<1> {};
-template <> struct Kernel<"torch.adaptive_avg_pool1d"> : onednn_detail::AdaptiveAvgPool<1> {};
-template <> struct Kernel<"aten.adaptive_avg_pool1d.default"> : onednn_detail::AdaptiveAvgPool<1> {};
-template <> struct Kernel<"torch.nn.functional.adaptive_avg_pool3d"> : onednn_detail::AdaptiveAvgPool<3> {};
-template <> struct Kernel<"aten.adaptive_avg_pool3d.default"> : onednn_detail::AdaptiveAvgPool<3> {};
-template <> struct Kernel<"aten._adaptive_avg_pool3d.default"> : onednn_detail::AdaptiveAvgPool<3> {};
-template <> struct Kernel<"torch.nn.functional.adaptive_max_pool2d"> : onednn_detail::AdaptiveMaxPool2d<false> {};
-template <> struct Kernel<"torch.nn.functional.adaptive_max_pool2d_with_indices"> : onednn_detail::AdaptiveMaxPool2d<true> {};
-template <> struct Kernel<"aten.adaptive_max_pool2d.default"> : onednn_detail::AdaptiveMaxPool2d<true> {};
-
 }  // namespace kiln::kernels

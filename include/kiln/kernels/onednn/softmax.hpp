@@ -56,13 +56,4 @@ struct TorchSoftmax {  // F.softmax(input, dim=None, _stacklevel=3, dtype=None),
 
 }  // namespace onednn_detail
 
-template <> struct Kernel<"aten._softmax.default"> : onednn_detail::AtenSoftmax<false> {};
-template <> struct Kernel<"aten._log_softmax.default"> : onednn_detail::AtenSoftmax<true> {};
-template <> struct Kernel<"torch.nn.functional.softmax"> : onednn_detail::TorchSoftmax<false> {};
-template <> struct Kernel<"torch.softmax"> : onednn_detail::TorchSoftmax<false> {};
-template <> struct Kernel<"Tensor.softmax"> : onednn_detail::TorchSoftmax<false> {};
-template <> struct Kernel<"torch.nn.functional.log_softmax"> : onednn_detail::TorchSoftmax<true> {};
-template <> struct Kernel<"torch.log_softmax"> : onednn_detail::TorchSoftmax<true> {};
-template <> struct Kernel<"Tensor.log_softmax"> : onednn_detail::TorchSoftmax<true> {};
-
 }  // namespace kiln::kernels

@@ -11,10 +11,9 @@
 #include <optional>
 #include <string>
 
-#include <xtensor/xmath.hpp>
-#include <xtensor/xoperation.hpp>
-
+#include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/pointwise/dtypes.hpp"
 #include "kiln/kernels/pointwise/inplace.hpp"
 #include "kiln/kernels/pointwise/unary.hpp"
@@ -310,79 +309,61 @@ struct WhereKernel {
 
 namespace kiln::kernels {
 
-#define KILN_BINARY(key, ...) \
-  template <>                 \
-  struct Kernel<key> : __VA_ARGS__ {}
-
 using pointwise_detail::BinaryKernel;
 using pointwise_detail::BinaryOp;
 
-KILN_BINARY("aten.add.Tensor", BinaryKernel<BinaryOp::add>);
-KILN_BINARY("aten.add", BinaryKernel<BinaryOp::add>);  // the packet, as Inductor's passes call it
-KILN_BINARY("aten.add.Scalar", BinaryKernel<BinaryOp::add>);
-KILN_BINARY("aten.add_.Tensor", BinaryKernel<BinaryOp::add, true>);
-KILN_BINARY("torch.add", BinaryKernel<BinaryOp::add>);
-KILN_BINARY("Tensor.add", BinaryKernel<BinaryOp::add>);
-KILN_BINARY("operator.add", BinaryKernel<BinaryOp::add>);
-KILN_BINARY("operator.iadd", BinaryKernel<BinaryOp::add, true>);
-KILN_BINARY("aten.sub.Tensor", BinaryKernel<BinaryOp::sub>);
-KILN_BINARY("aten.sub.Scalar", BinaryKernel<BinaryOp::sub>);
-KILN_BINARY("torch.sub", BinaryKernel<BinaryOp::sub>);
-KILN_BINARY("Tensor.sub", BinaryKernel<BinaryOp::sub>);
-KILN_BINARY("operator.sub", BinaryKernel<BinaryOp::sub>);
-KILN_BINARY("aten.rsub.Tensor", BinaryKernel<BinaryOp::rsub>);
-KILN_BINARY("aten.rsub.Scalar", BinaryKernel<BinaryOp::rsub>);
-KILN_BINARY("torch.rsub", BinaryKernel<BinaryOp::rsub>);
-KILN_BINARY("aten.mul.Tensor", BinaryKernel<BinaryOp::mul>);
-KILN_BINARY("aten.mul.Scalar", BinaryKernel<BinaryOp::mul>);
-KILN_BINARY("aten.mul_.Tensor", BinaryKernel<BinaryOp::mul, true>);
-KILN_BINARY("torch.mul", BinaryKernel<BinaryOp::mul>);
-KILN_BINARY("Tensor.mul", BinaryKernel<BinaryOp::mul>);
-KILN_BINARY("operator.mul", BinaryKernel<BinaryOp::mul>);
-KILN_BINARY("aten.div.Tensor", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("aten.div.Scalar", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("aten.div.Tensor_mode", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("aten.div.Scalar_mode", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("torch.div", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("Tensor.div", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("operator.truediv", BinaryKernel<BinaryOp::div>);
-KILN_BINARY("operator.floordiv", BinaryKernel<BinaryOp::floordiv>);
-KILN_BINARY("aten.floor_divide.default", BinaryKernel<BinaryOp::floordiv>);
-KILN_BINARY("torch.floor_divide", BinaryKernel<BinaryOp::floordiv>);
-KILN_BINARY("aten.pow.Tensor_Scalar", BinaryKernel<BinaryOp::pow>);
-KILN_BINARY("aten.pow.Tensor_Tensor", BinaryKernel<BinaryOp::pow>);
-KILN_BINARY("torch.pow", BinaryKernel<BinaryOp::pow>);
-KILN_BINARY("Tensor.pow", BinaryKernel<BinaryOp::pow>);
-KILN_BINARY("operator.pow", BinaryKernel<BinaryOp::pow>);
-KILN_BINARY("aten.minimum.default", BinaryKernel<BinaryOp::minimum>);
-KILN_BINARY("torch.minimum", BinaryKernel<BinaryOp::minimum>);
-KILN_BINARY("aten.maximum.default", BinaryKernel<BinaryOp::maximum>);
-KILN_BINARY("torch.maximum", BinaryKernel<BinaryOp::maximum>);
-KILN_BINARY("aten.where.self", pointwise_detail::WhereKernel);
-KILN_BINARY("torch.where", pointwise_detail::WhereKernel);
-KILN_BINARY("aten.sub_.Tensor", BinaryKernel<BinaryOp::sub, true>);
-KILN_BINARY("aten.div_.Tensor", BinaryKernel<BinaryOp::div, true>);
-KILN_BINARY("Tensor.add_", BinaryKernel<BinaryOp::add, true>);
-KILN_BINARY("Tensor.sub_", BinaryKernel<BinaryOp::sub, true>);
-KILN_BINARY("Tensor.mul_", BinaryKernel<BinaryOp::mul, true>);
-KILN_BINARY("Tensor.div_", BinaryKernel<BinaryOp::div, true>);
-KILN_BINARY("operator.imul", BinaryKernel<BinaryOp::mul, true>);
-KILN_BINARY("operator.isub", BinaryKernel<BinaryOp::sub, true>);
-KILN_BINARY("operator.itruediv", BinaryKernel<BinaryOp::div, true>);
-
-#undef KILN_BINARY
-
-inline constexpr auto binary_kernels = boost::hana::tuple_t<
-    Kernel<"aten.add.Tensor">, Kernel<"aten.add">, Kernel<"aten.add.Scalar">, Kernel<"aten.add_.Tensor">, Kernel<"torch.add">,
-    Kernel<"Tensor.add">, Kernel<"operator.add">, Kernel<"operator.iadd">, Kernel<"aten.sub.Tensor">,
-    Kernel<"aten.sub.Scalar">, Kernel<"torch.sub">, Kernel<"Tensor.sub">, Kernel<"operator.sub">,
-    Kernel<"aten.rsub.Tensor">, Kernel<"aten.rsub.Scalar">, Kernel<"torch.rsub">, Kernel<"aten.mul.Tensor">,
-    Kernel<"aten.mul.Scalar">, Kernel<"aten.mul_.Tensor">, Kernel<"torch.mul">, Kernel<"Tensor.mul">,
-    Kernel<"operator.mul">, Kernel<"aten.div.Tensor">, Kernel<"aten.div.Scalar">, Kernel<"aten.div.Tensor_mode">,
-    Kernel<"aten.div.Scalar_mode">, Kernel<"torch.div">, Kernel<"Tensor.div">, Kernel<"operator.truediv">,
-    Kernel<"operator.floordiv">, Kernel<"aten.floor_divide.default">, Kernel<"torch.floor_divide">,
-    Kernel<"aten.pow.Tensor_Scalar">, Kernel<"aten.pow.Tensor_Tensor">, Kernel<"torch.pow">, Kernel<"Tensor.pow">,
-    Kernel<"operator.pow">, Kernel<"aten.minimum.default">, Kernel<"torch.minimum">, Kernel<"aten.maximum.default">,
-    Kernel<"torch.maximum">, Kernel<"aten.where.self">, Kernel<"torch.where">, Kernel<"aten.sub_.Tensor">, Kernel<"aten.div_.Tensor">, Kernel<"Tensor.add_">, Kernel<"Tensor.sub_">, Kernel<"Tensor.mul_">, Kernel<"Tensor.div_">, Kernel<"operator.imul">, Kernel<"operator.isub">, Kernel<"operator.itruediv">>;
+using binary_kernels = KernelGroup<
+    KernelEntry<"aten.add.Tensor", BinaryKernel<BinaryOp::add>>,
+    KernelEntry<"aten.add", BinaryKernel<BinaryOp::add>>,  // the packet, as Inductor's passes call it
+    KernelEntry<"aten.add.Scalar", BinaryKernel<BinaryOp::add>>,
+    KernelEntry<"aten.add_.Tensor", BinaryKernel<BinaryOp::add, true>>,
+    KernelEntry<"torch.add", BinaryKernel<BinaryOp::add>>,
+    KernelEntry<"Tensor.add", BinaryKernel<BinaryOp::add>>,
+    KernelEntry<"operator.add", BinaryKernel<BinaryOp::add>>,
+    KernelEntry<"operator.iadd", BinaryKernel<BinaryOp::add, true>>,
+    KernelEntry<"aten.sub.Tensor", BinaryKernel<BinaryOp::sub>>,
+    KernelEntry<"aten.sub.Scalar", BinaryKernel<BinaryOp::sub>>,
+    KernelEntry<"torch.sub", BinaryKernel<BinaryOp::sub>>,
+    KernelEntry<"Tensor.sub", BinaryKernel<BinaryOp::sub>>,
+    KernelEntry<"operator.sub", BinaryKernel<BinaryOp::sub>>,
+    KernelEntry<"aten.rsub.Tensor", BinaryKernel<BinaryOp::rsub>>,
+    KernelEntry<"aten.rsub.Scalar", BinaryKernel<BinaryOp::rsub>>,
+    KernelEntry<"torch.rsub", BinaryKernel<BinaryOp::rsub>>,
+    KernelEntry<"aten.mul.Tensor", BinaryKernel<BinaryOp::mul>>,
+    KernelEntry<"aten.mul.Scalar", BinaryKernel<BinaryOp::mul>>,
+    KernelEntry<"aten.mul_.Tensor", BinaryKernel<BinaryOp::mul, true>>,
+    KernelEntry<"torch.mul", BinaryKernel<BinaryOp::mul>>,
+    KernelEntry<"Tensor.mul", BinaryKernel<BinaryOp::mul>>,
+    KernelEntry<"operator.mul", BinaryKernel<BinaryOp::mul>>,
+    KernelEntry<"aten.div.Tensor", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"aten.div.Scalar", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"aten.div.Tensor_mode", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"aten.div.Scalar_mode", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"torch.div", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"Tensor.div", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"operator.truediv", BinaryKernel<BinaryOp::div>>,
+    KernelEntry<"operator.floordiv", BinaryKernel<BinaryOp::floordiv>>,
+    KernelEntry<"aten.floor_divide.default", BinaryKernel<BinaryOp::floordiv>>,
+    KernelEntry<"torch.floor_divide", BinaryKernel<BinaryOp::floordiv>>,
+    KernelEntry<"aten.pow.Tensor_Scalar", BinaryKernel<BinaryOp::pow>>,
+    KernelEntry<"aten.pow.Tensor_Tensor", BinaryKernel<BinaryOp::pow>>,
+    KernelEntry<"torch.pow", BinaryKernel<BinaryOp::pow>>,
+    KernelEntry<"Tensor.pow", BinaryKernel<BinaryOp::pow>>,
+    KernelEntry<"operator.pow", BinaryKernel<BinaryOp::pow>>,
+    KernelEntry<"aten.minimum.default", BinaryKernel<BinaryOp::minimum>>,
+    KernelEntry<"torch.minimum", BinaryKernel<BinaryOp::minimum>>,
+    KernelEntry<"aten.maximum.default", BinaryKernel<BinaryOp::maximum>>,
+    KernelEntry<"torch.maximum", BinaryKernel<BinaryOp::maximum>>,
+    KernelEntry<"aten.where.self", pointwise_detail::WhereKernel>,
+    KernelEntry<"torch.where", pointwise_detail::WhereKernel>,
+    KernelEntry<"aten.sub_.Tensor", BinaryKernel<BinaryOp::sub, true>>,
+    KernelEntry<"aten.div_.Tensor", BinaryKernel<BinaryOp::div, true>>,
+    KernelEntry<"Tensor.add_", BinaryKernel<BinaryOp::add, true>>,
+    KernelEntry<"Tensor.sub_", BinaryKernel<BinaryOp::sub, true>>,
+    KernelEntry<"Tensor.mul_", BinaryKernel<BinaryOp::mul, true>>,
+    KernelEntry<"Tensor.div_", BinaryKernel<BinaryOp::div, true>>,
+    KernelEntry<"operator.imul", BinaryKernel<BinaryOp::mul, true>>,
+    KernelEntry<"operator.isub", BinaryKernel<BinaryOp::sub, true>>,
+    KernelEntry<"operator.itruediv", BinaryKernel<BinaryOp::div, true>>>;
 
 }  // namespace kiln::kernels

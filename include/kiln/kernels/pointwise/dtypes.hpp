@@ -7,8 +7,7 @@
 #include <string>
 #include <type_traits>
 
-#include <xtensor/xmath.hpp>
-
+#include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/kernels/pointwise/map.hpp"
 
 namespace kiln::kernels::pointwise_detail {

@@ -14,10 +14,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xassign.hpp>
-#include <xtensor/xtensor.hpp>
-
+#include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/runtime/lower_context.hpp"
 
 namespace kiln::kernels::pointwise_detail {

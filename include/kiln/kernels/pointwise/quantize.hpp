@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-#include <xtensor/xmath.hpp>
-
+#include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/pointwise/dtypes.hpp"
 
 namespace kiln::kernels::pointwise_detail {
@@ -97,16 +97,9 @@ struct DequantizePerChannelKernel {
 
 namespace kiln::kernels {
 
-template <>
-struct Kernel<"quantized_decomposed.quantize_per_tensor.default"> : pointwise_detail::QuantizePerTensorKernel {};
-template <>
-struct Kernel<"quantized_decomposed.dequantize_per_tensor.default"> : pointwise_detail::DequantizePerTensorKernel {};
-template <>
-struct Kernel<"quantized_decomposed.dequantize_per_channel.default"> : pointwise_detail::DequantizePerChannelKernel {};
-
-inline constexpr auto quantize_kernels =
-    boost::hana::tuple_t<Kernel<"quantized_decomposed.quantize_per_tensor.default">,
-                         Kernel<"quantized_decomposed.dequantize_per_tensor.default">,
-                         Kernel<"quantized_decomposed.dequantize_per_channel.default">>;
+using quantize_kernels = KernelGroup<
+    KernelEntry<"quantized_decomposed.quantize_per_tensor.default", pointwise_detail::QuantizePerTensorKernel>,
+    KernelEntry<"quantized_decomposed.dequantize_per_tensor.default", pointwise_detail::DequantizePerTensorKernel>,
+    KernelEntry<"quantized_decomposed.dequantize_per_channel.default", pointwise_detail::DequantizePerChannelKernel>>;
 
 }  // namespace kiln::kernels

@@ -7,10 +7,9 @@
 #include <limits>
 #include <string>
 
-#include <xtensor/xmath.hpp>
-#include <xtensor/xoperation.hpp>
-
+#include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/pointwise/dtypes.hpp"
 #include "kiln/kernels/pointwise/inplace.hpp"
 
@@ -92,6 +91,11 @@ struct Hardswish : FloatOnly {
   static constexpr std::size_t inplace_pos = 1;
   static Hardswish read(const runtime::LowerContext&) { return {}; }
   auto operator()(auto&& x) const { return x * xt::clip(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+};
+struct Hardsigmoid : FloatOnly {  // relu6(x + 3) / 6
+  static constexpr std::size_t inplace_pos = 1;
+  static Hardsigmoid read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::clip(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
 };
 struct LeakyRelu : FloatOnly {
   static constexpr std::size_t inplace_pos = 2;
@@ -267,107 +271,84 @@ struct ToDtypeKernel {
 
 namespace kiln::kernels {
 
-#define KILN_UNARY(key, ...) \
-  template <>                \
-  struct Kernel<key> : __VA_ARGS__ {}
-
 // Every level an exported graph writes each unary op at.
-KILN_UNARY("aten.relu.default", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
-KILN_UNARY("aten.relu_.default", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>);
-KILN_UNARY("torch.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
-KILN_UNARY("torch.relu_", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>);
-KILN_UNARY("torch.nn.functional.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
-KILN_UNARY("Tensor.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>);
-KILN_UNARY("Tensor.relu_", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>);
-KILN_UNARY("aten.sigmoid.default", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
-KILN_UNARY("torch.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
-KILN_UNARY("torch.nn.functional.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
-KILN_UNARY("Tensor.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>);
-KILN_UNARY("aten.tanh.default", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
-KILN_UNARY("torch.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
-KILN_UNARY("torch.nn.functional.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
-KILN_UNARY("Tensor.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>);
-KILN_UNARY("aten.gelu.default", pointwise_detail::GeluKernel);
-KILN_UNARY("torch.nn.functional.gelu", pointwise_detail::GeluKernel);
-KILN_UNARY("aten.silu.default", pointwise_detail::UnaryKernel<pointwise_detail::Silu>);
-KILN_UNARY("aten.silu_.default", pointwise_detail::UnaryKernel<pointwise_detail::Silu, true>);
-KILN_UNARY("torch.nn.functional.silu", pointwise_detail::UnaryKernel<pointwise_detail::Silu>);
-KILN_UNARY("aten.exp.default", pointwise_detail::UnaryKernel<pointwise_detail::Exp>);
-KILN_UNARY("torch.exp", pointwise_detail::UnaryKernel<pointwise_detail::Exp>);
-KILN_UNARY("Tensor.exp", pointwise_detail::UnaryKernel<pointwise_detail::Exp>);
-KILN_UNARY("aten.log.default", pointwise_detail::UnaryKernel<pointwise_detail::Log>);
-KILN_UNARY("torch.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>);
-KILN_UNARY("Tensor.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>);
-KILN_UNARY("aten.neg.default", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
-KILN_UNARY("torch.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
-KILN_UNARY("Tensor.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
-KILN_UNARY("operator.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>);
-KILN_UNARY("aten.abs.default", pointwise_detail::UnaryKernel<pointwise_detail::Abs>);
-KILN_UNARY("torch.abs", pointwise_detail::UnaryKernel<pointwise_detail::Abs>);
-KILN_UNARY("Tensor.abs", pointwise_detail::UnaryKernel<pointwise_detail::Abs>);
-KILN_UNARY("aten.sqrt.default", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>);
-KILN_UNARY("torch.sqrt", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>);
-KILN_UNARY("Tensor.sqrt", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>);
-KILN_UNARY("aten.rsqrt.default", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>);
-KILN_UNARY("torch.rsqrt", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>);
-KILN_UNARY("Tensor.rsqrt", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>);
-KILN_UNARY("aten.reciprocal.default", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>);
-KILN_UNARY("torch.reciprocal", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>);
-KILN_UNARY("Tensor.reciprocal", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>);
-KILN_UNARY("aten.hardswish.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish>);
-KILN_UNARY("torch.nn.functional.hardswish", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish>);
-KILN_UNARY("aten.hardtanh.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh>);
-KILN_UNARY("torch.nn.functional.hardtanh", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh>);
-KILN_UNARY("aten.leaky_relu.default", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu>);
-KILN_UNARY("torch.nn.functional.leaky_relu", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu>);
-KILN_UNARY("aten.clamp.default", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
-KILN_UNARY("torch.clamp", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
-KILN_UNARY("torch.clip", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
-KILN_UNARY("Tensor.clamp", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
-KILN_UNARY("Tensor.clip", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>);
-KILN_UNARY("aten.clamp_min.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>);
-KILN_UNARY("torch.clamp_min", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>);
-KILN_UNARY("Tensor.clamp_min", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>);
-KILN_UNARY("aten.clamp_max.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>);
-KILN_UNARY("torch.clamp_max", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>);
-KILN_UNARY("Tensor.clamp_max", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>);
-KILN_UNARY("aten.nan_to_num.default", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>);
-KILN_UNARY("torch.nan_to_num", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>);
-KILN_UNARY("Tensor.nan_to_num", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>);
-KILN_UNARY("aten.dropout.default", pointwise_detail::DropoutKernel);
-KILN_UNARY("torch.nn.functional.dropout", pointwise_detail::DropoutKernel);
-KILN_UNARY("aten._to_copy.default", pointwise_detail::ToDtypeKernel<true>);
-KILN_UNARY("Tensor.to", pointwise_detail::ToDtypeKernel<false>);
-KILN_UNARY("aten.hardtanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh, true>);
-KILN_UNARY("torch.nn.functional.relu6", pointwise_detail::UnaryKernel<pointwise_detail::Relu6>);
-KILN_UNARY("aten.hardswish_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish, true>);
-KILN_UNARY("aten.leaky_relu_.default", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu, true>);
-KILN_UNARY("aten.clamp_.default", pointwise_detail::UnaryKernel<pointwise_detail::Clamp, true>);
-KILN_UNARY("Tensor.clamp_", pointwise_detail::UnaryKernel<pointwise_detail::Clamp, true>);
-KILN_UNARY("aten.sigmoid_.default", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid, true>);
-KILN_UNARY("aten.tanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Tanh, true>);
-
-#undef KILN_UNARY
-
-inline constexpr auto unary_kernels = boost::hana::tuple_t<
-    Kernel<"aten.relu.default">, Kernel<"aten.relu_.default">, Kernel<"torch.relu">, Kernel<"torch.relu_">,
-    Kernel<"torch.nn.functional.relu">, Kernel<"Tensor.relu">, Kernel<"Tensor.relu_">,
-    Kernel<"aten.sigmoid.default">, Kernel<"torch.sigmoid">, Kernel<"torch.nn.functional.sigmoid">,
-    Kernel<"Tensor.sigmoid">, Kernel<"aten.tanh.default">, Kernel<"torch.tanh">, Kernel<"torch.nn.functional.tanh">,
-    Kernel<"Tensor.tanh">, Kernel<"aten.gelu.default">, Kernel<"torch.nn.functional.gelu">,
-    Kernel<"aten.silu.default">, Kernel<"aten.silu_.default">, Kernel<"torch.nn.functional.silu">,
-    Kernel<"aten.exp.default">, Kernel<"torch.exp">, Kernel<"Tensor.exp">, Kernel<"aten.log.default">,
-    Kernel<"torch.log">, Kernel<"Tensor.log">, Kernel<"aten.neg.default">, Kernel<"torch.neg">, Kernel<"Tensor.neg">,
-    Kernel<"operator.neg">, Kernel<"aten.abs.default">, Kernel<"torch.abs">, Kernel<"Tensor.abs">,
-    Kernel<"aten.sqrt.default">, Kernel<"torch.sqrt">, Kernel<"Tensor.sqrt">, Kernel<"aten.rsqrt.default">,
-    Kernel<"torch.rsqrt">, Kernel<"Tensor.rsqrt">, Kernel<"aten.reciprocal.default">, Kernel<"torch.reciprocal">,
-    Kernel<"Tensor.reciprocal">, Kernel<"aten.hardswish.default">, Kernel<"torch.nn.functional.hardswish">,
-    Kernel<"aten.hardtanh.default">, Kernel<"torch.nn.functional.hardtanh">, Kernel<"aten.leaky_relu.default">,
-    Kernel<"torch.nn.functional.leaky_relu">, Kernel<"aten.clamp.default">, Kernel<"torch.clamp">,
-    Kernel<"torch.clip">, Kernel<"Tensor.clamp">, Kernel<"Tensor.clip">, Kernel<"aten.clamp_min.default">,
-    Kernel<"torch.clamp_min">, Kernel<"Tensor.clamp_min">, Kernel<"aten.clamp_max.default">,
-    Kernel<"torch.clamp_max">, Kernel<"Tensor.clamp_max">, Kernel<"aten.nan_to_num.default">,
-    Kernel<"torch.nan_to_num">, Kernel<"Tensor.nan_to_num">, Kernel<"aten.dropout.default">,
-    Kernel<"torch.nn.functional.dropout">, Kernel<"aten._to_copy.default">, Kernel<"Tensor.to">, Kernel<"aten.hardtanh_.default">, Kernel<"torch.nn.functional.relu6">, Kernel<"aten.hardswish_.default">, Kernel<"aten.leaky_relu_.default">, Kernel<"aten.clamp_.default">, Kernel<"Tensor.clamp_">, Kernel<"aten.sigmoid_.default">, Kernel<"aten.tanh_.default">>;
+using unary_kernels = KernelGroup<
+    KernelEntry<"aten.relu.default", pointwise_detail::UnaryKernel<pointwise_detail::Relu>>,
+    KernelEntry<"aten.relu_.default", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>>,
+    KernelEntry<"torch.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>>,
+    KernelEntry<"torch.relu_", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>>,
+    KernelEntry<"torch.nn.functional.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>>,
+    KernelEntry<"Tensor.relu", pointwise_detail::UnaryKernel<pointwise_detail::Relu>>,
+    KernelEntry<"Tensor.relu_", pointwise_detail::UnaryKernel<pointwise_detail::Relu, true>>,
+    KernelEntry<"aten.sigmoid.default", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>>,
+    KernelEntry<"torch.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>>,
+    KernelEntry<"torch.nn.functional.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>>,
+    KernelEntry<"Tensor.sigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid>>,
+    KernelEntry<"aten.tanh.default", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>>,
+    KernelEntry<"torch.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>>,
+    KernelEntry<"torch.nn.functional.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>>,
+    KernelEntry<"Tensor.tanh", pointwise_detail::UnaryKernel<pointwise_detail::Tanh>>,
+    KernelEntry<"aten.gelu.default", pointwise_detail::GeluKernel>,
+    KernelEntry<"torch.nn.functional.gelu", pointwise_detail::GeluKernel>,
+    KernelEntry<"aten.silu.default", pointwise_detail::UnaryKernel<pointwise_detail::Silu>>,
+    KernelEntry<"aten.silu_.default", pointwise_detail::UnaryKernel<pointwise_detail::Silu, true>>,
+    KernelEntry<"torch.nn.functional.silu", pointwise_detail::UnaryKernel<pointwise_detail::Silu>>,
+    KernelEntry<"aten.exp.default", pointwise_detail::UnaryKernel<pointwise_detail::Exp>>,
+    KernelEntry<"torch.exp", pointwise_detail::UnaryKernel<pointwise_detail::Exp>>,
+    KernelEntry<"Tensor.exp", pointwise_detail::UnaryKernel<pointwise_detail::Exp>>,
+    KernelEntry<"aten.log.default", pointwise_detail::UnaryKernel<pointwise_detail::Log>>,
+    KernelEntry<"torch.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>>,
+    KernelEntry<"Tensor.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>>,
+    KernelEntry<"aten.neg.default", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
+    KernelEntry<"torch.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
+    KernelEntry<"Tensor.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
+    KernelEntry<"operator.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
+    KernelEntry<"aten.abs.default", pointwise_detail::UnaryKernel<pointwise_detail::Abs>>,
+    KernelEntry<"torch.abs", pointwise_detail::UnaryKernel<pointwise_detail::Abs>>,
+    KernelEntry<"Tensor.abs", pointwise_detail::UnaryKernel<pointwise_detail::Abs>>,
+    KernelEntry<"aten.sqrt.default", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>>,
+    KernelEntry<"torch.sqrt", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>>,
+    KernelEntry<"Tensor.sqrt", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt>>,
+    KernelEntry<"aten.rsqrt.default", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>>,
+    KernelEntry<"torch.rsqrt", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>>,
+    KernelEntry<"Tensor.rsqrt", pointwise_detail::UnaryKernel<pointwise_detail::Rsqrt>>,
+    KernelEntry<"aten.reciprocal.default", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>>,
+    KernelEntry<"torch.reciprocal", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>>,
+    KernelEntry<"Tensor.reciprocal", pointwise_detail::UnaryKernel<pointwise_detail::Reciprocal>>,
+    KernelEntry<"aten.hardswish.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish>>,
+    KernelEntry<"torch.nn.functional.hardswish", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish>>,
+    KernelEntry<"aten.hardsigmoid.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardsigmoid>>,
+    KernelEntry<"aten.hardsigmoid_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardsigmoid, true>>,
+    KernelEntry<"torch.nn.functional.hardsigmoid", pointwise_detail::UnaryKernel<pointwise_detail::Hardsigmoid>>,
+    KernelEntry<"aten.hardtanh.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh>>,
+    KernelEntry<"torch.nn.functional.hardtanh", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh>>,
+    KernelEntry<"aten.leaky_relu.default", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu>>,
+    KernelEntry<"torch.nn.functional.leaky_relu", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu>>,
+    KernelEntry<"aten.clamp.default", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>>,
+    KernelEntry<"torch.clamp", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>>,
+    KernelEntry<"torch.clip", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>>,
+    KernelEntry<"Tensor.clamp", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>>,
+    KernelEntry<"Tensor.clip", pointwise_detail::UnaryKernel<pointwise_detail::Clamp>>,
+    KernelEntry<"aten.clamp_min.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>>,
+    KernelEntry<"torch.clamp_min", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>>,
+    KernelEntry<"Tensor.clamp_min", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin>>,
+    KernelEntry<"aten.clamp_max.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>>,
+    KernelEntry<"torch.clamp_max", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>>,
+    KernelEntry<"Tensor.clamp_max", pointwise_detail::UnaryKernel<pointwise_detail::ClampMax>>,
+    KernelEntry<"aten.nan_to_num.default", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>>,
+    KernelEntry<"torch.nan_to_num", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>>,
+    KernelEntry<"Tensor.nan_to_num", pointwise_detail::UnaryKernel<pointwise_detail::NanToNum>>,
+    KernelEntry<"aten.dropout.default", pointwise_detail::DropoutKernel>,
+    KernelEntry<"torch.nn.functional.dropout", pointwise_detail::DropoutKernel>,
+    KernelEntry<"aten._to_copy.default", pointwise_detail::ToDtypeKernel<true>>,
+    KernelEntry<"Tensor.to", pointwise_detail::ToDtypeKernel<false>>,
+    KernelEntry<"aten.hardtanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh, true>>,
+    KernelEntry<"torch.nn.functional.relu6", pointwise_detail::UnaryKernel<pointwise_detail::Relu6>>,
+    KernelEntry<"aten.hardswish_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardswish, true>>,
+    KernelEntry<"aten.leaky_relu_.default", pointwise_detail::UnaryKernel<pointwise_detail::LeakyRelu, true>>,
+    KernelEntry<"aten.clamp_.default", pointwise_detail::UnaryKernel<pointwise_detail::Clamp, true>>,
+    KernelEntry<"Tensor.clamp_", pointwise_detail::UnaryKernel<pointwise_detail::Clamp, true>>,
+    KernelEntry<"aten.sigmoid_.default", pointwise_detail::UnaryKernel<pointwise_detail::Sigmoid, true>>,
+    KernelEntry<"aten.tanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Tanh, true>>>;
 
 }  // namespace kiln::kernels

@@ -7,7 +7,7 @@
 #include <optional>
 #include <utility>
 
-#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
@@ -104,16 +104,16 @@ inline void concatenate(runtime::LowerContext& ctx, const std::vector<runtime::V
     return;
   }
   const auto out = ctx.buffer(shape, first.dtype);
-  std::vector<std::pair<detail::CopyPlan, std::int64_t>> plans;  // plan, byte offset in out
+  std::vector<std::pair<runtime::CopyPlan, std::int64_t>> plans;  // plan, byte offset in out
   std::int64_t at = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     auto piece = runtime::sliced(ctx.layout(out), d, at, at + layouts[i].shape[d], 1);
-    plans.emplace_back(detail::plan_copy(layouts[i], piece.layout), piece.offset * static_cast<std::int64_t>(first.itemsize()));
+    plans.emplace_back(runtime::plan_copy(layouts[i], piece.layout), piece.offset * static_cast<std::int64_t>(first.itemsize()));
     at += layouts[i].shape[d];
   }
   ctx.add_step(runtime::make_step([plans, parts, out](runtime::Frame& f) {
                  for (std::size_t i = 0; i < parts.size(); ++i)
-                   detail::run_copy(plans[i].first, f.data(parts[i]), f.data(out) + plans[i].second, f.threads());
+                   runtime::run_copy(plans[i].first, f.data(parts[i]), f.data(out) + plans[i].second, f.threads());
                }),
                parts, {out});
   ctx.set_result(out);
@@ -199,8 +199,8 @@ inline void gather_rows(runtime::LowerContext& ctx, runtime::ValueId table, runt
   runtime::Shape shape = il.shape;
   shape.push_back(tl.shape[1]);
   const auto out = ctx.buffer(shape, tl.dtype);
-  const auto idx_plan = detail::plan_copy(il, runtime::Layout::contiguous(il.shape, il.dtype));
-  const auto row_plan = detail::plan_copy(runtime::Layout{tl.dtype, {tl.shape[1]}, {tl.strides[1]}},
+  const auto idx_plan = runtime::plan_copy(il, runtime::Layout::contiguous(il.shape, il.dtype));
+  const auto row_plan = runtime::plan_copy(runtime::Layout{tl.dtype, {tl.shape[1]}, {tl.strides[1]}},
                                           runtime::Layout::contiguous({tl.shape[1]}, tl.dtype));
   const std::int64_t rows = tl.shape[0], width = tl.shape[1], n = il.numel();
   const std::int64_t row_stride = tl.strides[0] * static_cast<std::int64_t>(tl.itemsize());
@@ -209,13 +209,13 @@ inline void gather_rows(runtime::LowerContext& ctx, runtime::ValueId table, runt
   const std::string node = ctx.node().name();
   // The index tensor is read through a contiguous copy in the step's scratch.
   ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
-                 detail::run_copy(idx_plan, f.data(index), f.scratch(), 1);
+                 runtime::run_copy(idx_plan, f.data(index), f.scratch(), 1);
                  for (std::int64_t k = 0; k < n; ++k) {
                    std::int64_t r = i64 ? reinterpret_cast<const std::int64_t*>(f.scratch())[k]
                                         : reinterpret_cast<const std::int32_t*>(f.scratch())[k];
                    if (r < 0) r += rows;
                    if (r < 0 || r >= rows) r = 0;  // out of range: PyTorch raises; kiln reads row 0 rather than stray memory
-                   detail::run_copy(row_plan, f.data(table) + r * row_stride, f.data(out) + k * width * static_cast<std::int64_t>(item), 1);
+                   runtime::run_copy(row_plan, f.data(table) + r * row_stride, f.data(out) + k * width * static_cast<std::int64_t>(item), 1);
                  }
                }),
                {table, index}, {out}, il.nbytes());
@@ -242,28 +242,5 @@ struct IndexSelect {
 };
 
 }  // namespace shape_detail
-
-template <> struct Kernel<"Tensor.contiguous"> : shape_detail::Contiguous {};
-template <> struct Kernel<"aten.clone.default"> : shape_detail::Clone {};
-template <> struct Kernel<"torch.clone"> : shape_detail::Clone {};
-template <> struct Kernel<"Tensor.clone"> : shape_detail::Clone {};
-template <> struct Kernel<"aten.cat.default"> : shape_detail::Cat {};
-template <> struct Kernel<"aten.cat"> : shape_detail::Cat {};
-template <> struct Kernel<"torch.cat"> : shape_detail::Cat {};
-template <> struct Kernel<"torch.concat"> : shape_detail::Cat {};
-template <> struct Kernel<"aten.stack.default"> : shape_detail::Stack {};
-template <> struct Kernel<"torch.stack"> : shape_detail::Stack {};
-template <> struct Kernel<"aten.empty.memory_format"> : shape_detail::Filled<-1> {};
-template <> struct Kernel<"torch.empty"> : shape_detail::Filled<-1> {};
-template <> struct Kernel<"aten.zeros.default"> : shape_detail::Filled<0> {};
-template <> struct Kernel<"torch.zeros"> : shape_detail::Filled<0> {};
-template <> struct Kernel<"aten.ones.default"> : shape_detail::Filled<1> {};
-template <> struct Kernel<"torch.ones"> : shape_detail::Filled<1> {};
-template <> struct Kernel<"aten.full.default"> : shape_detail::Full {};
-template <> struct Kernel<"torch.full"> : shape_detail::Full {};
-template <> struct Kernel<"aten.embedding.default"> : shape_detail::AtenEmbedding {};
-template <> struct Kernel<"torch.nn.functional.embedding"> : shape_detail::FEmbedding {};
-template <> struct Kernel<"aten.index_select.default"> : shape_detail::IndexSelect {};
-template <> struct Kernel<"torch.index_select"> : shape_detail::IndexSelect {};
 
 }  // namespace kiln::kernels

@@ -102,10 +102,4 @@ struct GetItem {
 
 }  // namespace shape_detail
 
-template <> struct Kernel<"builtins.getattr"> : shape_detail::GetAttr {};
-template <> struct Kernel<"Tensor.size"> : shape_detail::Size {};
-template <> struct Kernel<"aten.sym_size.int"> : shape_detail::Size {};
-template <> struct Kernel<"Tensor.dim"> : shape_detail::Dim {};
-template <> struct Kernel<"operator.getitem"> : shape_detail::GetItem {};
-
 }  // namespace kiln::kernels

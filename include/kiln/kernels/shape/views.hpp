@@ -3,7 +3,7 @@
 // the input's memory seen with another layout (runtime/layout.hpp's algebra).
 // Where a view is impossible (reshape of a transposed tensor), reshape-like
 // ops copy; `view` itself refuses, as PyTorch does.
-#include "kiln/kernels/detail/strided_copy.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
 
 namespace kiln::kernels {
@@ -29,8 +29,8 @@ inline std::vector<std::int64_t> sizes_arg(const runtime::LowerContext& ctx, std
 inline runtime::ValueId copy_into_new(runtime::LowerContext& ctx, runtime::ValueId in, runtime::Layout out) {
   const runtime::ValueId dst = ctx.buffer(out);
   // The source is seen with the destination's shape (a reshape copies in row-major order).
-  const auto plan = detail::plan_copy(ctx.layout(in), ctx.layout(dst));
-  ctx.add_step(runtime::make_step([plan, in, dst](runtime::Frame& f) { detail::run_copy(plan, f.data(in), f.data(dst), f.threads()); }),
+  const auto plan = runtime::plan_copy(ctx.layout(in), ctx.layout(dst));
+  ctx.add_step(runtime::make_step([plan, in, dst](runtime::Frame& f) { runtime::run_copy(plan, f.data(in), f.data(dst), f.threads()); }),
                {in}, {dst});
   return dst;
 }
@@ -154,6 +154,34 @@ struct AsStrided {
     strided_view(ctx, "self", ctx.ints_arg(1, "size"), ctx.ints_arg(2, "stride"), offset);
   }
 };
+// aten.as_strided_(x, size, stride, storage_offset=None): x itself takes the
+// new strides. As a view it is the same for the node's users; x's other users
+// would see x change, which the executor does not follow, so it needs to be
+// x's only user (as in ConvNeXt's aten graph, after a mean).
+struct AsStridedInPlace {
+  static void lower(runtime::LowerContext& ctx) {
+    const Arg* self = ctx.find_arg(0, "self");
+    if (const Node* x = self ? self->node() : nullptr; x && x->num_users() > 1)
+      ctx.fail("as_strided_ changes the strides of " + x->name() + ", which " + std::to_string(x->num_users() - 1) +
+               " other node(s) read; only its sole user may restride it");
+    AsStrided::lower(ctx);
+  }
+};
+// torchvision.ops.stochastic_depth(input, p, mode, training): in eval
+// (training=False) or with p = 0 it is the input itself; in training it
+// drops rows at random, which an inference executor does not do.
+struct StochasticDepth {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "input");
+    const double p = ctx.scalar_arg(1, "p");
+    const bool training = ctx.bool_arg(3, "training", true);
+    if (training && p > 0)
+      ctx.fail("stochastic_depth with training=True and p=" + std::to_string(p) +
+               " drops rows at random; export the model in eval mode (model.eval())");
+    ctx.set_result(ctx.view(in, ctx.layout(in)));
+  }
+};
+
 // view refuses only what PyTorch refuses: a view of the layout PyTorch had.
 // Where the executor chose another layout (channels-last) it copies, as reshape does.
 struct View {
@@ -378,65 +406,5 @@ struct Unbind {
 };
 
 }  // namespace shape_detail
-
-template <> struct Kernel<"aten.view.default"> : shape_detail::View {};
-template <> struct Kernel<"aten._unsafe_view.default"> : shape_detail::View {};
-template <> struct Kernel<"Tensor.view"> : shape_detail::View {};
-template <> struct Kernel<"aten.reshape.default"> : shape_detail::Reshape {};
-template <> struct Kernel<"torch.reshape"> : shape_detail::Reshape {};
-template <> struct Kernel<"Tensor.reshape"> : shape_detail::Reshape {};
-template <> struct Kernel<"aten._reshape_alias.default"> : shape_detail::ReshapeAlias {};
-template <> struct Kernel<"aten.as_strided.default"> : shape_detail::AsStrided {};
-template <> struct Kernel<"aten.permute.default"> : shape_detail::Permute {};
-template <> struct Kernel<"torch.permute"> : shape_detail::Permute {};
-template <> struct Kernel<"Tensor.permute"> : shape_detail::Permute {};
-template <> struct Kernel<"aten.transpose.int"> : shape_detail::Transpose {};
-template <> struct Kernel<"torch.transpose"> : shape_detail::Transpose {};
-template <> struct Kernel<"Tensor.transpose"> : shape_detail::Transpose {};
-template <> struct Kernel<"aten.t.default"> : shape_detail::T {};
-template <> struct Kernel<"torch.t"> : shape_detail::T {};
-template <> struct Kernel<"Tensor.t"> : shape_detail::T {};
-template <> struct Kernel<"aten.expand.default"> : shape_detail::Expand {};
-template <> struct Kernel<"Tensor.expand"> : shape_detail::Expand {};
-template <> struct Kernel<"aten.broadcast_to.default"> : shape_detail::Expand {};
-template <> struct Kernel<"torch.broadcast_to"> : shape_detail::Expand {};
-template <> struct Kernel<"aten.alias.default"> : shape_detail::Alias {};
-template <> struct Kernel<"aten.detach.default"> : shape_detail::Alias {};
-template <> struct Kernel<"torch.detach"> : shape_detail::Alias {};
-template <> struct Kernel<"Tensor.detach"> : shape_detail::Alias {};
-template <> struct Kernel<"module:torch.nn.modules.linear.Identity"> : shape_detail::Alias {};
-template <> struct Kernel<"aten.unsqueeze.default"> : shape_detail::Unsqueeze {};
-template <> struct Kernel<"aten.unsqueeze"> : shape_detail::Unsqueeze {};  // the packet, as Inductor's passes call it
-template <> struct Kernel<"torch.unsqueeze"> : shape_detail::Unsqueeze {};
-template <> struct Kernel<"Tensor.unsqueeze"> : shape_detail::Unsqueeze {};
-template <> struct Kernel<"aten.squeeze.dim"> : shape_detail::Squeeze {};
-template <> struct Kernel<"aten.squeeze.dims"> : shape_detail::Squeeze {};
-template <> struct Kernel<"aten.squeeze.default"> : shape_detail::Squeeze {};
-template <> struct Kernel<"torch.squeeze"> : shape_detail::Squeeze {};
-template <> struct Kernel<"Tensor.squeeze"> : shape_detail::Squeeze {};
-template <> struct Kernel<"aten.select.int"> : shape_detail::Select {};
-template <> struct Kernel<"aten.select"> : shape_detail::Select {};
-template <> struct Kernel<"torch.select"> : shape_detail::Select {};
-template <> struct Kernel<"Tensor.select"> : shape_detail::Select {};
-template <> struct Kernel<"aten.slice.Tensor"> : shape_detail::SliceKernel {};
-template <> struct Kernel<"aten.narrow.default"> : shape_detail::Narrow {};
-template <> struct Kernel<"torch.narrow"> : shape_detail::Narrow {};
-template <> struct Kernel<"Tensor.narrow"> : shape_detail::Narrow {};
-template <> struct Kernel<"aten.flatten.using_ints"> : shape_detail::Flatten {};
-template <> struct Kernel<"torch.flatten"> : shape_detail::Flatten {};
-template <> struct Kernel<"Tensor.flatten"> : shape_detail::Flatten {};
-template <> struct Kernel<"aten.unflatten.int"> : shape_detail::Unflatten {};
-template <> struct Kernel<"torch.unflatten"> : shape_detail::Unflatten {};
-template <> struct Kernel<"Tensor.unflatten"> : shape_detail::Unflatten {};
-template <> struct Kernel<"aten.split.Tensor"> : shape_detail::Split {};
-template <> struct Kernel<"aten.split_with_sizes.default"> : shape_detail::Split {};
-template <> struct Kernel<"torch.split"> : shape_detail::Split {};
-template <> struct Kernel<"Tensor.split"> : shape_detail::Split {};
-template <> struct Kernel<"aten.chunk.default"> : shape_detail::Chunk {};
-template <> struct Kernel<"torch.chunk"> : shape_detail::Chunk {};
-template <> struct Kernel<"Tensor.chunk"> : shape_detail::Chunk {};
-template <> struct Kernel<"aten.unbind.int"> : shape_detail::Unbind {};
-template <> struct Kernel<"torch.unbind"> : shape_detail::Unbind {};
-template <> struct Kernel<"Tensor.unbind"> : shape_detail::Unbind {};
 
 }  // namespace kiln::kernels
