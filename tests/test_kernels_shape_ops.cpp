@@ -500,3 +500,48 @@ TEST_CASE("comparisons of static sizes are static bools, a true torch._assert va
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(t, {}), doctest::Contains("node mask (operator.eq): compares a tensor"),
                        runtime::CompileError);
 }
+
+TEST_CASE("constant_pad_nd and F.pad pad and crop the last dims, against a loop, and refuse what they cannot do") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 3, 4}));
+  // Last dim: 1 before, 2 after; dim 1: crop 1 before, pad 1 after. Then F.pad of a transposed view.
+  Node* p = g.call_function(OpRef("aten.constant_pad_nd.default"), {x, ArgList{1, 2, -1, 1}, 0.5});
+  Node* t = g.call_function(aten::transpose_int, {x, 1, 2});  // [2, 4, 3], strided
+  Node* q = g.call_function(OpRef("torch.nn.functional.pad"), {t, ArgList{0, 1}});
+  Node* all = g.call_function(OpRef("aten.constant_pad_nd.default"), {x, ArgList{-4, 1}, -2.0});  // nothing of x kept
+  g.output(ArgList{p, q, all});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({2, 3, 4}, 41);
+  auto out = cg.run({tx});
+  REQUIRE(out[0].shape() == runtime::Shape{2, 3, 7});
+  REQUIRE(out[1].shape() == runtime::Shape{2, 4, 4});
+  REQUIRE(out[2].shape() == runtime::Shape{2, 3, 1});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 7; ++k) {
+        const std::int64_t sj = j + 1, sk = k - 1;  // the source element, if inside x
+        const float want = (sj < 3 && sk >= 0 && sk < 4) ? at3(tx, i, sj, sk) : 0.5f;
+        bad += at(out[0], {i, j, k}) != want;
+      }
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 4; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) bad += at(out[1], {i, j, k}) != (k < 3 ? at3(tx, i, k, j) : 0.0f);
+  for (std::int64_t i = 0; i < 6; ++i) bad += test::element(out[2], i) != -2.0f;
+  CHECK(bad == 0);
+
+  auto refused = [](Arg pad, const char* target, ArgDict kw) {
+    Graph h;
+    Node* y = h.placeholder("y", meta({2, 3}));
+    h.output(ArgList{h.call_function(OpRef(target), {y, std::move(pad)}, std::move(kw), "bad")});
+    try {
+      (void)CompiledGraph::compile(h, {});
+    } catch (const runtime::CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("compiled");
+  };
+  CHECK(refused(ArgList{1, 2, 3}, "aten.constant_pad_nd.default", {}).find("must hold a (before, after) pair for each of at most 2 dims") != std::string::npos);
+  CHECK(refused(ArgList{-3, -1}, "aten.constant_pad_nd.default", {}).find("leaves dim 1 of [2, 3] with a negative size") != std::string::npos);
+  CHECK(refused(ArgList{1, 1}, "torch.nn.functional.pad", {{"mode", Arg("reflect")}}).find("node bad (torch.nn.functional.pad): pad mode 'reflect' has no kernel") != std::string::npos);
+}

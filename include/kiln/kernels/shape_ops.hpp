@@ -19,6 +19,8 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.reshape", shape_detail::Reshape>,
     KernelEntry<"Tensor.reshape", shape_detail::Reshape>,
     KernelEntry<"aten._reshape_alias.default", shape_detail::ReshapeAlias>,
+    KernelEntry<"aten.constant_pad_nd.default", shape_detail::ConstantPadNd>,
+    KernelEntry<"torch.nn.functional.pad", shape_detail::FunctionalPad>,
     KernelEntry<"aten.as_strided.default", shape_detail::AsStrided>,
     KernelEntry<"aten.as_strided_.default", shape_detail::AsStridedInPlace>,
     KernelEntry<"torchvision.ops.stochastic_depth.stochastic_depth", shape_detail::StochasticDepth>,

@@ -152,30 +152,87 @@ inline DType dtype_kwarg(const runtime::LowerContext& ctx, DType dflt) {
   return dflt;
 }
 
+// `n` elements of dtype `dt` at `p` set to `v` (zero bytes for a dtype without a cast here).
+inline void fill_elements(std::byte* p, std::int64_t n, DType dt, double v) {
+  switch (dt) {
+    case DType::float32: std::fill_n(reinterpret_cast<float*>(p), n, static_cast<float>(v)); break;
+    case DType::float64: std::fill_n(reinterpret_cast<double*>(p), n, v); break;
+    case DType::int64: std::fill_n(reinterpret_cast<std::int64_t*>(p), n, static_cast<std::int64_t>(v)); break;
+    case DType::int32: std::fill_n(reinterpret_cast<std::int32_t*>(p), n, static_cast<std::int32_t>(v)); break;
+    case DType::bool_: std::fill_n(reinterpret_cast<bool*>(p), n, v != 0); break;
+    case DType::uint8: std::fill_n(reinterpret_cast<std::uint8_t*>(p), n, static_cast<std::uint8_t>(v)); break;
+    case DType::int8: std::fill_n(reinterpret_cast<std::int8_t*>(p), n, static_cast<std::int8_t>(v)); break;
+    default: std::memset(p, 0, static_cast<std::size_t>(n) * dtype_itemsize(dt)); break;
+  }
+}
+
 // A buffer of `size` filled with `value` each run (or left unset for empty()).
 inline void fill(runtime::LowerContext& ctx, const std::vector<std::int64_t>& size, std::optional<double> value, DType dflt) {
   const DType dt = dtype_kwarg(ctx, dflt);
   const auto out = ctx.buffer(runtime::Shape(size.begin(), size.end()), dt);
   if (value) {
     const double v = *value;
-    ctx.add_step(runtime::make_step([out, v, dt](runtime::Frame& f) {
-                   const std::int64_t n = f.layout(out).numel();
-                   std::byte* p = f.data(out);
-                   switch (dt) {
-                     case DType::float32: std::fill_n(reinterpret_cast<float*>(p), n, static_cast<float>(v)); break;
-                     case DType::float64: std::fill_n(reinterpret_cast<double*>(p), n, v); break;
-                     case DType::int64: std::fill_n(reinterpret_cast<std::int64_t*>(p), n, static_cast<std::int64_t>(v)); break;
-                     case DType::int32: std::fill_n(reinterpret_cast<std::int32_t*>(p), n, static_cast<std::int32_t>(v)); break;
-                     case DType::bool_: std::fill_n(reinterpret_cast<bool*>(p), n, v != 0); break;
-                     case DType::uint8: std::fill_n(reinterpret_cast<std::uint8_t*>(p), n, static_cast<std::uint8_t>(v)); break;
-                     case DType::int8: std::fill_n(reinterpret_cast<std::int8_t*>(p), n, static_cast<std::int8_t>(v)); break;
-                     default: std::memset(p, 0, f.layout(out).nbytes()); break;
-                   }
-                 }),
+    ctx.add_step(runtime::make_step([out, v, dt](runtime::Frame& f) { fill_elements(f.data(out), f.layout(out).numel(), dt, v); }),
                  {}, {out});
   }
   ctx.set_result(out);
 }
+
+// aten.constant_pad_nd(self, pad, value=0) and F.pad(input, pad, mode="constant",
+// value=None): pad holds (before, after) pairs from the last dim backwards; a
+// negative one crops. The result keeps its input's dim order (channels-last
+// stays so); each run fills it and copies the kept part of the input in.
+inline void constant_pad(runtime::LowerContext& ctx, runtime::ValueId in, const std::vector<std::int64_t>& pad, double value) {
+  const runtime::Layout& l = ctx.layout(in);
+  const std::size_t rank = l.rank();
+  if (pad.size() % 2 != 0 || pad.size() / 2 > rank)
+    ctx.fail("pad " + runtime::shape_str(pad) + " must hold a (before, after) pair for each of at most " + std::to_string(rank) +
+             " dims");
+  runtime::Shape out_shape = l.shape, kept = l.shape;
+  std::vector<std::int64_t> src_start(rank, 0), dst_start(rank, 0);
+  for (std::size_t i = 0; i < pad.size() / 2; ++i) {
+    const std::size_t d = rank - 1 - i;
+    const std::int64_t before = pad[2 * i], after = pad[2 * i + 1];
+    out_shape[d] = l.shape[d] + before + after;
+    if (out_shape[d] < 0)
+      ctx.fail("pad " + runtime::shape_str(pad) + " leaves dim " + std::to_string(d) + " of " + runtime::shape_str(l.shape) +
+               " with a negative size");
+    src_start[d] = std::max<std::int64_t>(0, -before);
+    dst_start[d] = std::max<std::int64_t>(0, before);
+    kept[d] = std::max<std::int64_t>(0, l.shape[d] - src_start[d] - std::max<std::int64_t>(0, -after));
+  }
+  const runtime::ValueId out = ctx.buffer(runtime::dense_in_order_of(l, out_shape, l.dtype));
+  const runtime::Layout& ol = ctx.layout(out);
+  std::int64_t src_off = 0, dst_off = 0;
+  for (std::size_t d = 0; d < rank; ++d) {
+    src_off += src_start[d] * l.strides[d];
+    dst_off += dst_start[d] * ol.strides[d];
+  }
+  const bool any_kept = runtime::shape_numel(kept) > 0;
+  const runtime::CopyPlan plan = any_kept ? runtime::plan_copy(runtime::Layout{l.dtype, kept, l.strides},
+                                                               runtime::Layout{l.dtype, kept, ol.strides})
+                                          : runtime::CopyPlan{};
+  const auto item = static_cast<std::int64_t>(l.itemsize());
+  const DType dt = l.dtype;
+  ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
+                 fill_elements(f.data(out), f.layout(out).numel(), dt, value);
+                 if (any_kept) runtime::run_copy(plan, f.data(in) + src_off * item, f.data(out) + dst_off * item, f.threads());
+               }),
+               {in}, {out});
+  ctx.set_result(out);
+}
+struct ConstantPadNd {
+  static void lower(runtime::LowerContext& ctx) {
+    constant_pad(ctx, ctx.tensor(0, "self"), ctx.ints_arg(1, "pad"), ctx.scalar_arg(2, "value", 0.0));
+  }
+};
+struct FunctionalPad {
+  static void lower(runtime::LowerContext& ctx) {
+    const std::string mode = ctx.has(2, "mode") ? ctx.string_arg(2, "mode") : "constant";
+    if (mode != "constant") ctx.fail("pad mode '" + mode + "' has no kernel (constant has)");
+    constant_pad(ctx, ctx.tensor(0, "input"), ctx.ints_arg(1, "pad"), ctx.has(3, "value") ? ctx.scalar_arg(3, "value") : 0.0);
+  }
+};
 template <int Value>
 struct Filled {
   static void lower(runtime::LowerContext& ctx) {
