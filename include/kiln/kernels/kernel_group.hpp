@@ -59,10 +59,6 @@ struct KernelGroup {
   static_assert(detail::keys_distinct<Entries...>());
   static constexpr std::size_t size = sizeof...(Entries);
   static constexpr auto entries = boost::hana::tuple_t<Entries...>;
-  static constexpr std::array<std::string_view, size> sorted_keys = detail::sorted_keys<Entries...>();
-  static constexpr bool contains(std::string_view key) {
-    return std::binary_search(sorted_keys.begin(), sorted_keys.end(), key);
-  }
 };
 
 // The groups' entries in one group (their keys checked once more, together).
