@@ -161,6 +161,35 @@ if(KILN_HAVE_TORCH)
         FIXTURES_REQUIRED model_resnet50_${level} LABELS "torch;model" TIMEOUT 600
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
+    # --level export: torch.export's form, parameters and buffers lifted to
+    # placeholders bound to weights. They are constants everywhere: kiln-run
+    # takes the one real input (and draws only it with --random), and
+    # fuse_conv_bn folds all 20 batch-norms of ResNet-18 under the numeric check.
+    set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_resnet18_export)
+    add_test(NAME export_model_resnet18_export
+      COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py torchvision.models:resnet18
+              --input-shape 1,3,64,64 --level export --seed 0 --out ${_dir}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(export_model_resnet18_export PROPERTIES
+      FIXTURES_SETUP model_resnet18_export LABELS "torch;model" TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "122 weights, 1 inputs")
+    add_test(NAME kiln_run_resnet18_export
+      COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err 1e-4 --threads 2 --iterations 1 --warmup 0)
+    add_test(NAME kiln_run_resnet18_export_random
+      COMMAND kiln-run ${_dir} --random 3 --threads 2 --iterations 1 --warmup 0)
+    add_test(NAME kiln_run_resnet18_export_fuse_conv_bn
+      COMMAND kiln-run ${_dir} --passes fuse_conv_bn --compare ${_dir}/outputs --max-rel-err 1e-4 --threads 2
+              --iterations 1 --warmup 0)
+    set_tests_properties(kiln_run_resnet18_export kiln_run_resnet18_export_fuse_conv_bn PROPERTIES
+      PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    add_test(NAME fuse_conv_bn_resnet18_export
+      COMMAND kiln-opt ${_dir}/graph.json --passes fuse_conv_bn --numeric-check --atol 5e-4 --counters
+              -o ${_dir}/conv_bn_folded.json)
+    set_tests_properties(kiln_run_resnet18_export_random PROPERTIES PASS_REGULAR_EXPRESSION ": 1 input, ")
+    set_tests_properties(fuse_conv_bn_resnet18_export PROPERTIES PASS_REGULAR_EXPRESSION "\"fuse_conv_bn\":20[,}]")
+    set_tests_properties(kiln_run_resnet18_export kiln_run_resnet18_export_random kiln_run_resnet18_export_fuse_conv_bn
+                         fuse_conv_bn_resnet18_export PROPERTIES
+      FIXTURES_REQUIRED model_resnet18_export LABELS "torch;model" TIMEOUT 600)
     foreach(level torch aten)
       add_test(NAME kiln_run_small_cnn_${level}
         COMMAND kiln-run ${CMAKE_CURRENT_BINARY_DIR}/export_${level} --compare ${CMAKE_CURRENT_BINARY_DIR}/export_${level}/outputs --iterations 1)
@@ -338,14 +367,23 @@ endif()
 # threads (tests/tsan), built with clang, which scripts/install-deps.sh installs.
 find_program(KILN_CLANGXX NAMES clang++ clang++-14)
 if(KILN_CLANGXX)
-  add_test(NAME tsan_const_readers
-    COMMAND ${CMAKE_COMMAND}
-      -DCLANGXX=${KILN_CLANGXX}
-      -DKILN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
-      -DKILN_FIXTURES_DIR=${KILN_FIXTURES_DIR}
-      -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/tsan_work
-      -P ${CMAKE_CURRENT_SOURCE_DIR}/tsan/run_tsan.cmake)
-  set_tests_properties(tsan_const_readers PROPERTIES TIMEOUT 900 LABELS "slow;tsan")
+  # and one compiled model run by 4 threads at once (when the executor's
+  # libraries are here).
+  set(_tsan_programs const_readers)
+  if(KILN_HAVE_RUNTIME)
+    list(APPEND _tsan_programs compiled_graph_threads)
+  endif()
+  foreach(_program ${_tsan_programs})
+    add_test(NAME tsan_${_program}
+      COMMAND ${CMAKE_COMMAND}
+        -DCLANGXX=${KILN_CLANGXX}
+        -DKILN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
+        -DKILN_FIXTURES_DIR=${KILN_FIXTURES_DIR}
+        -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/tsan_${_program}
+        -DTARGET=test_${_program}
+        -P ${CMAKE_CURRENT_SOURCE_DIR}/tsan/run_tsan.cmake)
+    set_tests_properties(tsan_${_program} PROPERTIES TIMEOUT 1200 LABELS "slow;tsan")
+  endforeach()
   # clang prints a FixedString template argument as character codes; the
   # unbound-capture error must still show the name the user wrote.
   add_test(NAME pattern_unbound_capture_named_by_clang

@@ -69,7 +69,7 @@ TEST_CASE("wrong inputs are reported naming the input") {
   Node* x = g.placeholder("x", f32({2, 2}));
   g.output(ArgList{g.call_function(aten::relu, {x})});
   auto cg = CompiledGraph::compile(g, {});
-  CHECK_THROWS_WITH_AS(cg.run({}), "the graph takes 1 input, 0 given", runtime::InputError);
+  CHECK_THROWS_WITH_AS(cg.run({}), "the graph takes 1 input (x), 0 given", runtime::InputError);
   CHECK_THROWS_WITH_AS(cg.run({Tensor::empty({2, 3})}), "input x: expected float32 [2, 2], got float32 [2, 3]",
                        runtime::InputError);
   CHECK_THROWS_WITH_AS(cg.run({Tensor::empty({2, 2}, DType::int64)}),
@@ -101,6 +101,43 @@ TEST_CASE("a missing weight is refused naming the attribute") {
   Node* w = g.get_attr("fc.weight", f32({2}));
   g.output(ArgList{g.call_function(aten::relu, {w})});
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("no weight named 'fc.weight'"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("a placeholder bound to a weight is that weight: a constant, not an input") {
+  // torch.export's form: lifted parameters first, then the model's input.
+  Graph g;
+  Node* w = g.placeholder("p_fc_weight", f32({3, 4}));
+  Node* b = g.placeholder("p_fc_bias", f32({3}));
+  Node* x = g.placeholder("x", f32({2, 4}));
+  Node* wt = g.call_function(aten::t, {w});
+  g.output(ArgList{g.call_function(aten::addmm, {b, x, wt})});
+  const Tensor tw = random_tensor({3, 4}, 11), tb = random_tensor({3}, 12), tx = random_tensor({2, 4}, 13);
+  const auto cg = CompiledGraph::compile(g, {{"p_fc_weight", tw}, {"p_fc_bias", tb}});
+  REQUIRE(cg.num_inputs() == 1);
+  CHECK(cg.input_name(0) == "x");
+  const auto out = cg.run({tx});
+  double worst = 0;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double ref = tb.data<float>()[j];
+      for (int k = 0; k < 4; ++k) ref += double(tx.data<float>()[i * 4 + k]) * tw.data<float>()[j * 4 + k];
+      worst = std::max(worst, std::abs(ref - out[0].data<float>()[i * 3 + j]));
+    }
+  CHECK(worst < 1e-5);
+  // Passing the weights as inputs too is a count error that says what the inputs are.
+  CHECK_THROWS_WITH_AS(cg.run({tw, tb, tx}), doctest::Contains("the graph takes 1 input (x), 3 given"),
+                       runtime::InputError);
+  // Unbound, the same placeholders are inputs again.
+  CHECK(CompiledGraph::compile(g, {}).num_inputs() == 3);
+}
+
+TEST_CASE("a weight bound to a placeholder must have the placeholder's shape") {
+  Graph g;
+  Node* w = g.placeholder("p_w", f32({3}));
+  g.output(ArgList{g.call_function(aten::relu, {w})});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {{"p_w", random_tensor({4}, 1)}}),
+                       doctest::Contains("the weight bound to it is float32 [4], but meta.val says float32 [3]"),
                        runtime::CompileError);
 }
 

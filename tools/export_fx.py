@@ -4,7 +4,7 @@
 Usage (run from the repository root)::
 
     tools/export_fx.py MODULE:FACTORY --input-shape 1,3,224,224 \\
-        [--input-shape ...] [--level torch|aten] [--seed N] \\
+        [--input-shape ...] [--level torch|aten|export] [--seed N] \\
         [--dtype float32] [--leaf-modules torch.nn.Linear,...] --out DIR
 
 MODULE:FACTORY names a callable that takes no arguments and returns an
@@ -21,8 +21,17 @@ execution decides them and leave no nodes; the graph is specialised to the
 given input shapes (a note on stderr says how many conditions were decided).  ``--level aten``
 traces with ``make_fx`` in real mode: targets are ATen overloads
 (``aten.convolution.default``), parameters are ``get_attr`` nodes such as
-``_param_constant0``, in-place ops are kept.  Both levels then run
-``ShapeProp`` so that every node carries its shape, dtype and stride.
+``_param_constant0``, in-place ops are kept.  ``--level export`` gives the
+graph ``torch.export`` gives (PyTorch 2.1 and later: ``torch.export.export``
+then ``run_decompositions()``, ATen's core ops): every parameter, buffer and
+constant tensor is *lifted*, a placeholder (``p_conv1_weight``) bound to a
+weight of the same name in the ``weights`` table, before the model's own
+inputs.  On PyTorch 1.13, which has no ``torch.export``, the same form is
+traced with ``make_fx`` over ``functional_call`` (the ops are ``--level
+aten``'s).  kiln reads a placeholder bound to a weight as that weight, a
+constant: ``inputs/`` and the manifest hold only the model's inputs.  Every
+level then runs ``ShapeProp`` so that every node carries its shape, dtype and
+stride.
 
 ``--leaf-modules torch.nn.Linear,torch.nn.Conv2d`` (``--level torch`` only)
 keeps each call of a module of those classes as one ``call_module`` node, as
@@ -116,9 +125,11 @@ def build_parser():
     p.add_argument("--input-shape", action="append", default=[], required=True,
                    metavar="D0,D1,...", help="shape of one input, e.g. 1,3,224,224 "
                         "(repeat once per input, in forward()'s order)")
-    p.add_argument("--level", choices=("torch", "aten"), default="torch",
+    p.add_argument("--level", choices=("torch", "aten", "export"), default="torch",
                    help="torch: torch.fx trace through all modules; "
-                        "aten: make_fx (ATen overloads). Default torch.")
+                        "aten: make_fx (ATen overloads); export: torch.export's "
+                        "graph, parameters lifted to placeholders bound to "
+                        "weights. Default torch.")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--leaf-modules", default="", metavar="CLASS,...",
                    help="at --level torch, keep calls of modules of these classes "
@@ -646,6 +657,68 @@ def trace_aten(model, inputs):
     return make_fx(model)(*inputs)  # real mode in 1.13 and 2.x
 
 
+def _lifted_name(prefix, qualified, used):
+    name = prefix + re.sub(r"\W", "_", qualified)
+    base, i = name, 1
+    while name in used:
+        name = "%s_%d" % (base, i)
+        i += 1
+    used.add(name)
+    return name
+
+
+def trace_export(model, inputs):
+    """The torch.export form: (graph module, {placeholder target: value}) with
+    the parameters, buffers and constant tensors as leading placeholders."""
+    import torch
+    if hasattr(torch, "export") and hasattr(torch.export, "export"):
+        from torch.export.graph_signature import InputKind
+        ep = torch.export.export(model, tuple(inputs)).run_decompositions()
+        bound = {}
+        for spec in ep.graph_signature.input_specs:
+            if spec.kind == InputKind.USER_INPUT:
+                continue
+            if spec.kind in (InputKind.PARAMETER, InputKind.BUFFER) and spec.target in ep.state_dict:
+                value = ep.state_dict[spec.target]
+            elif spec.target in ep.constants:
+                value = ep.constants[spec.target]
+            else:
+                raise RuntimeError("torch.export input %s (%s) has no value"
+                                   % (spec.arg.name, spec.kind))
+            bound[spec.arg.name] = value
+        gm = ep.graph_module
+        for n in gm.graph.nodes:
+            if n.op == "placeholder" and n.name in bound:
+                n.target = n.name  # the weight's key, as kiln looks it up
+        gm.recompile()
+        return gm, bound
+    # PyTorch 1.13: make_fx over functional_call, the state passed as arguments.
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.utils import stateless
+    state = [("p_", k, v) for k, v in model.named_parameters()]
+    state += [("b_", k, v) for k, v in model.named_buffers()]
+    names = [k for _, k, _ in state]
+
+    def forward(*args):
+        return stateless.functional_call(model, dict(zip(names, args[:len(state)])),
+                                         tuple(args[len(state):]))
+
+    gm = make_fx(forward)(*[v for _, _, v in state], *inputs)
+    used, bound = set(), {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for n, (prefix, k, v) in zip(placeholders, state):
+        n.name = n.target = _lifted_name(prefix, k, used)
+        bound[n.name] = v
+    try:  # the model's own inputs keep forward()'s names, as torch.export's do
+        params = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        params = []
+    for i, n in enumerate(placeholders[len(state):]):
+        n.name = n.target = _lifted_name("", params[i] if i < len(params) else "input_%d" % i, used)
+    gm.recompile()
+    return gm, bound
+
+
 def get_attr_value(gm, target):
     obj = gm
     for part in target.split("."):
@@ -799,12 +872,16 @@ def export(args):
     leaf_classes = resolve_leaf_classes(args.leaf_modules)
     if leaf_classes and args.level != "torch":
         raise UsageError("--leaf-modules needs --level torch (make_fx traces into every module)")
+    bound = {}  # --level export: lifted placeholder -> its value
     if args.level == "torch":
         gm = trace_torch(model, fresh(), graph_name, leaf_classes)
-    else:
+    elif args.level == "aten":
         gm = trace_aten(model, fresh())  # parameters do not require grad
+    else:
+        gm, bound = trace_export(model, fresh())
     graph = gm.graph
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    placeholders = [n for n in graph.nodes if n.op == "placeholder" and n.name not in bound]
+    lifted = [bound[n.name] for n in graph.nodes if n.op == "placeholder" and n.name in bound]
     if len(placeholders) != len(inputs):
         raise UsageError("the traced graph has %d inputs (%s) but %d --input-shape given"
                          % (len(placeholders), ", ".join(n.name for n in placeholders),
@@ -812,8 +889,8 @@ def export(args):
 
     sp = _make_shape_prop(gm)
     with torch.no_grad():
-        sp.propagate(*fresh())
-        replay = gm(*fresh())
+        sp.propagate(*lifted, *fresh())
+        replay = gm(*lifted, *fresh())
 
     # check the graph against eager
     eager_leaves = flatten_leaves(eager, [])
@@ -860,6 +937,11 @@ def export(args):
             else:
                 sys.stderr.write("%s: warning: get_attr %s is a %s, not a tensor; "
                                  "no weight file\n" % (PROG, n.target, type(value).__name__))
+        if n.op == "placeholder" and n.name in bound:
+            stem = safe_file_stem(n.target, used_stems)
+            rel = "weights/%s.npy" % stem
+            save_npy(os.path.join(out_dir, rel), to_numpy(bound[n.name]))
+            weights[n.target] = {"file": rel}
         if n.op == "call_module":
             mod = gm.get_submodule(n.target)
             for name, value in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):

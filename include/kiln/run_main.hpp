@@ -325,8 +325,9 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     }
     std::cout << j.dump() << "\n";
   } else {
-    std::printf("%s: %zu steps, %s of constants, compiled in %.1f ms\n", o.graph.c_str(), cg.num_steps(),
-                mib(cg.constant_bytes()).c_str(), compile_ms);
+    std::printf("%s: %zu input%s, %zu steps, %s of constants, compiled in %.1f ms\n", o.graph.c_str(),
+                cg.num_inputs(), cg.num_inputs() == 1 ? "" : "s", cg.num_steps(), mib(cg.constant_bytes()).c_str(),
+                compile_ms);
     std::printf("run (%d thread%s, %d iterations): median %.3f ms, min %.3f ms\n", o.threads,
                 o.threads == 1 ? "" : "s", o.iterations, med, mn);
     std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),

@@ -29,6 +29,16 @@
 
 namespace kiln::runtime {
 
+namespace detail {
+// "a, b, c" or, past `most` names, "a, b, c, ... (N in all)".
+inline std::string name_list(const std::vector<std::string>& names, std::size_t most = 6) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > most) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s;
+}
+}  // namespace detail
+
 // Inputs of the wrong count, shape or dtype; the message names the input.
 class InputError : public Error {
  public:
@@ -160,7 +170,9 @@ class RunContext {
     const Program& p = *program_;
     if (inputs.size() != p.inputs.size())
       throw InputError("the graph takes " + std::to_string(p.inputs.size()) + " input" +
-                       (p.inputs.size() == 1 ? "" : "s") + ", " + std::to_string(inputs.size()) + " given");
+                       (p.inputs.size() == 1 ? "" : "s") + " (" + detail::name_list(p.input_names) + "), " +
+                       std::to_string(inputs.size()) + " given" +
+                       (inputs.size() > p.inputs.size() ? " (placeholders bound to weights are constants, not inputs)" : ""));
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       const Layout& want = p.values[p.inputs[k]].layout;
       const Tensor& t = inputs[k];

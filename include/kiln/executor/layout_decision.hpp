@@ -41,7 +41,8 @@ inline bool is_convolution(const Node& n) {
 }  // namespace detail
 
 // The decision for `g`; a convolution's weight shape comes from the weight
-// node's meta, else from `weights` (a get_attr's value).
+// node's meta, else from `weights` (a get_attr's value, or a
+// placeholder's bound to a weight).
 inline bool decide_channels_last(const Graph& g, const Weights& weights = {}, bool inference = true) {
   std::vector<const Node*> convs;
   for (const Node* n : g.nodes())
@@ -63,7 +64,7 @@ inline bool decide_channels_last(const Graph& g, const Weights& weights = {}, bo
         }
         return s;
       }
-      if (v->op() == OpKind::get_attr)
+      if (v->op() == OpKind::get_attr || v->op() == OpKind::placeholder)
         if (auto it = weights.find(v->target_name()); it != weights.end()) return it->second.shape();
       return std::nullopt;
     };

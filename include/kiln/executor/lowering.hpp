@@ -1,9 +1,10 @@
 #pragma once
 // Lowering (the counterpart of Inductor's GraphLowering): once per graph,
 // every node the outputs need becomes values and steps of a Program. Inputs
-// take their layouts from the placeholders' meta, weights become constants
-// (one per attribute), getitem of a tuple or of a static list is resolved
-// here, and every other call goes to its kernel. Before anything is lowered,
+// take their layouts from the placeholders' meta; weights become constants,
+// one per attribute, whether a get_attr or a placeholder bound to a weight
+// names it; getitem of a tuple or of a static list is resolved here, and
+// every other call goes to its kernel. Before anything is lowered,
 // every node with no kernel is reported, all at once.
 #include <algorithm>
 #include <cstring>
@@ -268,6 +269,16 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
     ctx.begin(*n);
     switch (n->op()) {
       case OpKind::placeholder: {
+        // A placeholder bound to a weight (a lifted parameter of a torch.export
+        // or Dynamo graph) is that weight, a constant like a get_attr's.
+        if (const auto weight = constant_of(n->target_name())) {
+          const Layout& l = p.values[*weight].layout;
+          if (auto want = detail::layout_from_meta(n->meta.val); want && (want->shape != l.shape || want->dtype != l.dtype))
+            ctx.fail("the weight bound to it is " + std::string(dtype_name(l.dtype)) + " " + shape_str(l.shape) +
+                     ", but meta.val says " + std::string(dtype_name(want->dtype)) + " " + shape_str(want->shape));
+          lowered[n] = Lowered::tensor(*weight);
+          continue;
+        }
         auto layout = detail::layout_from_meta(n->meta.val);
         if (!layout)
           ctx.fail("the input needs meta.val with a static tensor shape and dtype (the executor plans from it)");

@@ -175,7 +175,8 @@ class Tensor {
   Layout layout_;
 };
 
-// Weights by get_attr target, as CompiledGraph::compile takes them.
+// Weights by get_attr target (or by the target of a placeholder that stands
+// for a parameter), as CompiledGraph::compile takes them.
 using Weights = std::map<std::string, Tensor, std::less<>>;
 
 }  // namespace kiln::runtime
