@@ -51,6 +51,10 @@ Writes, under DIR:
 * ``manifest.json``       input and output files in order, torch version,
                           level, seed, dtype.
 
+Each ``--input-shape`` is the next parameter of ``forward()``, in order;
+optional parameters (those with a default) past the shapes given keep their
+defaults and are no inputs, so a stock ``nn.TransformerEncoder`` takes one
+shape (its masks stay None) or two (the mask is the second input).
 Inputs are ``torch.randn`` of each ``--input-shape``; torch, numpy and
 ``random`` are seeded with ``--seed`` before the model is built and again
 before the inputs are made, so runs are reproducible.
