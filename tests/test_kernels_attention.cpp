@@ -142,16 +142,39 @@ struct Mha {
   runtime::Weights weights() const { return {{"w_in", w_in}, {"b_in", b_in}, {"w_out", w_out}, {"b_out", b_out}}; }
   // F.multi_head_attention_forward's positional arguments, as torch.fx records them.
   ArgList args(Graph& g, Node* q, Node* k, Node* v, std::int64_t heads) const {
-    return ArgList{q, k, v, E, heads, g.get_attr("w_in", meta({3 * E, E})), g.get_attr("b_in", meta({3 * E})), nullptr, nullptr,
-                   false, 0.0, g.get_attr("w_out", meta({E, E})), g.get_attr("b_out", meta({E}))};
+    return ArgList{q,
+                   k,
+                   v,
+                   E,
+                   heads,
+                   g.get_attr("w_in", meta({3 * E, E})),
+                   g.get_attr("b_in", meta({3 * E})),
+                   nullptr,
+                   nullptr,
+                   false,
+                   0.0,
+                   g.get_attr("w_out", meta({E, E})),
+                   g.get_attr("b_out", meta({E}))};
   }
 };
 
+// Attention of q's tokens to k's and v's through m's packed projection.
+Problem attention(const Tokens& q, const Tokens& k, const Tokens& v, std::int64_t N, std::int64_t L, std::int64_t S,
+                  std::int64_t H, const Mha& m) {
+  const std::int64_t E = m.E;
+  Problem p{N, L, S, E, H, {}, {}, {}, &m.w_out, &m.b_out, nullptr};
+  p.q = naive_project(q, N, L, m.w_in, 0, E, &m.b_in, 0);
+  p.k = naive_project(k, N, S, m.w_in, E, E, &m.b_in, E);
+  p.v = naive_project(v, N, S, m.w_in, 2 * E, E, &m.b_in, 2 * E);
+  return p;
+}
+Problem self_attention(const Tokens& x, std::int64_t N, std::int64_t L, std::int64_t H, const Mha& m) {
+  return attention(x, x, x, N, L, L, H, m);
+}
+
 Node* item(Graph& g, Node* n, std::int64_t i) { return g.call_function(OpRef("operator.getitem"), {n, i}); }
 
-void check_says(const std::string& error, const char* what) {
-  CHECK_MESSAGE(error.find(what) != std::string::npos, error);
-}
+void check_says(const std::string& error, const char* what) { CHECK_MESSAGE(error.find(what) != std::string::npos, error); }
 
 std::string compile_error(const Graph& g, const runtime::Weights& w) {
   try {
@@ -169,8 +192,7 @@ TEST_CASE("F.multi_head_attention_forward self-attention, sequence first, agains
   const Mha m(E, 10);
   const Tensor tx = random_tensor({L, N, E}, 1);
   const Tokens x{&tx, false};
-  Problem p{N, L, L, E, H, naive_project(x, N, L, m.w_in, 0, E, &m.b_in, 0), naive_project(x, N, L, m.w_in, E, E, &m.b_in, E),
-            naive_project(x, N, L, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+  Problem p = self_attention(x, N, L, H, m);
   const Reference ref = naive_attention(p);
   for (int form = 0; form < 3; ++form) {
     CAPTURE(form);
@@ -178,10 +200,14 @@ TEST_CASE("F.multi_head_attention_forward self-attention, sequence first, agains
     Graph g;
     Node* in = g.placeholder("x", meta({L, N, E}));
     Node* mha = g.call_function(OpRef(kMha), m.args(g, in, in, in, H),
-                                {{"training", Arg(false)}, {"need_weights", Arg(need_weights)}, {"attn_mask", Arg()},
+                                {{"training", Arg(false)},
+                                 {"need_weights", Arg(need_weights)},
+                                 {"attn_mask", Arg()},
                                  {"average_attn_weights", Arg(average)}});
-    if (need_weights) g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
-    else g.output(ArgList{item(g, mha, 0)});
+    if (need_weights)
+      g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
+    else
+      g.output(ArgList{item(g, mha, 0)});
     auto out = CompiledGraph::compile(g, m.weights()).run({tx});
     REQUIRE(out[0].shape() == runtime::Shape{L, N, E});
     CHECK(worst_rel(seq_first(ref.out, N, L, E), out[0]) < 1e-5);
@@ -203,8 +229,7 @@ TEST_CASE("F.multi_head_attention_forward cross-attention: key equal to value, a
   const Tensor tq = random_tensor({L, N, E}, 2), tk = random_tensor({S, N, E}, 3), tv = random_tensor({S, N, E}, 4);
   const Tokens q{&tq, false}, k{&tk, false}, v{&tv, false};
   SUBCASE("key is value") {
-    Problem p{N, L, S, E, H, naive_project(q, N, L, m.w_in, 0, E, &m.b_in, 0), naive_project(k, N, S, m.w_in, E, E, &m.b_in, E),
-              naive_project(k, N, S, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+    Problem p = attention(q, k, k, N, L, S, H, m);
     Graph g;
     Node* a = g.placeholder("q", meta({L, N, E}));
     Node* b = g.placeholder("k", meta({S, N, E}));
@@ -216,8 +241,7 @@ TEST_CASE("F.multi_head_attention_forward cross-attention: key equal to value, a
     CHECK(worst_rel(averaged(ref, N, H, L, S), out[1]) < 1e-5);
   }
   SUBCASE("query, key and value distinct") {
-    Problem p{N, L, S, E, H, naive_project(q, N, L, m.w_in, 0, E, &m.b_in, 0), naive_project(k, N, S, m.w_in, E, E, &m.b_in, E),
-              naive_project(v, N, S, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+    Problem p = attention(q, k, v, N, L, S, H, m);
     Graph g;
     Node* a = g.placeholder("q", meta({L, N, E}));
     Node* b = g.placeholder("k", meta({S, N, E}));
@@ -231,8 +255,10 @@ TEST_CASE("F.multi_head_attention_forward cross-attention: key equal to value, a
     const Tensor tk2 = random_tensor({S, N, KD}, 5), tv2 = random_tensor({S, N, VD}, 6);
     const Tensor wq = scaled({E, E}, 30, 0.4f), wk = scaled({E, KD}, 31, 0.4f), wv = scaled({E, VD}, 32, 0.4f);
     const Tokens k2{&tk2, false}, v2{&tv2, false};
-    Problem p{N, L, S, E, H, naive_project(q, N, L, wq, 0, E, &m.b_in, 0), naive_project(k2, N, S, wk, 0, E, &m.b_in, E),
-              naive_project(v2, N, S, wv, 0, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+    Problem p{N, L, S, E, H, {}, {}, {}, &m.w_out, &m.b_out, nullptr};
+    p.q = naive_project(q, N, L, wq, 0, E, &m.b_in, 0);
+    p.k = naive_project(k2, N, S, wk, 0, E, &m.b_in, E);
+    p.v = naive_project(v2, N, S, wv, 0, E, &m.b_in, 2 * E);
     Graph g;
     Node* a = g.placeholder("q", meta({L, N, E}));
     Node* b = g.placeholder("k", meta({S, N, KD}));
@@ -263,8 +289,7 @@ TEST_CASE("F.multi_head_attention_forward of an unbatched query returns 2-d resu
   const Tensor tx = random_tensor({L, E}, 7);
   const Tensor t3 = Tensor::wrap(tx.data<float>(), runtime::Layout::contiguous({L, 1, E}));  // the same values as [L, 1, E]
   const Tokens x{&t3, false};
-  Problem p{1, L, L, E, H, naive_project(x, 1, L, m.w_in, 0, E, &m.b_in, 0), naive_project(x, 1, L, m.w_in, E, E, &m.b_in, E),
-            naive_project(x, 1, L, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+  Problem p = self_attention(x, 1, L, H, m);
   Graph g;
   Node* in = g.placeholder("x", meta({L, E}));
   Node* mha = g.call_function(OpRef(kMha), m.args(g, in, in, in, H), {{"training", Arg(false)}});
@@ -282,9 +307,9 @@ TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 a
   const Mha m(E, 50);
   const Tensor tx = random_tensor({L, N, E}, 8);
   const Tokens x{&tx, false};
-  Problem p{N, L, L, E, H, naive_project(x, N, L, m.w_in, 0, E, &m.b_in, 0), naive_project(x, N, L, m.w_in, E, E, &m.b_in, E),
-            naive_project(x, N, L, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
-  const Tensor float2 = random_tensor({L, L}, 9), float3 = random_tensor({N * H, L, L}, 10), kpm_float = random_tensor({N, L}, 11);
+  Problem p = self_attention(x, N, L, H, m);
+  const Tensor float2 = random_tensor({L, L}, 9), float3 = random_tensor({N * H, L, L}, 10),
+               kpm_float = random_tensor({N, L}, 11);
   Tensor bool2 = Tensor::empty({L, L}, DType::bool_), kpm_bool = Tensor::empty({N, L}, DType::bool_);
   for (std::int64_t i = 0; i < L; ++i)
     for (std::int64_t j = 0; j < L; ++j) bool2.data<bool>()[i * L + j] = j > i;  // causal
@@ -302,8 +327,10 @@ TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 a
       {"float 3-d", &float3, nullptr,
        [&](auto n, auto h, auto l, auto s) { return double(float3.data<float>()[((n * H + h) * L + l) * L + s]); }},
       {"bool 2-d", &bool2, nullptr, [&](auto, auto, auto l, auto s) { return bool2.data<bool>()[l * L + s] ? -inf : 0.0; }},
-      {"bool key padding", nullptr, &kpm_bool, [&](auto n, auto, auto, auto s) { return kpm_bool.data<bool>()[n * L + s] ? -inf : 0.0; }},
-      {"float key padding", nullptr, &kpm_float, [&](auto n, auto, auto, auto s) { return double(kpm_float.data<float>()[n * L + s]); }},
+      {"bool key padding", nullptr, &kpm_bool,
+       [&](auto n, auto, auto, auto s) { return kpm_bool.data<bool>()[n * L + s] ? -inf : 0.0; }},
+      {"float key padding", nullptr, &kpm_float,
+       [&](auto n, auto, auto, auto s) { return double(kpm_float.data<float>()[n * L + s]); }},
       {"float 2-d and bool key padding", &float2, &kpm_bool,
        [&](auto n, auto, auto l, auto s) {
          return kpm_bool.data<bool>()[n * L + s] ? -inf : double(float2.data<float>()[l * L + s]);
@@ -316,7 +343,8 @@ TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 a
     std::vector<Tensor> inputs{tx};
     ArgDict kw{{"training", Arg(false)}};
     if (c.attn) {
-      kw.set("attn_mask", g.placeholder("attn_mask", meta(std::vector<Dim>(c.attn->shape().begin(), c.attn->shape().end()), c.attn->dtype())));
+      kw.set("attn_mask",
+             g.placeholder("attn_mask", meta(std::vector<Dim>(c.attn->shape().begin(), c.attn->shape().end()), c.attn->dtype())));
       inputs.push_back(*c.attn);
     }
     if (c.kpm) {
@@ -338,8 +366,7 @@ TEST_CASE("aten._native_multi_head_attention, batch first, against a loop: with 
   const Mha m(E, 60);
   const Tensor tx = random_tensor({N, L, E}, 12);
   const Tokens x{&tx, true};
-  Problem p{N, L, L, E, H, naive_project(x, N, L, m.w_in, 0, E, &m.b_in, 0), naive_project(x, N, L, m.w_in, E, E, &m.b_in, E),
-            naive_project(x, N, L, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+  Problem p = self_attention(x, N, L, H, m);
   const Reference ref = naive_attention(p);
   for (int form = 0; form < 3; ++form) {
     CAPTURE(form);
@@ -352,8 +379,10 @@ TEST_CASE("aten._native_multi_head_attention, batch first, against a loop: with 
     args.push_back(form < 2);
     args.push_back(form == 0);
     Node* mha = g.call_function(OpRef("aten._native_multi_head_attention.default"), std::move(args));
-    if (form < 2) g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
-    else g.output(ArgList{item(g, mha, 0)});
+    if (form < 2)
+      g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
+    else
+      g.output(ArgList{item(g, mha, 0)});
     auto out = CompiledGraph::compile(g, m.weights()).run({tx});
     REQUIRE(out[0].shape() == runtime::Shape{N, L, E});
     CHECK(worst_rel(ref.out, out[0]) < 1e-5);
@@ -382,7 +411,8 @@ TEST_CASE("aten._transformer_encoder_layer_fwd against a loop: post-norm relu an
   const double eps = 1e-5;
   const Mha m(E, 70);
   const Tensor n1w = scaled({E}, 80, 0.5f), n1b = scaled({E}, 81, 0.5f), n2w = scaled({E}, 82, 0.5f), n2b = scaled({E}, 83, 0.5f);
-  const Tensor f1w = scaled({F, E}, 84, 0.4f), f1b = scaled({F}, 85, 0.2f), f2w = scaled({E, F}, 86, 0.4f), f2b = scaled({E}, 87, 0.2f);
+  const Tensor f1w = scaled({F, E}, 84, 0.4f), f1b = scaled({F}, 85, 0.2f), f2w = scaled({E, F}, 86, 0.4f),
+               f2b = scaled({E}, 87, 0.2f);
   const Tensor tx = random_tensor({N, L, E}, 13);
   for (const bool norm_first : {false, true}) {
     const bool gelu = norm_first;
@@ -395,8 +425,7 @@ TEST_CASE("aten._transformer_encoder_layer_fwd against a loop: post-norm relu an
     Tensor ta = Tensor::empty({N, L, E});
     for (std::int64_t i = 0; i < N * L * E; ++i) ta.data<float>()[i] = static_cast<float>(a[i]);
     const Tokens x{&ta, true};
-    Problem p{N, L, L, E, H, naive_project(x, N, L, m.w_in, 0, E, &m.b_in, 0), naive_project(x, N, L, m.w_in, E, E, &m.b_in, E),
-              naive_project(x, N, L, m.w_in, 2 * E, E, &m.b_in, 2 * E), &m.w_out, &m.b_out, nullptr};
+    Problem p = self_attention(x, N, L, H, m);
     std::vector<double> r = naive_attention(p).out;
     for (std::int64_t i = 0; i < N * L * E; ++i) r[i] += src[i];
     if (!norm_first) naive_layer_norm(r, E, n1w, n1b, eps);
@@ -428,8 +457,14 @@ TEST_CASE("aten._transformer_encoder_layer_fwd against a loop: post-norm relu an
     for (const char* w : {"n1w", "n1b", "n2w", "n2b", "f1w", "f1b", "f2w", "f2b"}) args.push_back(g.get_attr(w));
     g.output(ArgList{g.call_function(OpRef("aten._transformer_encoder_layer_fwd.default"), std::move(args))});
     runtime::Weights w = m.weights();
-    for (auto [name, t] : {std::pair<const char*, const Tensor*>{"n1w", &n1w}, {"n1b", &n1b}, {"n2w", &n2w}, {"n2b", &n2b},
-                           {"f1w", &f1w}, {"f1b", &f1b}, {"f2w", &f2w}, {"f2b", &f2b}})
+    for (auto [name, t] : {std::pair<const char*, const Tensor*>{"n1w", &n1w},
+                           {"n1b", &n1b},
+                           {"n2w", &n2w},
+                           {"n2b", &n2b},
+                           {"f1w", &f1w},
+                           {"f1b", &f1b},
+                           {"f2w", &f2w},
+                           {"f2b", &f2b}})
       w[name] = *t;
     auto out = CompiledGraph::compile(g, w).run({tx});
     REQUIRE(out[0].shape() == runtime::Shape{N, L, E});
@@ -453,22 +488,36 @@ TEST_CASE("attention kernels refuse what they do not compute, naming the node an
   };
   auto functional = [&](std::function<void(Graph&, ArgList&, ArgDict&)> change) { return functional_of({L, N, E}, change); };
   CHECK(functional([&](Graph&, ArgList&, ArgDict&) {}) == "compiled");
-  check_says(functional([&](Graph& g, ArgList& a, ArgDict&) { a[7] = g.placeholder("bk", meta({1, 1, E})); }), "node attn (torch.nn.functional.multi_head_attention_forward): argument 'bias_k' is set");
+  check_says(functional([&](Graph& g, ArgList& a, ArgDict&) {
+               a[7] = g.placeholder("bk", meta({1, 1, E}));
+             }),
+             "node attn (torch.nn.functional.multi_head_attention_forward): argument 'bias_k' is set");
   check_says(functional([&](Graph&, ArgList& a, ArgDict&) { a[9] = true; }), "argument 'add_zero_attn' is true");
   check_says(functional([&](Graph&, ArgList& a, ArgDict& kw) {
                a[10] = 0.1;
                kw.set("training", Arg(true));
-             }), "argument 'training' is true with dropout_p > 0");
+             }),
+             "argument 'training' is true with dropout_p > 0");
   CHECK(functional([&](Graph&, ArgList& a, ArgDict&) { a[10] = 0.1; }) == "compiled");  // dropout is off in eval
-  check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) { kw.set("static_k", g.placeholder("sk", meta({N * H, L, E / H}))); }), "argument 'static_k' is set");
+  check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) {
+               kw.set("static_k", g.placeholder("sk", meta({N * H, L, E / H})));
+             }),
+             "argument 'static_k' is set");
   check_says(functional([&](Graph&, ArgList& a, ArgDict&) { a[3] = E + 1; }), "embed_dim_to_check is 5");
   check_says(functional([&](Graph&, ArgList& a, ArgDict&) { a[4] = 3; }), "embed_dim 4 is not divisible by num_heads 3");
-  check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) { kw.set("attn_mask", g.placeholder("m", meta({L, L + 1}))); }), "argument 'attn_mask' has shape [3, 4], expected [3, 3]");
-  check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) { kw.set("key_padding_mask", g.placeholder("m", meta({N, L}, DType::int64))); }), "argument 'key_padding_mask' must be float32 or bool, got int64");
+  check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) {
+               kw.set("attn_mask", g.placeholder("m", meta({L, L + 1})));
+             }),
+             "argument 'attn_mask' has shape [3, 4], expected [3, 3]");
+  check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) {
+               kw.set("key_padding_mask", g.placeholder("m", meta({N, L}, DType::int64)));
+             }),
+             "argument 'key_padding_mask' must be float32 or bool, got int64");
   check_says(functional([&](Graph& g, ArgList&, ArgDict& kw) {
                kw.set("attn_mask", g.placeholder("m", meta({L, L})));
                kw.set("key_padding_mask", g.placeholder("p", meta({N, L})));
-             }), "a float key_padding_mask together with attn_mask is not supported");
+             }),
+             "a float key_padding_mask together with attn_mask is not supported");
   check_says(functional_of({2, L, N, E}, [&](Graph&, ArgList&, ArgDict&) {}), "query, key and value must be 3-d");
 
   // The fused aten forms take no mask.

@@ -133,7 +133,7 @@ struct MaskTerm {
   std::array<std::int64_t, 4> strides;
 };
 inline MaskTerm mask_term(runtime::LowerContext& ctx, ValueId m, const char* name, const runtime::Shape& expected,
-                          std::array<int, 4> dim_of) {
+                          std::array<std::int64_t, 4> dim_of) {
   const Layout& l = ctx.layout(m);
   if (l.dtype != DType::float32 && l.dtype != DType::bool_ && l.dtype != DType::uint8)
     ctx.fail(std::string("argument '") + name + "' must be float32 or bool, got " + std::string(dtype_name(l.dtype)));
@@ -141,8 +141,8 @@ inline MaskTerm mask_term(runtime::LowerContext& ctx, ValueId m, const char* nam
     ctx.fail(std::string("argument '") + name + "' has shape " + runtime::shape_str(l.shape) + ", expected " +
              runtime::shape_str(expected));
   MaskTerm t{m, l.dtype != DType::float32, {0, 0, 0, 0}};
-  for (int k = 0; k < 4; ++k)
-    if (dim_of[static_cast<std::size_t>(k)] >= 0) t.strides[static_cast<std::size_t>(k)] = l.strides[static_cast<std::size_t>(dim_of[k])];
+  for (std::size_t k = 0; k < 4; ++k)
+    if (dim_of[k] >= 0) t.strides[k] = l.strides[static_cast<std::size_t>(dim_of[k])];
   return t;
 }
 
@@ -161,8 +161,10 @@ inline void add_masks(runtime::LowerContext& ctx, ValueId scores, std::vector<Ma
                        for (std::int64_t c = 0; c < shape[3]; ++c, ++i)
                          for (const MaskTerm& t : terms) {
                            const std::int64_t at = n * t.strides[0] + h * t.strides[1] + l * t.strides[2] + c * t.strides[3];
-                           if (t.is_bool) s[i] = f.data_as<std::uint8_t>(t.value)[at] ? -inf : s[i];
-                           else s[i] += f.data_as<float>(t.value)[at];
+                           if (t.is_bool)
+                             s[i] = f.data_as<std::uint8_t>(t.value)[at] ? -inf : s[i];
+                           else
+                             s[i] += f.data_as<float>(t.value)[at];
                          }
                }),
                reads, {scores});
@@ -241,10 +243,11 @@ inline AttentionResult lower_attention(runtime::LowerContext& ctx, const Attenti
   MatmulSpec pv{probs, heads_view(ctx, p.v, a.batch_first, H, false)};
   pv.fold_epilogue = false;
   const ValueId ctxv = lower_matmul(ctx, pv, ctx.layout(pv.a), ctx.layout(pv.b));
-  const std::vector<std::int64_t> order = a.batch_first ? std::vector<std::int64_t>{0, 2, 1, 3} : std::vector<std::int64_t>{2, 0, 1, 3};
-  const ValueId tokens = shape_detail::copy_into_new(
-      ctx, ctx.view(ctxv, runtime::permuted(ctx.layout(ctxv), order)),
-      Layout::contiguous(a.batch_first ? runtime::Shape{N, L, H, D} : runtime::Shape{L, N, H, D}));
+  const std::vector<std::int64_t> order = a.batch_first ? std::vector<std::int64_t>{0, 2, 1, 3}   // [N, L, H, D]
+                                                        : std::vector<std::int64_t>{2, 0, 1, 3};  // [L, N, H, D]
+  const ValueId tokens =
+      shape_detail::copy_into_new(ctx, ctx.view(ctxv, runtime::permuted(ctx.layout(ctxv), order)),
+                                  Layout::contiguous(a.batch_first ? runtime::Shape{N, L, H, D} : runtime::Shape{L, N, H, D}));
 
   MatmulSpec out{ctx.view(tokens, Layout::contiguous(runtime::Shape{lq.shape[0], lq.shape[1], E})), 0};
   const Layout& w = ctx.layout(a.out_weight);
