@@ -227,6 +227,37 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(kiln_run_op_coverage_${_name}_${_level} PROPERTIES FIXTURES_REQUIRED op_coverage_${_name}_${_level}
         LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
+  # torch.nn's attention layers, stock (tests/python/attention_models.py): a
+  # TransformerEncoder of two layers (its optional masks are no inputs), a
+  # small torchvision VisionTransformer and a sequence-first
+  # MultiheadAttention returning its averaged weights, at both levels. At aten
+  # level the batch-first ones are PyTorch's fused _transformer_encoder_layer_fwd
+  # and _native_multi_head_attention, the sequence-first one its decomposition.
+  if(TARGET kiln-run)
+    set(_attention
+      "encoder|Encoder|2,10,32"
+      "small_vit|SmallViT|2,3,32,32"
+      "self_attention_seq_first|SelfAttentionSeqFirst|6,2,32")
+    foreach(_entry ${_attention})
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _name)
+      list(GET _parts 1 _factory)
+      list(GET _parts 2 _shape)
+      foreach(level torch aten)
+        set(_dir ${CMAKE_CURRENT_BINARY_DIR}/export_attention_${_name}_${level})
+        add_test(NAME export_attention_${_name}_${level}
+          COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.attention_models:${_factory}
+                  --input-shape ${_shape} --level ${level} --seed 0 --out ${_dir}
+          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+        set_tests_properties(export_attention_${_name}_${level} PROPERTIES FIXTURES_SETUP attention_${_name}_${level}
+          LABELS torch TIMEOUT 300)
+        add_test(NAME kiln_run_attention_${_name}_${level}
+          COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --iterations 1 --warmup 0)
+        set_tests_properties(kiln_run_attention_${_name}_${level} PROPERTIES FIXTURES_REQUIRED attention_${_name}_${level}
+          LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+      endforeach()
+    endforeach()
+  endif()
   # Models whose torch.nn layers stay call_module nodes (--leaf-modules with
   # tests/python/module_models.py's list, as torch.fx.symbolic_trace keeps every
   # torch.nn module): kiln-run runs them through the call_module kernels and

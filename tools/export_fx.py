@@ -60,6 +60,10 @@ Writes, under DIR:
 * ``manifest.json``       input and output files in order, torch version,
                           level, seed, dtype.
 
+Each ``--input-shape`` is the next parameter of ``forward()``, in order;
+optional parameters (those with a default) past the shapes given keep their
+defaults and are no inputs, so a stock ``nn.TransformerEncoder`` takes one
+shape (its masks stay None) or two (the mask is the second input).
 Inputs are ``torch.randn`` of each ``--input-shape``; torch, numpy and
 ``random`` are seeded with ``--seed`` before the model is built and again
 before the inputs are made, so runs are reproducible.
@@ -506,6 +510,20 @@ def trace_torch(model, inputs, name, leaf_classes=()):
             self.n_placeholders = 0
             self.n_resolved = 0     # bool() of a proxy answered concretely
 
+        def create_args_for_root(self, root_fn, is_module, concrete_args=None):
+            # Optional arguments past the given inputs are not inputs: forward
+            # gets their defaults (TransformerEncoder's masks stay None).
+            root_fn, fn_args = super().create_args_for_root(root_fn, is_module, concrete_args)
+            fn_args = list(fn_args)
+            first = 1 if is_module else 0  # args[0] is the module itself
+            for k in range(first + len(inputs), len(fn_args)):
+                a = fn_args[k]
+                if isinstance(a, Proxy) and a.node.op == "placeholder" and len(a.node.args) == 1:
+                    fn_args[k] = a.node.args[0]
+                    del self.values[a.node]
+                    self.graph.erase_node(a.node)
+            return root_fn, fn_args
+
         def is_leaf_module(self, m, module_qualified_name):
             # trace through every module but those of the --leaf-modules classes
             return type(m) in leaf_classes
@@ -536,10 +554,13 @@ def trace_torch(model, inputs, name, leaf_classes=()):
             if kind == "placeholder":
                 i = self.n_placeholders
                 self.n_placeholders += 1
-                if i >= len(inputs):
+                if i < len(inputs):
+                    value = inputs[i]
+                elif len(args) == 1:  # an optional argument: its default
+                    value = args[0]
+                else:
                     raise UsageError("the model takes more inputs than the %d "
                                      "--input-shape given" % len(inputs))
-                value = inputs[i]
             elif kind == "get_attr":
                 value = _raw_attr(self.root, target)
             else:

@@ -1,7 +1,9 @@
 #pragma once
-// Kernels on oneDNN 2.6 primitives, created once when lowering: matrix products, convolution, normalization, pooling, softmax.
+// Kernels on oneDNN 2.6 primitives, created once when lowering: matrix products, convolution, normalization, pooling, softmax,
+// and attention composed of them.
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
+#include "kiln/kernels/onednn/attention.hpp"
 #include "kiln/kernels/onednn/batch_norm.hpp"
 #include "kiln/kernels/onednn/convolution.hpp"
 #include "kiln/kernels/onednn/layer_norm.hpp"
@@ -38,6 +40,10 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"torch.nn.functional.log_softmax", onednn_detail::TorchSoftmax<true>>,
     KernelEntry<"torch.log_softmax", onednn_detail::TorchSoftmax<true>>,
     KernelEntry<"Tensor.log_softmax", onednn_detail::TorchSoftmax<true>>,
+    // attention (onednn/attention.hpp)
+    KernelEntry<"torch.nn.functional.multi_head_attention_forward", onednn_detail::FunctionalMultiHeadAttention>,
+    KernelEntry<"aten._native_multi_head_attention.default", onednn_detail::NativeMultiHeadAttention>,
+    KernelEntry<"aten._transformer_encoder_layer_fwd.default", onednn_detail::TransformerEncoderLayer>,
     // layer norm (onednn/layer_norm.hpp)
     KernelEntry<"torch.nn.functional.layer_norm", onednn_detail::LayerNorm>,
     KernelEntry<"aten.layer_norm.default", onednn_detail::LayerNorm>,

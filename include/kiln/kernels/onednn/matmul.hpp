@@ -63,6 +63,11 @@ struct MatmulSpec {
   std::optional<ValueId> bias;  // broadcast to the result
   double alpha = 1.0, beta = 1.0;
   bool fold_epilogue = true;
+  // For kernels that chain products themselves (attention, a transformer
+  // layer): a tensor of the result's shape summed into it (a residual), then
+  // an element-wise op on the sum (relu, gelu), both inside the primitive.
+  std::optional<ValueId> addend;
+  std::optional<dnnl::algorithm> activation;
 };
 
 inline std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
@@ -160,6 +165,12 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   const std::optional<ValueId> bias_arg = bias.row;
   std::optional<ValueId> pre_fill = bias.summed;
   if (pre_fill) po.append_sum(static_cast<float>(spec.beta));
+  if (spec.addend) {
+    if (pre_fill) ctx.fail("a product cannot sum both a full bias and an addend");
+    pre_fill = spec.addend;
+    po.append_sum(1.0f);
+  }
+  if (spec.activation) po.append_eltwise(1.0f, *spec.activation, 0.0f, 0.0f);
 
   // The result, and what follows it folded in.
   // The primitive's dst, and the node's result: the same memory, maybe seen
@@ -249,7 +260,7 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   runtime::CopyPlan pre_copy{};
   if (pre_fill) {
     // A bias broadcasts to the product's shape; an addend has the node's result shape.
-    const bool is_addend = e.addend && *pre_fill == *e.addend;
+    const bool is_addend = (e.addend && *pre_fill == *e.addend) || (spec.addend && *pre_fill == *spec.addend);
     const Layout& target = is_addend ? final_layout : out_layout;
     pre_copy = runtime::plan_copy(runtime::expanded(ctx.layout(*pre_fill), target.shape), target);
   }
@@ -274,18 +285,17 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
 
 // a [M, K] @ b [K, N] with M from every leading dim of a when they fold into
 // one (linear on [batch, seq, hidden]), else batched; the result viewed as `out_shape`.
-inline void lower_flattened(runtime::LowerContext& ctx, MatmulSpec spec, runtime::Shape out_shape) {
+inline ValueId lower_flattened(runtime::LowerContext& ctx, MatmulSpec spec, runtime::Shape out_shape) {
   const Layout& la = ctx.layout(spec.a);
   if (la.rank() > 2 && ctx.layout(spec.b).rank() == 2) {
     const auto K = la.shape.back();
     if (auto flat = runtime::viewed(la, std::vector<std::int64_t>{la.numel() / std::max<std::int64_t>(K, 1), K})) {
       spec.a = ctx.view(spec.a, *flat);
-      lower_matmul(ctx, spec, ctx.layout(spec.a), ctx.layout(spec.b), out_shape);
-      return;
+      return lower_matmul(ctx, spec, ctx.layout(spec.a), ctx.layout(spec.b), out_shape);
     }
   }
-  lower_matmul(ctx, spec, ctx.layout(spec.a), ctx.layout(spec.b),
-               out_shape == runtime::Shape() ? std::nullopt : std::optional<runtime::Shape>(out_shape));
+  return lower_matmul(ctx, spec, ctx.layout(spec.a), ctx.layout(spec.b),
+                      out_shape == runtime::Shape() ? std::nullopt : std::optional<runtime::Shape>(out_shape));
 }
 
 struct Mm {

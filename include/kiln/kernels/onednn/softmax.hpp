@@ -8,7 +8,8 @@ namespace kiln::kernels {
 
 namespace onednn_detail {
 
-inline void lower_softmax(runtime::LowerContext& ctx, runtime::ValueId in, std::int64_t dim, bool log) {
+// Returns the result (also set as the node's).
+inline runtime::ValueId lower_softmax(runtime::LowerContext& ctx, runtime::ValueId in, std::int64_t dim, bool log) {
   const runtime::Layout& l0 = ctx.layout(in);
   if (l0.dtype != DType::float32) ctx.fail("softmax takes float32, got " + std::string(dtype_name(l0.dtype)));
   const auto d = shape_detail::checked(ctx, [&] { return runtime::normalize_dim(dim, static_cast<std::int64_t>(l0.rank())); });
@@ -35,6 +36,7 @@ inline void lower_softmax(runtime::LowerContext& ctx, runtime::ValueId in, std::
                                               pd.scratchpad_desc()),
       {in}, {out});
   ctx.set_result(out);
+  return out;
 }
 
 template <bool Log>
