@@ -93,6 +93,15 @@ class CompiledGraph {
                                const kernels::KernelTable& table = kernels::default_kernels()) {
     CompiledGraph cg;
     options.threads = usable_threads(options.threads);
+#ifdef _OPENMP
+    // oneDNN sizes a primitive's work split by the OpenMP threads when it is
+    // made; made for more threads than a run gives it, it waits on idle ones.
+    struct RestoreThreads {
+      int n;
+      ~RestoreThreads() { omp_set_num_threads(n); }
+    } restore{omp_get_max_threads()};
+    omp_set_num_threads(options.threads);
+#endif
     cg.program_ = std::make_shared<const Program>(lower(g, weights, table, options));
     cg.options_ = options;
     return cg;

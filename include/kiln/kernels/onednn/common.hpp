@@ -118,10 +118,13 @@ class PrimitiveStep final : public runtime::Step {
     }
     prepare();
   }
-  // How the primitive writes its destination when that is not the value's layout.
+  // How the primitive writes its destination when that is not the value's
+  // layout. `accumulates`: the primitive adds to what its destination holds
+  // (a sum post-op), so the value (the addend) is reordered in first.
   struct DstReorder {
     dnnl::memory::desc written;
     std::size_t scratch_offset = 0;
+    bool accumulates = false;
   };
   PrimitiveStep(dnnl::primitive prim, std::vector<In> ins, runtime::ValueId dst, dnnl::memory::desc dst_md,
                 std::optional<runtime::ValueId> pre_fill, runtime::CopyPlan pre_copy, dnnl::memory::desc scratchpad,
@@ -129,8 +132,9 @@ class PrimitiveStep final : public runtime::Step {
       : prim_(std::move(prim)), ins_(std::move(ins)), dst_(dst), dst_md_(std::move(dst_md)), pre_fill_(pre_fill),
         pre_copy_(pre_copy), scratchpad_(std::move(scratchpad)), scratchpad_offset_(scratchpad_offset),
         dst_written_(std::move(dst_reorder)) {
-    // An addend pre-filled into the value would not reach a destination written elsewhere.
-    if (dst_written_ && pre_fill_) throw Error("a primitive step cannot both reorder its destination and pre-fill it");
+    // An addend pre-filled into the value reaches a destination written elsewhere only reordered in.
+    if (dst_written_ && pre_fill_ && !dst_written_->accumulates)
+      throw Error("a primitive step that pre-fills its destination and writes it elsewhere must accumulate");
     prepare();
   }
 
@@ -173,7 +177,10 @@ class PrimitiveStep final : public runtime::Step {
     }
     if (pre_fill_) runtime::run_copy(pre_copy_, f.data(*pre_fill_), f.data(dst_), f.threads());
     l.dst.set_data_handle(f.data(dst_));
-    if (dst_written_) l.written.set_data_handle(f.scratch() + dst_written_->scratch_offset);
+    if (dst_written_) {
+      l.written.set_data_handle(f.scratch() + dst_written_->scratch_offset);
+      if (dst_written_->accumulates) fill_reorder_.execute(l.stream, l.dst, l.written);
+    }
     if (l.scratch) l.scratch.set_data_handle(f.scratch() + scratchpad_offset_);
     prim_.execute(l.stream, l.args);
     if (dst_written_) dst_reorder_.execute(l.stream, l.written, l.dst);
@@ -189,6 +196,8 @@ class PrimitiveStep final : public runtime::Step {
                                               : dnnl::reorder(dnnl::reorder::primitive_desc(engine(), i.given, engine(), i.wanted)));
     if (dst_written_)
       dst_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), dst_written_->written, engine(), dst_md_));
+    if (dst_written_ && dst_written_->accumulates)
+      fill_reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), dst_md_, engine(), dst_written_->written));
   }
   struct Local : runtime::StepLocal {
     dnnl::stream stream;
@@ -206,7 +215,7 @@ class PrimitiveStep final : public runtime::Step {
   dnnl::memory::desc scratchpad_;
   std::size_t scratchpad_offset_ = 0;
   std::optional<DstReorder> dst_written_;
-  dnnl::reorder dst_reorder_;
+  dnnl::reorder dst_reorder_, fill_reorder_;
 };
 
 // Whether only item 0 of a multi-output node (native_batch_norm,

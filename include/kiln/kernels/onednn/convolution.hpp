@@ -214,6 +214,16 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
     } catch (const dnnl::error& err) {
       ctx.fail(std::string("oneDNN refused the ") + (a.transposed ? "transposed " : "") + "convolution: " + err.what());
     }
+    // Where the layout kiln chose has only oneDNN's reference code (channels-last
+    // on AVX2 machines), the primitive writes its own blocked layout, reordered out.
+    if (onednn::implementation_of(pd.prim).starts_with("ref")) {
+      try {
+        ConvPrimitive own = make_pd(direct, dnnl::memory::desc(out_dims, dt::f32, tag::any));
+        if (!onednn::implementation_of(own.prim).starts_with("ref")) pd = std::move(own);
+      } catch (const dnnl::error&) {
+        // none better: the reference code it is
+      }
+    }
   }
 
   std::size_t scratch = 0;
@@ -266,7 +276,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
     out = ctx.buffer(out_layout);
   }
   std::optional<onednn::PrimitiveStep::DstReorder> written;
-  if (!(pd.dst == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst, reserve(pd.dst.get_size())};
+  if (!(pd.dst == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst, reserve(pd.dst.get_size()), e.addend.has_value()};
   const std::size_t pad_at = reserve(pd.scratchpad.get_size());
   ctx.add_step(std::make_unique<onednn::PrimitiveStep>(pd.prim, std::move(ins), out, dst_md, pre_fill,
                                                         pre_copy, pd.scratchpad, pad_at, std::move(written)),
