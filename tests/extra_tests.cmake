@@ -110,7 +110,7 @@ if(KILN_HAVE_TORCH)
   # Whole models on kiln's executor against PyTorch eager's stored outputs
   # (export_fx.py writes them), at both levels: kiln-run --compare exits 1
   # on a mismatch. ResNet-50 with randomized batch-norms, BERT-base's encoder
-  # (12 layers, hidden 768, sequence 128) and torchvision's AlexNet, plus the small
+  # (12 layers, hidden 768, sequence 128), torchvision's AlexNet and Swin-T, plus the small
   # models exported above.
   if(TARGET kiln-run)
     set(_models
@@ -118,7 +118,11 @@ if(KILN_HAVE_TORCH)
       "bert_base|tests.python.bert_encoder:BertBase|1,128,768"
       # Stock AlexNet at 96x96: its average pool up-samples 2x2 to 6x6 and, at
       # aten level, _reshape_alias then reads the pool with PyTorch's row-major strides.
-      "alexnet|torchvision.models:alexnet|1,3,96,96")
+      "alexnet|torchvision.models:alexnet|1,3,96,96"
+      # Stock Swin-T at 64x64 (16x16 patches, then 8, 4, 2): the shifted windows
+      # pad and roll, the mask is built by fill_ of slices (aten) or when
+      # lowering (torch), the bias table is read by aten.index.
+      "swin_t|torchvision.models:swin_t|1,3,64,64")
     foreach(_entry ${_models})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _model)

@@ -169,15 +169,17 @@ class ConstantFolder {
  public:
   explicit ConstantFolder(Program& p) : p_(p) {}
 
-  // Folds steps [first, end) if they can be; returns whether they were.
-  bool fold(std::size_t first) {
+  // Folds steps [first, end) if they can be; returns whether they were. The
+  // node's own values start at `first_value`: a step writing into an older
+  // buffer (fill_ of a slice) updates what earlier steps wrote, so it stays a step.
+  bool fold(std::size_t first, ValueId first_value) {
     if (first >= p_.steps.size()) return false;
     auto root = [&](ValueId v) { return p_.values[v].storage == Storage::view ? p_.values[v].base : v; };
     std::vector<ValueId> produced;
     for (std::size_t s = first; s < p_.steps.size(); ++s)
       for (ValueId w : p_.steps[s]->writes) {
         const ValueId r = root(w);
-        if (p_.values[r].storage != Storage::arena || !p_.values[r].layout.is_contiguous()) return false;
+        if (p_.values[r].storage != Storage::arena || !p_.values[r].layout.is_contiguous() || r < first_value) return false;
         if (std::find(produced.begin(), produced.end(), r) == produced.end()) produced.push_back(r);
       }
     for (std::size_t s = first; s < p_.steps.size(); ++s)
@@ -314,16 +316,18 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
       }
       if (!getitem) ctx.fail("no kernel indexes a tensor (operator.getitem)");
       const std::size_t first = p.steps.size();
+      const auto first_value = static_cast<ValueId>(p.values.size());
       getitem(ctx);
-      folder.fold(first);
+      folder.fold(first, first_value);
     } else {
       const std::size_t first = p.steps.size();
+      const auto first_value = static_cast<ValueId>(p.values.size());
       try {
         kernels.find(kernels::kernel_key(*n))(ctx);
       } catch (const std::bad_alloc&) {
         ctx.fail("ran out of memory while lowering it (a constant or packed weight it makes is larger than this machine can hold)");
       }
-      folder.fold(first);
+      folder.fold(first, first_value);
     }
     Lowered result = ctx.take_result();
     if (result.kind == Lowered::Kind::none && !n->meta.val.is_none() && n->num_users() > 0)

@@ -5,6 +5,8 @@
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/shape/copies.hpp"
+#include "kiln/kernels/shape/fill_in_place.hpp"
+#include "kiln/kernels/shape/indexing.hpp"
 #include "kiln/kernels/shape/shape_facts.hpp"
 #include "kiln/kernels/shape/shape_values.hpp"
 #include "kiln/kernels/shape/views.hpp"
@@ -93,6 +95,23 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.ones", shape_detail::Filled<1>>,
     KernelEntry<"aten.full.default", shape_detail::Full>,
     KernelEntry<"torch.full", shape_detail::Full>,
+    KernelEntry<"aten.new_zeros.default", shape_detail::NewFilled<0>>,
+    KernelEntry<"Tensor.new_zeros", shape_detail::NewFilled<0>>,
+    KernelEntry<"aten.new_ones.default", shape_detail::NewFilled<1>>,
+    KernelEntry<"Tensor.new_ones", shape_detail::NewFilled<1>>,
+    KernelEntry<"aten.new_empty.default", shape_detail::NewFilled<-1>>,
+    KernelEntry<"Tensor.new_empty", shape_detail::NewFilled<-1>>,
+    KernelEntry<"aten.new_full.default", shape_detail::NewFull>,
+    KernelEntry<"Tensor.new_full", shape_detail::NewFull>,
+    KernelEntry<"aten.lift_fresh_copy.default", shape_detail::LiftFreshCopy>,
+    KernelEntry<"aten.lift_fresh.default", shape_detail::Alias>,
+    KernelEntry<"aten.fill_.Scalar", shape_detail::FillInPlace>,
+    KernelEntry<"aten.fill_.Tensor", shape_detail::FillInPlace>,
+    KernelEntry<"Tensor.fill_", shape_detail::FillInPlace>,
+    KernelEntry<"aten.index.Tensor", shape_detail::IndexTensor>,
+    KernelEntry<"aten.roll.default", shape_detail::Roll>,
+    KernelEntry<"torch.roll", shape_detail::Roll>,
+    KernelEntry<"Tensor.roll", shape_detail::Roll>,
     KernelEntry<"aten.embedding.default", shape_detail::AtenEmbedding>,
     KernelEntry<"torch.nn.functional.embedding", shape_detail::FEmbedding>,
     KernelEntry<"aten.index_select.default", shape_detail::IndexSelect>,

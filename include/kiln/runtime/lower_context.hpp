@@ -242,6 +242,20 @@ class LowerContext {
     call_target_ = std::string(target);
     fn(*this);
   }
+  // Lowers one piece of a node that a kernel computes as several ops (the
+  // steps of torchvision's shifted_window_attention) as a call of `target`,
+  // and gives the piece's result. A piece is not the node's result, so no
+  // kernel folds the node's users into it (may_fuse_users).
+  Lowered lower_piece(std::string_view target, const std::vector<CallArg>& args) {
+    struct Depth {
+      int& d;
+      explicit Depth(int& x) : d(x) { ++d; }
+      ~Depth() { --d; }
+    } depth{piece_depth_};
+    lower_as(target, args);
+    return take_result();
+  }
+  bool may_fuse_users() const { return piece_depth_ == 0; }
   // The constant of the weight named `name` (a module's "conv.weight"), shared
   // with get_attr nodes of that name; nullopt when no such weight was given.
   // (Const: the constant is made on first use, and dropped after lowering when no step reads it.)
@@ -434,6 +448,7 @@ class LowerContext {
   std::unordered_set<const Node*> absorbed_;
   const std::vector<CallArg>* call_args_ = nullptr;  // lower_as's arguments and target while it runs
   std::string call_target_;
+  int piece_depth_ = 0;  // lower_piece calls under way
   std::function<LowerFn(std::string_view)> find_kernel_;
   std::function<std::optional<ValueId>(std::string_view)> find_weight_;
 };

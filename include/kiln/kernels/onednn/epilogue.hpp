@@ -255,6 +255,7 @@ inline const Node* residual_addend(const Node& add, const Node* from) {
 inline Epilogue find_epilogue(const runtime::LowerContext& ctx, const Node& producer, const runtime::Layout& out,
                               std::int64_t channels, bool allow_affine) {
   Epilogue e;
+  if (!ctx.may_fuse_users()) return e;
   const Node* cur = &producer;
   auto step = [&](const Node* n) { return n ? detail::only_user(n) : nullptr; };
   const Node* next = step(cur);

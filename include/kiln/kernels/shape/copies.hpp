@@ -166,6 +166,20 @@ inline void fill_elements(std::byte* p, std::int64_t n, DType dt, double v) {
   }
 }
 
+// The element at `p` of dtype `dt` as a double.
+inline double read_element(const std::byte* p, DType dt) {
+  switch (dt) {
+    case DType::float32: return *reinterpret_cast<const float*>(p);
+    case DType::float64: return *reinterpret_cast<const double*>(p);
+    case DType::int64: return static_cast<double>(*reinterpret_cast<const std::int64_t*>(p));
+    case DType::int32: return *reinterpret_cast<const std::int32_t*>(p);
+    case DType::bool_: return *reinterpret_cast<const bool*>(p) ? 1.0 : 0.0;
+    case DType::uint8: return *reinterpret_cast<const std::uint8_t*>(p);
+    case DType::int8: return *reinterpret_cast<const std::int8_t*>(p);
+    default: throw Error("fill_: a value of dtype " + std::string(dtype_name(dt)) + " is not read");
+  }
+}
+
 // A buffer of `size` filled with `value` each run (or left unset for empty()).
 inline void fill(runtime::LowerContext& ctx, const std::vector<std::int64_t>& size, std::optional<double> value, DType dflt) {
   const DType dt = dtype_kwarg(ctx, dflt);
@@ -237,6 +251,29 @@ template <int Value>
 struct Filled {
   static void lower(runtime::LowerContext& ctx) {
     fill(ctx, sizes_arg(ctx, 0, "size"), Value < 0 ? std::nullopt : std::optional<double>(Value), DType::float32);
+  }
+};
+// new_zeros(self, size, dtype=None, ...) and its kin: a filled tensor of
+// `size` with self's dtype unless dtype is given; self's values are not read.
+template <int Value>
+struct NewFilled {
+  static void lower(runtime::LowerContext& ctx) {
+    const DType self_dtype = ctx.layout(ctx.tensor(0, "self")).dtype;
+    fill(ctx, sizes_arg(ctx, 1, "size"), Value < 0 ? std::nullopt : std::optional<double>(Value), self_dtype);
+  }
+};
+struct NewFull {
+  static void lower(runtime::LowerContext& ctx) {
+    const DType self_dtype = ctx.layout(ctx.tensor(0, "self")).dtype;
+    fill(ctx, ctx.ints_arg(1, "size"), ctx.scalar_arg(2, "fill_value"), self_dtype);
+  }
+};
+// lift_fresh_copy(x): a copy of x (a tensor constant the trace made), which
+// the graph may then write into without touching the constant.
+struct LiftFreshCopy {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    ctx.set_result(copy_into_new(ctx, in, runtime::dense_like(ctx.layout(in), ctx.layout(in).dtype)));
   }
 };
 struct Full {
