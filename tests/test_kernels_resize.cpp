@@ -1,8 +1,9 @@
 // Resizing kernels (kernels/resize.hpp): F.interpolate, ATen's upsample ops
 // and nn.Upsample against a naive loop written here, which takes each output
 // element's source coordinate from PyTorch's definitions and interpolates over
-// every corner of its cell at once (not axis by axis, as the kernel does);
-// nearest indices in float, as ATen computes them, so they match exactly.
+// every corner of its cell at once (not axis by axis, as the kernel does).
+// Source coordinates are rounded to float, as ATen holds them (a coordinate
+// near 40 is then only good to 4e-6), so nearest indices match exactly.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -39,9 +40,14 @@ std::vector<std::pair<std::int64_t, double>> taps(Mode mode, std::int64_t o, std
     const float src = mode == Mode::nearest ? static_cast<float>(o) * scale : static_cast<float>((o + 0.5) * scale);
     return {{std::min<std::int64_t>(static_cast<std::int64_t>(std::floor(src)), in - 1), 1.0}};
   }
-  double x;  // the continuous source coordinate
-  if (align) x = out > 1 ? double(o) * double(in - 1) / double(out - 1) : 0.0;
-  else x = (o + 0.5) * (given ? 1.0 / *sf : double(in) / double(out)) - 0.5;
+  // The continuous source coordinate, rounded to float as ATen's float kernels hold it.
+  double x;
+  if (align) {
+    x = out > 1 ? static_cast<float>(o) * (static_cast<float>(in - 1) / static_cast<float>(out - 1)) : 0.0f;
+  } else {
+    const float scale = given ? static_cast<float>(1.0 / *sf) : static_cast<float>(in) / static_cast<float>(out);
+    x = static_cast<float>((o + 0.5) * scale - 0.5);
+  }
   if (mode == Mode::linear) {
     if (out == in) return {{o, 1.0}};  // PyTorch copies whatever the scale
     x = std::max(x, 0.0);
@@ -422,4 +428,24 @@ TEST_CASE("resizing refuses what it cannot do, naming the node, the mode or the 
   Node* z = m.placeholder("z", meta({1, 2, 5, 6}));
   m.output(ArgList{m.call_module("up", {Arg(z)})});
   CHECK(compile_error(m).find("Upsample 'up': attribute 'mode' is missing") != std::string::npos);
+}
+
+TEST_CASE("resizing on two threads gives the one-thread result, in both dim orders") {
+  for (bool channels_last : {false, true})
+    for (const char* mode : {"nearest", "bilinear", "bicubic"}) {
+      CAPTURE(channels_last);
+      CAPTURE(std::string(mode));
+      Graph g;
+      Input x = make_input(g, {2, 8, 40, 36}, channels_last, 13);
+      g.output(ArgList{g.call_function(OpRef("torch.nn.functional.interpolate"), {x.node},
+                                       {{"size", Arg(ArgList{67, 61})}, {"mode", Arg(mode)}})});
+      runtime::CompileOptions two;
+      two.threads = 2;
+      const Tensor one = CompiledGraph::compile(g, {}).run({x.given})[0];
+      const Tensor both = CompiledGraph::compile(g, {}, two).run({x.given})[0];
+      CHECK(test::max_abs_diff(one, both) == 0);
+      const Mode m = mode_of(mode);
+      CHECK(max_err(both, naive_resize(x.logical, m, {67, 61}, Scales(2), false), {2, 8, 67, 61}) <=
+            (m == Mode::cubic ? 1e-5 : m == Mode::linear ? 2e-6 : 0.0));
+    }
 }
