@@ -122,7 +122,11 @@ if(KILN_HAVE_TORCH)
       # Stock Swin-T at 64x64 (16x16 patches, then 8, 4, 2): the shifted windows
       # pad and roll, the mask is built by fill_ of slices (aten) or when
       # lowering (torch), the bias table is read by aten.index.
-      "swin_t|torchvision.models:swin_t|1,3,64,64")
+      "swin_t|torchvision.models:swin_t|1,3,64,64"
+      # Segmentation (a dict output): DeepLabV3 and LR-ASPP on MobileNetV3-Large,
+      # whose heads up-sample their logits bilinearly to x.shape[-2:].
+      "deeplabv3_mobilenet|tests.python.vision_models:DeepLabV3MobileNetV3|1,3,64,64"
+      "lraspp_mobilenet|tests.python.vision_models:LRASPPMobileNetV3|1,3,64,64")
     foreach(_entry ${_models})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _model)
@@ -207,11 +211,13 @@ if(KILN_HAVE_TORCH)
   endif()
     # Op forms beyond ResNet's and BERT's (tests/python/op_coverage.py): N-d and
     # transposed convolution, pooling with indices or uneven windows, layer
-    # norm's statistics, against PyTorch eager's outputs.
+    # norm's statistics, resizing in every mode, against PyTorch eager's outputs.
     set(_coverage
       "conv_pool|ConvPoolNet|torch|2,4,33/1,3,5,7,6/2,3,7,33"
       "conv_pool|ConvPoolNet|aten|2,4,33/1,3,5,7,6/2,3,7,33"
-      "layer_norm_stats|LayerNormStats|aten|2,7,33")
+      "layer_norm_stats|LayerNormStats|aten|2,7,33"
+      "resize|ResizeNet|torch|2,3,9,7/2,3,7/1,2,3,4,5"
+      "resize|ResizeNet|aten|2,3,9,7/2,3,7/1,2,3,4,5")
     foreach(_entry ${_coverage})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _name)
@@ -269,7 +275,7 @@ if(KILN_HAVE_TORCH)
   if(TARGET kiln-run)
     execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "from tests.python.module_models import LEAF_MODULES; print(LEAF_MODULES)"
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _leaf_modules OUTPUT_STRIP_TRAILING_WHITESPACE)
-    foreach(_entry "VisionNet|2,3,33,31" "SeqVolNet|2,13/1,2,5,7,6")
+    foreach(_entry "VisionNet|2,3,33,31" "SeqVolNet|2,13/1,2,5,7,6" "UpsampleNet|2,3,9,7/2,3,7/1,2,3,4,5")
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _factory)
       list(GET _parts 1 _shapes)

@@ -270,6 +270,46 @@ TEST_CASE("shapes are static values: getattr shape, getitem, size and a view siz
   CHECK(test::max_abs_diff(out[0], tx.view({2, 24})) == 0);
 }
 
+TEST_CASE("a slice of a static shape is a static list, sliced as Python slices a list") {
+  // x.shape[-2:], as a segmentation head sizes its up-sampling; then steps, negative and out-of-range bounds.
+  const std::vector<std::int64_t> dims{2, 3, 4, 5};
+  struct Cut {
+    Arg start, stop, step;
+  };
+  const Cut cuts[] = {{-2, Arg(), Arg()}, {Arg(), Arg(), -1}, {1, 100, 2}, {-100, -1, Arg()}, {Arg(), 0, -2}, {3, 1, Arg()}};
+  for (const Cut& c : cuts) {
+    // The same slice of a Python list, written out: range(start, stop, step) after clamping.
+    const auto n = static_cast<std::int64_t>(dims.size());
+    const std::int64_t step = c.step.is_none() ? 1 : *c.step.get_if<std::int64_t>();
+    auto norm = [&](const Arg& b, std::int64_t dflt) {
+      if (b.is_none()) return dflt;
+      std::int64_t v = *b.get_if<std::int64_t>();
+      if (v < 0) v += n;
+      return step > 0 ? std::clamp<std::int64_t>(v, 0, n) : std::clamp<std::int64_t>(v, -1, n - 1);
+    };
+    const std::int64_t start = norm(c.start, step > 0 ? 0 : n - 1), stop = norm(c.stop, step > 0 ? n : -1);
+    ArgList want;
+    for (std::int64_t k = start; step > 0 ? k < stop : k > stop; k += step) want.push_back(dims[static_cast<std::size_t>(k)]);
+
+    Graph g;
+    Node* x = g.placeholder("x", meta({2, 3, 4, 5}));
+    Node* shape = g.call_function(OpRef("builtins.getattr"), {x, "shape"});
+    Node* cut = g.call_function(OpRef("operator.getitem"), {shape, Slice{{c.start, c.stop, c.step}}});
+    // Compared with the expected list by a static comparison: a true torch._assert compiles to nothing.
+    g.call_function(OpRef("torch._assert"), {g.call_function(OpRef("operator.eq"), {cut, want}), "cut"});
+    g.output(ArgList{x});
+    CHECK_NOTHROW((void)CompiledGraph::compile(g, {}));
+  }
+  // The check can fail: x.shape[-2:] is not [3, 4].
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 3, 4, 5}));
+  Node* cut = g.call_function(OpRef("operator.getitem"), {g.call_function(OpRef("builtins.getattr"), {x, "shape"}),
+                                                          Slice{{-2, Arg(), Arg()}}});
+  g.call_function(OpRef("torch._assert"), {g.call_function(OpRef("operator.eq"), {cut, ArgList{3, 4}}), "cut"});
+  g.output(ArgList{x});
+  CHECK_THROWS_WITH_AS((void)CompiledGraph::compile(g, {}), doctest::Contains("does not hold"), runtime::CompileError);
+}
+
 TEST_CASE("indexing a tensor: ints, slices, None and an ellipsis") {
   Graph g;
   Node* x = g.placeholder("x", meta({4, 5, 6}));

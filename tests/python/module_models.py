@@ -11,6 +11,9 @@ pooling, a residual block, a 'same'-padded grouped conv, average pooling,
 dropout, adaptive average pooling, flatten, linear, layer norm, gelu, softmax).
 SeqVolNet: 1-d and 3-d layers (conv, batch-norm, pooling, adaptive pooling),
 a transposed convolution, an embedding and the other activations.
+UpsampleNet: nn.Upsample (nearest, bilinear, bicubic, by size or by scale
+factor, recomputed), UpsamplingNearest2d and UpsamplingBilinear2d after a
+convolution, and a 1-d and a 3-d Upsample.
 """
 
 import torch
@@ -21,7 +24,8 @@ LEAF_MODULES = ",".join("torch.nn." + c for c in (
     "Conv1d", "Conv2d", "Conv3d", "ConvTranspose2d", "Linear", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
     "LayerNorm", "ReLU", "ReLU6", "GELU", "SiLU", "Sigmoid", "Tanh", "Hardtanh", "LeakyReLU", "Hardswish",
     "Dropout", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "Flatten", "Softmax", "LogSoftmax", "Embedding"))
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "Flatten", "Softmax", "LogSoftmax", "Embedding",
+    "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"))
 
 
 def _randomize_norms(model):
@@ -102,9 +106,31 @@ class _SeqVolNet(nn.Module):
         return self.logsm(s), t
 
 
+class _UpsampleNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.ups = nn.ModuleList([
+            nn.Upsample(scale_factor=2), nn.Upsample(size=(11, 13), mode="bilinear"),
+            nn.Upsample(scale_factor=(1.7, 0.6), mode="bilinear", align_corners=True),
+            nn.Upsample(scale_factor=1.3, mode="bicubic", recompute_scale_factor=True),
+            nn.Upsample(size=(4, 5), mode="nearest-exact"),
+            nn.UpsamplingNearest2d(scale_factor=1.5), nn.UpsamplingBilinear2d(size=(6, 17))])
+        self.up1 = nn.Upsample(scale_factor=2.5, mode="linear")
+        self.up3 = nn.Upsample(size=(4, 6, 3), mode="trilinear")
+
+    def forward(self, x, seq, vol):
+        c = self.conv(x)
+        return tuple(u(c) for u in self.ups) + (self.up1(seq), self.up3(vol))
+
+
 def VisionNet():
     return _VisionNet()
 
 
 def SeqVolNet():
     return _SeqVolNet()
+
+
+def UpsampleNet():
+    return _UpsampleNet()

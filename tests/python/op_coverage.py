@@ -9,6 +9,10 @@ transposed convolution 1-, 2- and 3-d (output_padding, groups, dilation),
 adaptive average and max pooling to sizes that do not divide (max with its
 indices), max pooling with its indices, average pooling with divisor_override.
 LayerNormStats (aten level): native_layer_norm with its mean and rstd read.
+ResizeNet: F.interpolate in every mode kiln runs (nearest, nearest-exact,
+linear, bilinear, bicubic, trilinear, area) on 1-, 2- and 3-d inputs, by size
+and by scale factor (scalar, per dim, recomputed), corners aligned or not, up
+and down, and after a convolution (a channels-last input).
 """
 
 import torch
@@ -49,9 +53,33 @@ class _LayerNormStats(nn.Module):
         return torch.native_layer_norm(x, [33], None, None, 1e-5)
 
 
+class _ResizeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x2, x1, x3):
+        c = self.conv(x2)
+        i = F.interpolate
+        return (i(x2, size=(11, 13)), i(c, scale_factor=1.7), i(x2, scale_factor=(2.0, 0.5)),
+                i(c, scale_factor=2.3, mode="nearest-exact"), i(x2, size=(4, 3), mode="nearest-exact"),
+                i(c, size=(17, 15), mode="bilinear"), i(x2, size=(5, 4), mode="bilinear", align_corners=True),
+                i(c, scale_factor=1.7, mode="bilinear", recompute_scale_factor=True),
+                i(x2, scale_factor=(1.3, 0.6), mode="bilinear"), i(c, size=c.shape[-2:], mode="bilinear"),
+                i(x2, size=(13, 11), mode="bicubic"), i(c, scale_factor=0.6, mode="bicubic", align_corners=True),
+                i(x2, size=(4, 3), mode="area"),
+                i(x1, scale_factor=1.5), i(x1, size=10, mode="linear", align_corners=True), i(x1, size=4, mode="linear"),
+                i(x3, scale_factor=(1.5, 2.0, 0.6)), i(x3, size=(5, 3, 8), mode="trilinear"),
+                i(x3, scale_factor=1.7, mode="trilinear", align_corners=True))
+
+
 def ConvPoolNet():
     return _ConvPoolNet()
 
 
 def LayerNormStats():
     return _LayerNormStats()
+
+
+def ResizeNet():
+    return _ResizeNet()

@@ -20,3 +20,23 @@ def _randomize_batch_norms(model):
 def ResNet50():
     """Factory: torchvision's ResNet-50 (random weights), batch-norms randomized."""
     return _randomize_batch_norms(torchvision.models.resnet50())
+
+
+# Segmentation models (no pretrained weights): each returns {'out': ...}, which
+# the exporter writes as its list of values; every head up-samples its logits
+# to the input's size with F.interpolate (bilinear).
+def FcnResNet50():
+    """Factory: torchvision's FCN with a ResNet-50 backbone, batch-norms randomized."""
+    return _randomize_batch_norms(torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None))
+
+
+def DeepLabV3MobileNetV3():
+    """Factory: torchvision's DeepLabV3 with a MobileNetV3-Large backbone, batch-norms randomized."""
+    return _randomize_batch_norms(
+        torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None))
+
+
+def LRASPPMobileNetV3():
+    """Factory: torchvision's LR-ASPP with a MobileNetV3-Large backbone, batch-norms randomized."""
+    return _randomize_batch_norms(
+        torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None))

@@ -135,8 +135,30 @@ inline void check_against_meta(const LowerContext& ctx, const Node& n, const Lay
              " but meta.val says " + std::string(dtype_name(t->dtype)) + " of rank " + std::to_string(t->shape.size()));
 }
 
+// list[start:stop:step] with Python's rules for missing, negative and out-of-range bounds.
+inline ArgList sliced_items(const LowerContext& ctx, const ArgList& list, const Slice& s) {
+  auto bound = [&](const Arg& a) -> std::optional<std::int64_t> {
+    if (a.is_none()) return std::nullopt;
+    if (const auto* i = a.get_if<std::int64_t>()) return *i;
+    ctx.fail("a slice bound is not an int");
+  };
+  const auto n = static_cast<std::int64_t>(list.size());
+  const std::int64_t step = bound(s.parts[2]).value_or(1);
+  if (step == 0) ctx.fail("slice step cannot be zero");
+  const std::int64_t lower = step > 0 ? 0 : -1, upper = step > 0 ? n : n - 1;
+  auto clamp = [&](std::optional<std::int64_t> b, std::int64_t dflt) {
+    if (!b) return dflt;
+    return *b < 0 ? std::max(*b + n, lower) : std::min(*b, upper);
+  };
+  const std::int64_t start = clamp(bound(s.parts[0]), step > 0 ? lower : upper);
+  const std::int64_t stop = clamp(bound(s.parts[1]), step > 0 ? upper : lower);
+  ArgList out;
+  for (std::int64_t k = start; step > 0 ? k < stop : k > stop; k += step) out.push_back(list[static_cast<std::size_t>(k)]);
+  return out;
+}
+
 // getitem of a tuple (split, max_pool2d_with_indices) or of a static list (a
-// shape), resolved while lowering; nullopt for a getitem of a tensor, which
+// shape, an int or a slice of it), resolved while lowering; nullopt for a getitem of a tensor, which
 // its kernel indexes.
 inline std::optional<Lowered> item_of_lowered(const LowerContext& ctx, const Node& n) {
   const Node* src = n.args().empty() ? nullptr : n.arg(0).node();
@@ -151,7 +173,8 @@ inline std::optional<Lowered> item_of_lowered(const LowerContext& ctx, const Nod
     const ArgList* l = from->value.list();
     const Arg idx = ctx.value(1, "");
     const auto* i = idx.get_if<std::int64_t>();
-    if (!l || !i) ctx.fail("getitem of a static value needs a list and an int index");
+    if (const auto* s = idx.get_if<Slice>(); l && s) return Lowered::constant(Arg(sliced_items(ctx, *l, *s)));
+    if (!l || !i) ctx.fail("getitem of a static value needs a list and an int index or a slice");
     const auto size = static_cast<std::int64_t>(l->size());
     if (*i < -size || *i >= size) ctx.fail("index " + std::to_string(*i) + " is out of range for " + std::to_string(size) + " items");
     return Lowered::constant((*l)[*i < 0 ? *i + size : *i]);

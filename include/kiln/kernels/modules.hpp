@@ -245,6 +245,18 @@ struct Embedding {
   }
 };
 
+// Upsample and its subclasses (UpsamplingNearest2d, UpsamplingBilinear2d, which
+// set mode and align_corners): F.interpolate(input, size, scale_factor, mode,
+// align_corners, recompute_scale_factor).
+struct Upsample {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.interpolate", {m.input(), m.attr_or("size", Arg()), m.attr_or("scale_factor", Arg()),
+                                                    m.attr("mode"), m.attr_or("align_corners", Arg()),
+                                                    m.attr_or("recompute_scale_factor", Arg())});
+  }
+};
+
 }  // namespace module_detail
 
 using module_kernels = KernelGroup<
@@ -286,6 +298,9 @@ using module_kernels = KernelGroup<
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool3d", module_detail::AdaptiveAvgPool<3>>,
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool2d>,
     KernelEntry<"module:torch.nn.modules.flatten.Flatten", module_detail::Flatten>,
-    KernelEntry<"module:torch.nn.modules.sparse.Embedding", module_detail::Embedding>>;
+    KernelEntry<"module:torch.nn.modules.sparse.Embedding", module_detail::Embedding>,
+    KernelEntry<"module:torch.nn.modules.upsampling.Upsample", module_detail::Upsample>,
+    KernelEntry<"module:torch.nn.modules.upsampling.UpsamplingNearest2d", module_detail::Upsample>,
+    KernelEntry<"module:torch.nn.modules.upsampling.UpsamplingBilinear2d", module_detail::Upsample>>;
 
 }  // namespace kiln::kernels

@@ -16,7 +16,7 @@
 // program that wants the kernels in parallel, smaller translation units compiles
 // the three parts in three files instead: KILN_KERNELS_PART_ONEDNN (convolution,
 // matrix products, normalization, pooling), KILN_KERNELS_PART_POINTWISE, and
-// KILN_KERNELS_PART_REST (reductions, shape ops, einsum, call_module kernels, Swin's and
+// KILN_KERNELS_PART_REST (reductions, shape ops, resizing, einsum, call_module kernels, Swin's and
 // default_kernels()); there a key in two groups is refused when the table is made.
 #include "kiln/kernels/kernel_table.hpp"
 
@@ -51,10 +51,12 @@ void add_pointwise_kernels(KernelTable& table) { add_kernels<pointwise_kernels>(
 #include "kiln/kernels/einsum.hpp"
 #include "kiln/kernels/modules.hpp"
 #include "kiln/kernels/reductions.hpp"
+#include "kiln/kernels/resize.hpp"
 #include "kiln/kernels/shape_ops.hpp"
 #include "kiln/kernels/swin.hpp"
 namespace kiln::kernels {
-using rest_kernels = concat_groups_t<reductions_kernels, shape_ops_kernels, einsum_kernels, module_kernels, swin_kernels>;
+using rest_kernels = concat_groups_t<reductions_kernels, shape_ops_kernels, resize_kernels, einsum_kernels, module_kernels,
+                                    swin_kernels>;
 void add_rest_kernels(KernelTable& table) { add_kernels<rest_kernels>(table); }
 
 const KernelTable& default_kernels() {
