@@ -127,11 +127,30 @@ if(KILN_HAVE_TORCH)
       # whose heads up-sample their logits bilinearly to x.shape[-2:].
       "deeplabv3_mobilenet|tests.python.vision_models:DeepLabV3MobileNetV3|1,3,64,64"
       "lraspp_mobilenet|tests.python.vision_models:LRASPPMobileNetV3|1,3,64,64")
+    # The zoo (label zoo): stock torchvision classification models, their
+    # weights drawn by tests/python/zoo_models.py, at the smallest input each
+    # takes (Inception-v3 needs 75x75). With the torchvision models above, 25.
+    set(_zoo_models resnet18|32 resnext50_32x4d|32 wide_resnet50_2|32 squeezenet1_0|32 squeezenet1_1|32
+      densenet121|32 googlenet|32 inception_v3|80 mobilenet_v2|32 mobilenet_v3_small|32 mobilenet_v3_large|32
+      efficientnet_b0|32 efficientnet_v2_s|32 convnext_tiny|32 regnet_x_400mf|32 regnet_y_400mf|32
+      shufflenet_v2_x1_0|32 mnasnet0_5|32 mnasnet1_0|32 resnet34|32)
+    set(_zoo alexnet swin_t deeplabv3_mobilenet lraspp_mobilenet)
+    foreach(_entry ${_zoo_models})
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _name)
+      list(GET _parts 1 _size)
+      list(APPEND _models "zoo_${_name}|tests.python.zoo_models:${_name}|1,3,${_size},${_size}")
+      list(APPEND _zoo zoo_${_name})
+    endforeach()
     foreach(_entry ${_models})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _model)
       list(GET _parts 1 _factory)
       list(GET _parts 2 _shape)
+      set(_labels torch model)
+      if(_model IN_LIST _zoo)
+        list(APPEND _labels zoo)
+      endif()
       foreach(level torch aten)
         set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_${level})
         add_test(NAME export_model_${_model}_${level}
@@ -139,11 +158,11 @@ if(KILN_HAVE_TORCH)
                   --input-shape ${_shape} --level ${level} --seed 0 --out ${_dir}
           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
         set_tests_properties(export_model_${_model}_${level} PROPERTIES
-          FIXTURES_SETUP model_${_model}_${level} LABELS "torch;model" TIMEOUT 600)
+          FIXTURES_SETUP model_${_model}_${level} LABELS "${_labels}" TIMEOUT 600)
         add_test(NAME kiln_run_${_model}_${level}
           COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err 1e-4 --threads 2 --iterations 1 --warmup 0)
         set_tests_properties(kiln_run_${_model}_${level} PROPERTIES
-          FIXTURES_REQUIRED model_${_model}_${level} LABELS "torch;model" TIMEOUT 600
+          FIXTURES_REQUIRED model_${_model}_${level} LABELS "${_labels}" TIMEOUT 600
           PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
       endforeach()
     endforeach()
@@ -237,6 +256,24 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(kiln_run_op_coverage_${_name}_${_level} PROPERTIES FIXTURES_REQUIRED op_coverage_${_name}_${_level}
         LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
+  # Exports FACTORY at LEVEL (export_NAME_LEVEL) and compares kiln-run's
+  # outputs with PyTorch's (kiln_run_NAME_LEVEL); EXPORT_REGEX: what the
+  # export must print.
+  function(kiln_export_and_compare name factory shape level)
+    cmake_parse_arguments(PARSE_ARGV 4 _opt "" "EXPORT_REGEX" "")
+    set(dir ${CMAKE_CURRENT_BINARY_DIR}/export_${name}_${level})
+    add_test(NAME export_${name}_${level}
+      COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${factory}
+              --input-shape ${shape} --level ${level} --seed 0 --out ${dir}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(export_${name}_${level} PROPERTIES FIXTURES_SETUP ${name}_${level} LABELS torch TIMEOUT 300)
+    if(_opt_EXPORT_REGEX)
+      set_tests_properties(export_${name}_${level} PROPERTIES PASS_REGULAR_EXPRESSION "${_opt_EXPORT_REGEX}")
+    endif()
+    add_test(NAME kiln_run_${name}_${level} COMMAND kiln-run ${dir} --compare ${dir}/outputs --iterations 1 --warmup 0)
+    set_tests_properties(kiln_run_${name}_${level} PROPERTIES FIXTURES_REQUIRED ${name}_${level}
+      LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+  endfunction()
   # torch.nn's attention layers, stock (tests/python/attention_models.py): a
   # TransformerEncoder of two layers (its optional masks are no inputs), a
   # small torchvision VisionTransformer and a sequence-first
@@ -254,18 +291,16 @@ if(KILN_HAVE_TORCH)
       list(GET _parts 1 _factory)
       list(GET _parts 2 _shape)
       foreach(level torch aten)
-        set(_dir ${CMAKE_CURRENT_BINARY_DIR}/export_attention_${_name}_${level})
-        add_test(NAME export_attention_${_name}_${level}
-          COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.attention_models:${_factory}
-                  --input-shape ${_shape} --level ${level} --seed 0 --out ${_dir}
-          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-        set_tests_properties(export_attention_${_name}_${level} PROPERTIES FIXTURES_SETUP attention_${_name}_${level}
-          LABELS torch TIMEOUT 300)
-        add_test(NAME kiln_run_attention_${_name}_${level}
-          COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --iterations 1 --warmup 0)
-        set_tests_properties(kiln_run_attention_${_name}_${level} PROPERTIES FIXTURES_REQUIRED attention_${_name}_${level}
-          LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+        kiln_export_and_compare(attention_${_name} tests.python.attention_models:${_factory} ${_shape} ${level})
       endforeach()
+    endforeach()
+    # torch.nn's recurrent layers (tests/python/recurrent_models.py): torch.fx
+    # cannot trace them, so the exporter says so and takes them at aten level,
+    # every time step unrolled (gates by unsafe_split, outputs stacked, then
+    # transpose_ in place for batch-first).
+    foreach(_name GRU LSTM RNN)
+      kiln_export_and_compare(recurrent_${_name} tests.python.recurrent_models:${_name} 2,5,8 torch
+                              EXPORT_REGEX "exported at aten level instead")
     endforeach()
   endif()
   # Models whose torch.nn layers stay call_module nodes (--leaf-modules with

@@ -476,6 +476,67 @@ TEST_CASE("as_strided_ restrides its input for its users, and only as the input'
                        runtime::CompileError);
 }
 
+TEST_CASE("transpose_, t_, unsqueeze_ and squeeze_ view their input as its sole user") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 3}));
+  Node* a = g.call_function(aten::relu, {x});
+  Node* ta = g.call_function(OpRef("aten.transpose_.default"), {a, 0, 1});
+  Node* b = g.call_function(aten::relu, {x});
+  Node* tb = g.call_function(OpRef("aten.t_.default"), {b});
+  Node* c = g.call_function(aten::relu, {x});
+  Node* uc = g.call_function(OpRef("aten.unsqueeze_.default"), {c, 1});
+  Node* sc = g.call_function(OpRef("aten.squeeze_.dim"), {uc, 1});
+  g.output(ArgList{ta, tb, sc});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({2, 3}, 41);
+  auto out = cg.run({tx});
+  REQUIRE(out[0].shape() == runtime::Shape{3, 2});
+  REQUIRE(out[1].shape() == runtime::Shape{3, 2});
+  REQUIRE(out[2].shape() == runtime::Shape{2, 3});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) {
+      const float r = std::max(tx.data<float>()[i * 3 + j], 0.0f);
+      bad += at(out[0], {j, i}) != r;
+      bad += at(out[1], {j, i}) != r;
+      bad += at(out[2], {i, j}) != r;
+    }
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* y = h.placeholder("y", meta({2, 3}));
+  Node* n = h.call_function(aten::relu, {y}, {}, "n");
+  Node* t = h.call_function(OpRef("aten.transpose_.default"), {n, 0, 1}, {}, "flipped");
+  h.output(ArgList{t, h.call_function(aten::relu, {n})});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}),
+                       doctest::Contains("node flipped (aten.transpose_.default): transpose_ changes the strides of n, "
+                                         "which 1 other node(s) read"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("unsafe_split, unsafe_split_with_sizes and unsafe_chunk split as split and chunk do") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 10}));
+  Node* s = g.call_function(OpRef("aten.unsafe_split.Tensor"), {x, 4, 1});
+  Node* w = g.call_function(OpRef("aten.unsafe_split_with_sizes.default"), {x, ArgList{3, 7}, 1});
+  Node* c = g.call_function(OpRef("aten.unsafe_chunk.default"), {x, 2, 0});
+  auto item = [&](Node* n, int i) { return g.call_function(OpRef("operator.getitem"), {n, i}); };
+  g.output(ArgList{item(s, 2), item(w, 1), item(c, 1)});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({2, 10}, 42);
+  auto out = cg.run({tx});
+  REQUIRE(out[0].shape() == runtime::Shape{2, 2});  // 10 = 4 + 4 + 2
+  REQUIRE(out[1].shape() == runtime::Shape{2, 7});
+  REQUIRE(out[2].shape() == runtime::Shape{1, 10});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i) {
+    for (std::int64_t j = 0; j < 2; ++j) bad += at(out[0], {i, j}) != tx.data<float>()[i * 10 + 8 + j];
+    for (std::int64_t j = 0; j < 7; ++j) bad += at(out[1], {i, j}) != tx.data<float>()[i * 10 + 3 + j];
+  }
+  for (std::int64_t j = 0; j < 10; ++j) bad += at(out[2], {0, j}) != tx.data<float>()[10 + j];
+  CHECK(bad == 0);
+}
+
 TEST_CASE("stochastic_depth in eval is its input, with no step, and in training it is refused") {
   const OpRef sd("torchvision.ops.stochastic_depth.stochastic_depth");
   Graph g;

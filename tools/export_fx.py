@@ -33,6 +33,11 @@ constant: ``inputs/`` and the manifest hold only the model's inputs.  Every
 level then runs ``ShapeProp`` so that every node carries its shape, dtype and
 stride.
 
+Where torch.fx cannot trace the model at torch level (``nn.GRU``, ``nn.LSTM``
+and ``nn.RNN`` build their initial state from a traced size), a note on stderr
+says so and the model is exported at aten level instead; the manifest's
+``level`` says which.
+
 ``--leaf-modules torch.nn.Linear,torch.nn.Conv2d`` (``--level torch`` only)
 keeps each call of a module of those classes as one ``call_module`` node, as
 torch.fx's default tracer keeps ``torch.nn`` modules, so patterns can match a
@@ -895,7 +900,20 @@ def export(args):
         raise UsageError("--leaf-modules needs --level torch (make_fx traces into every module)")
     bound = {}  # --level export: lifted placeholder -> its value
     if args.level == "torch":
-        gm = trace_torch(model, fresh(), graph_name, leaf_classes)
+        try:
+            gm = trace_torch(model, fresh(), graph_name, leaf_classes)
+        except UsageError:
+            raise
+        except Exception as e:  # torch.fx cannot follow the model's Python
+            if leaf_classes:
+                raise
+            msg = str(e).strip().splitlines()
+            sys.stderr.write("%s: note: torch.fx cannot trace %s at torch level (%s: %s); "
+                             "exported at aten level instead\n"
+                             % (PROG, type(model).__name__, type(e).__name__, msg[0] if msg else ""))
+            args.level = "aten"
+            graph_name = "%s_aten" % graph_name[:-len("_torch")]
+            gm = trace_aten(model, fresh())
     elif args.level == "aten":
         gm = trace_aten(model, fresh())  # parameters do not require grad
     else:

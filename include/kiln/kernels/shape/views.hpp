@@ -154,17 +154,23 @@ struct AsStrided {
     strided_view(ctx, "self", ctx.ints_arg(1, "size"), ctx.ints_arg(2, "stride"), offset);
   }
 };
-// aten.as_strided_(x, size, stride, storage_offset=None): x itself takes the
-// new strides. As a view it is the same for the node's users; x's other users
-// would see x change, which the executor does not follow, so it needs to be
-// x's only user (as in ConvNeXt's aten graph, after a mean).
-struct AsStridedInPlace {
+// An in-place view (as_strided_, transpose_, t_, unsqueeze_, squeeze_): x
+// itself takes the new shape and strides. For the node's users it is the view;
+// x's other users would see x change, which the executor does not follow, so
+// the node must be x's only user (as after a mean in ConvNeXt's aten graph, or
+// after the stacked outputs of an RNN's aten graph).
+template <class View>
+struct InPlaceView {
   static void lower(runtime::LowerContext& ctx) {
     const Arg* self = ctx.find_arg(0, "self");
-    if (const Node* x = self ? self->node() : nullptr; x && x->num_users() > 1)
-      ctx.fail("as_strided_ changes the strides of " + x->name() + ", which " + std::to_string(x->num_users() - 1) +
+    if (const Node* x = self ? self->node() : nullptr; x && x->num_users() > 1) {
+      std::string_view op = ctx.node().target_name();
+      op = op.substr(op.find('.') + 1);
+      op = op.substr(0, op.find('.'));
+      ctx.fail(std::string(op) + " changes the strides of " + x->name() + ", which " + std::to_string(x->num_users() - 1) +
                " other node(s) read; only its sole user may restride it");
-    AsStrided::lower(ctx);
+    }
+    View::lower(ctx);
   }
 };
 // torchvision.ops.stochastic_depth(input, p, mode, training): in eval
