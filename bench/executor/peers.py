@@ -45,6 +45,16 @@ def load_model(spec, seed):
     return model.eval()
 
 
+def export_onnx(model, x, path):
+    """ONNX export with grad on: under no_grad or inference_mode nn.MultiheadAttention
+    takes its fused path (aten::_native_multi_head_attention), which ONNX cannot take."""
+    import contextlib
+    import torch
+    # a failing export prints the whole graph: keep it off the JSON lines on stdout
+    with torch.inference_mode(False), torch.enable_grad(), contextlib.redirect_stdout(sys.stderr):
+        torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
+
+
 def timed(fn, iterations, warmup):
     for _ in range(warmup):
         fn()
@@ -76,8 +86,7 @@ def run_one(args):
     elif args.runner == "ort":
         import onnxruntime as ort
         path = os.path.join(tempfile.mkdtemp(), "model.onnx")
-        with torch.no_grad():
-            torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
+        export_onnx(model, x, path)
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         so.inter_op_num_threads = 1
@@ -127,7 +136,7 @@ def make_runners(args, model, x):
             elif runner == "ort":
                 import onnxruntime as ort
                 path = os.path.join(tempfile.mkdtemp(), "model.onnx")
-                torch.onnx.export(model, (x,), path, input_names=["x"], dynamo=False)
+                export_onnx(model, x, path)
                 so = ort.SessionOptions()
                 so.intra_op_num_threads = args.threads
                 so.inter_op_num_threads = 1
