@@ -58,4 +58,11 @@ inline double max_abs_diff(const runtime::Tensor& a, const runtime::Tensor& b) {
   return m;
 }
 
+// max_abs_diff over the largest |b|: the error relative to the reference's scale.
+inline double max_rel_diff(const runtime::Tensor& a, const runtime::Tensor& b) {
+  double scale = 0;
+  for (std::int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(double(element(b, i))));
+  return max_abs_diff(a, b) / (scale > 0 ? scale : 1.0);
+}
+
 }  // namespace kiln::test

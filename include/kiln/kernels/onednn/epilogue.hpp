@@ -196,32 +196,70 @@ inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, st
   return true;
 }
 
-inline std::optional<dnnl::algorithm> eltwise_of(const Node& n) {
+// An element-wise op as a oneDNN eltwise post-op: the algorithm and its alpha and beta.
+struct Eltwise {
+  dnnl::algorithm alg;
+  float alpha = 0.0f, beta = 0.0f;
+};
+
+// A number given at `pos` or as `kw`, else `fallback`; nullopt when it is not a number.
+inline std::optional<double> number_or(const Node& n, std::size_t pos, std::string_view kw, double fallback) {
+  const Arg* a = n.args().size() > pos ? &n.arg(pos) : n.kwargs().find(kw);
+  if (!a) return fallback;
+  if (const auto* d = a->get_if<double>()) return *d;
+  if (const auto* i = a->get_if<std::int64_t>()) return static_cast<double>(*i);
+  return std::nullopt;
+}
+
+// hardtanh(x, min, max) = clamp(x, min, max) (ReLU6: min 0, max 6), as oneDNN's clip.
+inline std::optional<Eltwise> clip_of(std::optional<double> lo, std::optional<double> hi) {
+  if (!lo || !hi || *lo > *hi) return std::nullopt;
+  return Eltwise{dnnl::algorithm::eltwise_clip, static_cast<float>(*lo), static_cast<float>(*hi)};
+}
+
+inline std::optional<Eltwise> eltwise_of(const Node& n) {
+  using A = dnnl::algorithm;
   if (const ModuleInfo* m = module_of(n)) {
     if (n.args().size() != 1 || !n.kwargs().empty()) return std::nullopt;
-    if (module_is(m, {"torch.nn.modules.activation.ReLU"})) return dnnl::algorithm::eltwise_relu;
-    if (module_is(m, {"torch.nn.modules.activation.Sigmoid"})) return dnnl::algorithm::eltwise_logistic;
-    if (module_is(m, {"torch.nn.modules.activation.Tanh"})) return dnnl::algorithm::eltwise_tanh;
+    if (module_is(m, {"torch.nn.modules.activation.ReLU"})) return Eltwise{A::eltwise_relu};
+    if (module_is(m, {"torch.nn.modules.activation.Sigmoid"})) return Eltwise{A::eltwise_logistic};
+    if (module_is(m, {"torch.nn.modules.activation.Tanh"})) return Eltwise{A::eltwise_tanh};
+    if (module_is(m, {"torch.nn.modules.activation.SiLU"})) return Eltwise{A::eltwise_swish, 1.0f};
+    if (module_is(m, {"torch.nn.modules.activation.ReLU6"})) return clip_of(0.0, 6.0);
+    const std::optional<ModuleAttrs> attrs = attrs_of(*m);
+    if (!attrs) return std::nullopt;
+    if (module_is(m, {"torch.nn.modules.activation.Hardtanh"})) {
+      auto num = [&](std::string_view k) -> std::optional<double> {
+        const Arg* a = attrs->find(k);
+        if (const auto* d = a ? a->get_if<double>() : nullptr) return *d;
+        if (const auto* i = a ? a->get_if<std::int64_t>() : nullptr) return static_cast<double>(*i);
+        return std::nullopt;
+      };
+      return clip_of(num("min_val"), num("max_val"));
+    }
     if (module_is(m, {"torch.nn.modules.activation.GELU"})) {
-      const std::optional<ModuleAttrs> attrs = attrs_of(*m);
-      if (!attrs) return std::nullopt;
       const Arg* approx = attrs->find("approximate");
       const auto* s = approx ? approx->get_if<std::string>() : nullptr;
-      if (!approx || (s && *s == "none")) return dnnl::algorithm::eltwise_gelu_erf;
-      if (s && *s == "tanh") return dnnl::algorithm::eltwise_gelu_tanh;
+      if (!approx || (s && *s == "none")) return Eltwise{A::eltwise_gelu_erf};
+      if (s && *s == "tanh") return Eltwise{A::eltwise_gelu_tanh};
     }
     return std::nullopt;
   }
   if (target_is(&n, {"aten.relu.default", "aten.relu_.default", "torch.relu", "torch.relu_",
                      "torch.nn.functional.relu"}))
-    return dnnl::algorithm::eltwise_relu;
-  if (target_is(&n, {"aten.sigmoid.default", "torch.sigmoid"})) return dnnl::algorithm::eltwise_logistic;
-  if (target_is(&n, {"aten.tanh.default", "torch.tanh"})) return dnnl::algorithm::eltwise_tanh;
+    return Eltwise{A::eltwise_relu};
+  if (target_is(&n, {"aten.sigmoid.default", "torch.sigmoid"})) return Eltwise{A::eltwise_logistic};
+  if (target_is(&n, {"aten.tanh.default", "torch.tanh"})) return Eltwise{A::eltwise_tanh};
+  if (target_is(&n, {"aten.silu.default", "aten.silu_.default", "torch.nn.functional.silu"}))
+    return Eltwise{A::eltwise_swish, 1.0f};
+  if (target_is(&n, {"aten.hardtanh.default", "aten.hardtanh_.default", "torch.nn.functional.hardtanh"}))
+    return clip_of(number_or(n, 1, "min_val", -1.0), number_or(n, 2, "max_val", 1.0));
+  if (target_is(&n, {"torch.nn.functional.relu6"})) return clip_of(0.0, 6.0);
   if (target_is(&n, {"aten.gelu.default", "torch.nn.functional.gelu"})) {
     const Arg* approx = n.args().size() > 1 ? &n.arg(1) : n.kwargs().find("approximate");
     const auto* s = approx ? approx->get_if<std::string>() : nullptr;
-    if (!s || *s == "none") return dnnl::algorithm::eltwise_gelu_erf;
-    if (*s == "tanh") return dnnl::algorithm::eltwise_gelu_tanh;
+    if (!s || *s == "none") return Eltwise{A::eltwise_gelu_erf};
+    if (*s == "tanh") return Eltwise{A::eltwise_gelu_tanh};
     return std::nullopt;
   }
   return std::nullopt;
@@ -266,8 +304,8 @@ inline Epilogue find_epilogue(const runtime::LowerContext& ctx, const Node& prod
   // eltwise* then at most one residual add, then eltwise*.
   bool summed = false;
   while (next) {
-    if (auto alg = detail::eltwise_of(*next)) {
-      e.post_ops.append_eltwise(1.0f, *alg, 0.0f, 0.0f);
+    if (auto op = detail::eltwise_of(*next)) {
+      e.post_ops.append_eltwise(1.0f, op->alg, op->alpha, op->beta);
     } else if (const Node* other = detail::residual_addend(*next, cur); other && !summed && ctx.is_lowered(other)) {
       const runtime::Lowered& l = ctx.lowered(other);
       if (!l.is_tensor() || ctx.layout(l.id).shape != out.shape || ctx.layout(l.id).dtype != out.dtype) break;
