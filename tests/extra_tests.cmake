@@ -454,7 +454,7 @@ if(KILN_CLANGXX)
   set(_fuzz_seeds_gzip ${_fuzz_gz_seeds})
   set(_fuzz_seeds_npy ${_fuzz_npy_seeds})
   set(_fuzz_seeds_compile_run ${_fuzz_graph_seeds})
-  set(_fuzz_timeout_compile_run 3600)
+  set(_fuzz_timeout_compile_run 1800)
   set(_fuzz_targets fx_json gzip npy)
   if(KILN_HAVE_RUNTIME)  # the executor's dependencies were found
     list(APPEND _fuzz_targets compile_run)
