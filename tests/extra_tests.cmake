@@ -474,24 +474,37 @@ else()
 endif()
 
 # Fuzzing the readers (tests/fuzz, libFuzzer): KILN_FUZZ_SECONDS each, from seed
-# corpora of the fixtures and the bundled example's weights. The three run one
-# after another (they share one build), so their time is CI's tail: a longer
-# campaign is -DKILN_FUZZ_SECONDS=600.
+# corpora of the fixtures and the bundled example's weights; and the compiler
+# and executor, from small graphs (tests/fuzz/seeds) mutated as JSON text. They
+# run one after another (they share one build), so their time is CI's tail: a
+# longer campaign is -DKILN_FUZZ_SECONDS=600. fuzz_compile_run also builds the
+# kernels with the sanitizers, which takes most of its time.
 set(KILN_FUZZ_SECONDS 30 CACHE STRING "Seconds each reader is fuzzed for by the fuzz_* tests")
 if(KILN_CLANGXX)
   file(GLOB _fuzz_gz_seeds ${KILN_FIXTURES_DIR}/inductor/*.json.gz)
   file(GLOB _fuzz_json_seeds ${PROJECT_SOURCE_DIR}/examples/small_cnn/*.json ${PROJECT_SOURCE_DIR}/tests/data/*.json)
   file(GLOB _fuzz_npy_seeds ${PROJECT_SOURCE_DIR}/examples/small_cnn/weights/*.npy ${PROJECT_SOURCE_DIR}/examples/small_cnn/inputs/*.npy)
+  file(GLOB _fuzz_graph_seeds ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/seeds/*.json)
   set(_fuzz_seeds_fx_json ${_fuzz_gz_seeds} ${_fuzz_json_seeds})
   set(_fuzz_seeds_gzip ${_fuzz_gz_seeds})
   set(_fuzz_seeds_npy ${_fuzz_npy_seeds})
-  foreach(_fz fx_json gzip npy)
+  set(_fuzz_seeds_compile_run ${_fuzz_graph_seeds})
+  set(_fuzz_timeout_compile_run 1800)
+  set(_fuzz_targets fx_json gzip npy)
+  if(KILN_HAVE_RUNTIME)  # the executor's dependencies were found
+    list(APPEND _fuzz_targets compile_run)
+  endif()
+  foreach(_fz ${_fuzz_targets})
     add_test(NAME fuzz_${_fz}
       COMMAND ${CMAKE_COMMAND}
         -DCLANGXX=${KILN_CLANGXX} -DKILN_SOURCE_DIR=${PROJECT_SOURCE_DIR}
         -DWORK_DIR=${CMAKE_CURRENT_BINARY_DIR}/fuzz_work -DFUZZ_TARGET=${_fz} -DSECONDS=${KILN_FUZZ_SECONDS}
         "-DSEEDS=${_fuzz_seeds_${_fz}}"
         -P ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.cmake)
-    set_tests_properties(fuzz_${_fz} PROPERTIES TIMEOUT 900 LABELS "slow;fuzz" RESOURCE_LOCK kiln_fuzz_build)
+    if(NOT DEFINED _fuzz_timeout_${_fz})
+      set(_fuzz_timeout_${_fz} 900)
+    endif()
+    set_tests_properties(fuzz_${_fz} PROPERTIES TIMEOUT ${_fuzz_timeout_${_fz}} LABELS "slow;fuzz"
+      RESOURCE_LOCK kiln_fuzz_build)
   endforeach()
 endif()

@@ -245,18 +245,25 @@ TEST_CASE("a conv3d takes a following batch-norm and relu into its primitive, an
   CHECK(worst_rel(r1, out[1]) < 1e-5);
 }
 
+namespace {
+
+// What compiling one convolution node `conv` of input and weight placeholders says.
+std::string conv_compile_error(std::vector<Dim> xs, std::vector<Dim> ws, const char* target, ArgDict kw) {
+  Graph g;
+  Node* x = g.placeholder("x", meta(std::move(xs)));
+  g.output(ArgList{g.call_function(OpRef(target), {x, g.placeholder("w", meta(std::move(ws)))}, std::move(kw), "conv")});
+  try {
+    CompiledGraph::compile(g, {});
+  } catch (const runtime::CompileError& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
+}  // namespace
+
 TEST_CASE("convolution refuses what does not fit, naming the node and the field") {
-  auto compile_error = [](std::vector<Dim> xs, std::vector<Dim> ws, const char* target, ArgDict kw) {
-    Graph g;
-    Node* x = g.placeholder("x", meta(std::move(xs)));
-    g.output(ArgList{g.call_function(OpRef(target), {x, g.placeholder("w", meta(std::move(ws)))}, std::move(kw), "conv")});
-    try {
-      CompiledGraph::compile(g, {});
-    } catch (const runtime::CompileError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
+  auto compile_error = conv_compile_error;
   CHECK(compile_error({1, 2, 5}, {3, 2, 3}, "torch.conv1d", {{"stride", Arg(ArgList{1, 1})}}).find(
             "node conv (torch.conv1d): stride must have 1 value for a 1-d convolution") != std::string::npos);
   CHECK(compile_error({1, 2, 5, 5}, {3, 2, 3}, "torch.conv1d", {}).find("a 1-d convolution takes a 3-d input and weight") !=
@@ -264,4 +271,21 @@ TEST_CASE("convolution refuses what does not fit, naming the node and the field"
   CHECK(compile_error({1, 4, 5}, {4, 2, 3}, "torch.conv_transpose1d", {{"stride", Arg(2)}, {"output_padding", Arg(2)}})
             .find("output_padding must be smaller than the stride or the dilation") != std::string::npos);
   CHECK(compile_error({1, 3, 5}, {4, 2, 3}, "torch.conv_transpose1d", {}).find("does not fit input") != std::string::npos);
+}
+
+// A stride of 0 (found by fuzz_compile_run) divided by zero sizing the output.
+TEST_CASE("convolution refuses a stride or dilation below 1 and a negative padding") {
+  const std::vector<Dim> x{1, 2, 6, 6}, w{4, 2, 3, 3};
+  CHECK(conv_compile_error(x, w, "torch.conv2d", {{"stride", Arg(ArgList{0, 1})}})
+            .find("node conv (torch.conv2d): stride 0 is out of range (1 to 2^31)") != std::string::npos);
+  CHECK(conv_compile_error(x, w, "torch.nn.functional.conv2d", {{"stride", Arg(ArgList{1, -2})}})
+            .find("stride -2 is out of range") != std::string::npos);
+  CHECK(conv_compile_error(x, w, "torch.conv2d", {{"dilation", Arg(0)}}).find("dilation 0 is out of range") !=
+        std::string::npos);
+  CHECK(conv_compile_error(x, w, "torch.conv2d", {{"padding", Arg(ArgList{-1, 0})}}).find("padding -1 is out of range") !=
+        std::string::npos);
+  CHECK(conv_compile_error({1, 4, 5}, {4, 2, 3}, "torch.conv_transpose1d", {{"stride", Arg(0)}})
+            .find("stride 0 is out of range") != std::string::npos);
+  CHECK(conv_compile_error(x, w, "torch.conv2d", {{"stride", Arg(std::int64_t{1} << 40)}})
+            .find("is out of range") != std::string::npos);
 }

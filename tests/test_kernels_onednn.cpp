@@ -712,3 +712,20 @@ TEST_CASE("oneDNN kernels refuse what they cannot do, naming the node") {
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node bn (torch.nn.functional.batch_norm): batch_norm in training mode"),
                        runtime::CompileError);
 }
+
+// An empty batch into matmul (found by fuzz_compile_run) made oneDNN divide by zero.
+TEST_CASE("matrix products refuse an empty operand, naming the node") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({0, 3, 4}));
+  Node* w = g.get_attr("w", meta({4, 5}));
+  g.output(ArgList{g.call_function(op("torch.matmul"), {x, w}, {}, "matmul")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {{"w", random_tensor({4, 5}, 1)}}),
+                       doctest::Contains("node matmul (torch.matmul): matrix products of an empty operand are not supported"),
+                       runtime::CompileError);
+  Graph h;
+  Node* a = h.placeholder("a", meta({2, 0}));
+  Node* b = h.placeholder("b", meta({0, 3}));
+  h.output(ArgList{h.call_function(op("torch.mm"), {a, b}, {}, "mm")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node mm (torch.mm): matrix products of an empty operand"),
+                       runtime::CompileError);
+}

@@ -1,7 +1,7 @@
 # Builds tests/fuzz with clang and runs one harness for a bounded time from a
 # seed corpus (a fresh copy, so the run adds nothing to the source tree).
-# Inputs: CLANGXX, KILN_SOURCE_DIR, WORK_DIR, FUZZ_TARGET (fx_json, gzip or npy),
-# SEEDS (files, ';'-separated), SECONDS.
+# Inputs: CLANGXX, KILN_SOURCE_DIR, WORK_DIR, FUZZ_TARGET (fx_json, gzip, npy
+# or compile_run), SEEDS (files, ';'-separated), SECONDS.
 include(${CMAKE_CURRENT_LIST_DIR}/../cmake_step.cmake)
 set(build "${WORK_DIR}/build")
 step(${CMAKE_COMMAND} -S "${KILN_SOURCE_DIR}/tests/fuzz" -B "${build}" -G Ninja
@@ -19,7 +19,12 @@ foreach(seed ${SEEDS})
     file(COPY "${seed}" DESTINATION "${corpus}")
   endif()
 endforeach()
+# Both targets that read fx-graph-json mutate with its keys and op names too.
+set(dict "")
+if(FUZZ_TARGET STREQUAL "fx_json" OR FUZZ_TARGET STREQUAL "compile_run")
+  set(dict "-dict=${KILN_SOURCE_DIR}/tests/fuzz/fx_json.dict")
+endif()
 # A fixed seed and run count keep the run the same from one CI run to the next;
 # the time bound keeps it short on a slow machine.
 step("${build}/fuzz_${FUZZ_TARGET}" "${corpus}" -seed=1 -runs=3000000 -max_total_time=${SECONDS} -max_len=65536
-     -rss_limit_mb=2048 -timeout=20 -print_final_stats=1)
+     -rss_limit_mb=2048 -timeout=20 -print_final_stats=1 ${dict})

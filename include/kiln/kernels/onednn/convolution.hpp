@@ -48,6 +48,20 @@ struct ConvArgs {
   std::vector<std::int64_t> output_padding{};  // transposed only
 };
 
+// Strides and dilations of at least 1 and paddings of at least 0, as PyTorch
+// takes them; bounded too, so that the output size computed from them cannot overflow.
+inline void check_spatial_args(const runtime::LowerContext& ctx, const ConvArgs& a) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 31;
+  auto check = [&](const std::vector<std::int64_t>& v, std::int64_t lo, const char* kw) {
+    for (std::int64_t x : v)
+      if (x < lo || x > kMax)
+        ctx.fail(std::string(kw) + " " + std::to_string(x) + " is out of range (" + std::to_string(lo) + " to 2^31)");
+  };
+  check(a.stride, 1, "stride");
+  check(a.dilation, 1, "dilation");
+  check(a.padding, 0, "padding");
+}
+
 // The primitive picked (a convolution or a deconvolution) and the layouts it reads and writes.
 struct ConvPrimitive {
   dnnl::primitive prim;
@@ -71,6 +85,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   if (nd < 1 || nd > 3 || in.rank() != nd + 2 || w.rank() != nd + 2)
     ctx.fail("a " + std::to_string(nd) + "-d convolution takes a " + std::to_string(nd + 2) + "-d input and weight, got " +
              runtime::shape_str(in.shape) + " and " + runtime::shape_str(w.shape));
+  check_spatial_args(ctx, a);
   // PyTorch's weight is [OC, C / G, k...], a transposed one [C, OC / G, k...].
   const std::int64_t N = in.shape[0], C = in.shape[1], G = a.groups;
   const std::int64_t OC = a.transposed ? w.shape[1] * G : w.shape[0];

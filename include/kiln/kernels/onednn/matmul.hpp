@@ -126,6 +126,10 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   if (la_in.dtype != DType::float32 || lb_in.dtype != DType::float32)
     ctx.fail("matrix products take float32, got " + std::string(dtype_name(la_in.dtype)) + " and " +
              std::string(dtype_name(lb_in.dtype)));
+  // oneDNN 2.6 divides by a zero dim while making the primitive.
+  if (la_in.numel() == 0 || lb_in.numel() == 0)
+    ctx.fail("matrix products of an empty operand are not supported, got " + runtime::shape_str(la_in.shape) + " and " +
+             runtime::shape_str(lb_in.shape));
   const std::size_t rank = std::max(la_in.rank(), lb_in.rank());
   Layout la = with_rank(la_in, rank), lb = with_rank(lb_in, rank);
   const runtime::Shape out_shape = product_shape(ctx, la, lb, la_in, lb_in);
