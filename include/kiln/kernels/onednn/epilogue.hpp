@@ -131,12 +131,19 @@ inline std::optional<runtime::Tensor> constant_arg(const runtime::LowerContext& 
   return ctx.constant(l.id);
 }
 
-inline std::optional<double> number_arg(const Node& n, std::size_t pos, std::string_view kw) {
-  const Arg* a = pos < n.args().size() ? &n.arg(pos) : n.kwargs().find(kw);
-  if (!a) return std::nullopt;
-  if (const auto* d = a->get_if<double>()) return *d;
-  if (const auto* i = a->get_if<std::int64_t>()) return static_cast<double>(*i);
+// The number `a` holds (a float or an int), else nullopt.
+inline std::optional<double> as_number(const Arg& a) {
+  if (const auto* d = a.get_if<double>()) return *d;
+  if (const auto* i = a.get_if<std::int64_t>()) return static_cast<double>(*i);
   return std::nullopt;
+}
+// The argument at `pos` or named `kw`, or nullptr when not given.
+inline const Arg* given_arg(const Node& n, std::size_t pos, std::string_view kw) {
+  return pos < n.args().size() ? &n.arg(pos) : n.kwargs().find(kw);
+}
+inline std::optional<double> number_arg(const Node& n, std::size_t pos, std::string_view kw) {
+  const Arg* a = given_arg(n, pos, kw);
+  return a ? as_number(*a) : std::nullopt;
 }
 
 // An inference batch-norm with constant statistics and parameters: records in
@@ -204,11 +211,8 @@ struct Eltwise {
 
 // A number given at `pos` or as `kw`, else `fallback`; nullopt when it is not a number.
 inline std::optional<double> number_or(const Node& n, std::size_t pos, std::string_view kw, double fallback) {
-  const Arg* a = n.args().size() > pos ? &n.arg(pos) : n.kwargs().find(kw);
-  if (!a) return fallback;
-  if (const auto* d = a->get_if<double>()) return *d;
-  if (const auto* i = a->get_if<std::int64_t>()) return static_cast<double>(*i);
-  return std::nullopt;
+  const Arg* a = given_arg(n, pos, kw);
+  return a ? as_number(*a) : fallback;
 }
 
 // hardtanh(x, min, max) = clamp(x, min, max) (ReLU6: min 0, max 6), as oneDNN's clip.
@@ -231,9 +235,7 @@ inline std::optional<Eltwise> eltwise_of(const Node& n) {
     if (module_is(m, {"torch.nn.modules.activation.Hardtanh"})) {
       auto num = [&](std::string_view k) -> std::optional<double> {
         const Arg* a = attrs->find(k);
-        if (const auto* d = a ? a->get_if<double>() : nullptr) return *d;
-        if (const auto* i = a ? a->get_if<std::int64_t>() : nullptr) return static_cast<double>(*i);
-        return std::nullopt;
+        return a ? as_number(*a) : std::nullopt;
       };
       return clip_of(num("min_val"), num("max_val"));
     }
