@@ -110,37 +110,24 @@ if(KILN_HAVE_TORCH)
   # Whole models on kiln's executor against PyTorch eager's stored outputs
   # (export_fx.py writes them), at both levels: kiln-run --compare exits 1
   # on a mismatch. ResNet-50 with randomized batch-norms, BERT-base's encoder
-  # (12 layers, hidden 768, sequence 128), torchvision's AlexNet and Swin-T, plus the small
+  # (12 layers, hidden 768, sequence 128) and the zoo below, plus the small
   # models exported above.
   if(TARGET kiln-run)
     set(_models
       "resnet50|tests.python.vision_models:ResNet50|1,3,224,224"
-      "bert_base|tests.python.bert_encoder:BertBase|1,128,768"
-      # Stock AlexNet at 96x96: its average pool up-samples 2x2 to 6x6 and, at
-      # aten level, _reshape_alias then reads the pool with PyTorch's row-major strides.
-      "alexnet|torchvision.models:alexnet|1,3,96,96"
-      # Stock Swin-T at 64x64 (16x16 patches, then 8, 4, 2): the shifted windows
-      # pad and roll, the mask is built by fill_ of slices (aten) or when
-      # lowering (torch), the bias table is read by aten.index.
-      "swin_t|torchvision.models:swin_t|1,3,64,64"
-      # Segmentation (a dict output): DeepLabV3 and LR-ASPP on MobileNetV3-Large,
-      # whose heads up-sample their logits bilinearly to x.shape[-2:].
-      "deeplabv3_mobilenet|tests.python.vision_models:DeepLabV3MobileNetV3|1,3,64,64"
-      "lraspp_mobilenet|tests.python.vision_models:LRASPPMobileNetV3|1,3,64,64")
-    # The zoo (label zoo): stock torchvision classification models, their
-    # weights drawn by tests/python/zoo_models.py, at the smallest input each
-    # takes (Inception-v3 needs 75x75). With the torchvision models above, 25.
-    set(_zoo_models resnet18|32 resnext50_32x4d|32 wide_resnet50_2|32 squeezenet1_0|32 squeezenet1_1|32
-      densenet121|32 googlenet|32 inception_v3|80 mobilenet_v2|32 mobilenet_v3_small|32 mobilenet_v3_large|32
-      efficientnet_b0|32 efficientnet_v2_s|32 convnext_tiny|32 regnet_x_400mf|32 regnet_y_400mf|32
-      shufflenet_v2_x1_0|32 mnasnet0_5|32 mnasnet1_0|32 resnet34|32)
-    set(_zoo alexnet swin_t deeplabv3_mobilenet lraspp_mobilenet)
-    foreach(_entry ${_zoo_models})
-      string(REPLACE "|" ";" _parts "${_entry}")
-      list(GET _parts 0 _name)
-      list(GET _parts 1 _size)
-      list(APPEND _models "zoo_${_name}|tests.python.zoo_models:${_name}|1,3,${_size},${_size}")
-      list(APPEND _zoo zoo_${_name})
+      "bert_base|tests.python.bert_encoder:BertBase|1,128,768")
+    # The zoo (label zoo), listed in tests/python/zoo_models.py: stock
+    # torchvision classification models, their weights drawn there, at the
+    # smallest input each takes, with AlexNet, Swin-T and two segmentation
+    # models (a dict output) whose tests predate the list.
+    execute_process(COMMAND ${KILN_TORCH_PYTHON} -c
+        "from tests.python.zoo_models import ZOO; print(';'.join('|'.join(entry) for entry in ZOO))"
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _zoo_entries OUTPUT_STRIP_TRAILING_WHITESPACE)
+    set(_zoo)
+    foreach(_entry ${_zoo_entries})
+      list(APPEND _models "${_entry}")
+      string(REGEX REPLACE "\\|.*" "" _name "${_entry}")
+      list(APPEND _zoo ${_name})
     endforeach()
     foreach(_entry ${_models})
       string(REPLACE "|" ";" _parts "${_entry}")

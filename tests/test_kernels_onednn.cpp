@@ -485,7 +485,8 @@ TEST_CASE("conv, batch-norm, relu and conv, batch-norm, residual add, relu run a
   build(plain_g, true);  // the convolutions' outputs read elsewhere: nothing folds
   auto fused = CompiledGraph::compile(fused_g, w), plain = CompiledGraph::compile(plain_g, w);
   CHECK(fused.num_steps() == 2);
-  CHECK(plain.num_steps() == 7);
+  // Unfolded: two convolutions, bn1 with r1 inside it (its only reader), bn2, the add, the relu.
+  CHECK(plain.num_steps() == 6);
   Tensor tx = random_tensor({1, 8, 6, 6}, 36);
   const auto a = fused.run({tx}), b = plain.run({tx});
   double scale = 0;
@@ -493,21 +494,26 @@ TEST_CASE("conv, batch-norm, relu and conv, batch-norm, residual add, relu run a
   CHECK(test::max_abs_diff(a[0], b[0]) < 1e-5 * scale);
 }
 
-TEST_CASE("hardtanh, ReLU6 and silu after a convolution run in its primitive, against a loop") {
+TEST_CASE("hardtanh, ReLU6, silu and hardswish after a convolution run in its primitive, against a loop") {
   // Each activation, in each form the exporter writes, after a 3x3 convolution of 8 channels.
   struct Case {
     const char* target;
     std::vector<Arg> extra;
     std::vector<std::pair<std::string, Arg>> kwargs;
-    double lo, hi;  // clamp bounds; lo > hi means silu
+    enum { clamp, silu, hardswish } kind;
+    double lo = 0, hi = 0;  // the clamp's bounds
   };
   const std::vector<Case> cases{
-      {"aten.hardtanh_.default", {0.0, 6.0}, {}, 0.0, 6.0},
-      {"aten.hardtanh.default", {}, {}, -1.0, 1.0},
-      {"torch.nn.functional.hardtanh", {}, {{"min_val", Arg(-0.5)}, {"max_val", Arg(std::int64_t{2})}, {"inplace", Arg(true)}}, -0.5, 2.0},
-      {"torch.nn.functional.relu6", {}, {}, 0.0, 6.0},
-      {"aten.silu_.default", {}, {}, 1.0, 0.0},
-      {"torch.nn.functional.silu", {}, {}, 1.0, 0.0}};
+      {"aten.hardtanh_.default", {0.0, 6.0}, {}, Case::clamp, 0.0, 6.0},
+      {"aten.hardtanh.default", {}, {}, Case::clamp, -1.0, 1.0},
+      {"torch.nn.functional.hardtanh", {}, {{"min_val", Arg(-0.5)}, {"max_val", Arg(std::int64_t{2})}, {"inplace", Arg(true)}},
+       Case::clamp, -0.5, 2.0},
+      {"torch.nn.functional.relu6", {}, {}, Case::clamp, 0.0, 6.0},
+      {"aten.silu_.default", {}, {}, Case::silu},
+      {"torch.nn.functional.silu", {}, {}, Case::silu},
+      {"aten.hardswish.default", {}, {}, Case::hardswish},
+      {"aten.hardswish_.default", {}, {}, Case::hardswish},
+      {"torch.nn.functional.hardswish", {}, {{"inplace", Arg(false)}}, Case::hardswish}};
   const Tensor w = random_tensor({8, 8, 3, 3}, 50), tx = random_tensor({1, 8, 6, 6}, 51);
   Tensor wx = w.clone();  // larger values, so that the clamps cut
   for (std::int64_t i = 0; i < wx.numel(); ++i) wx.data<float>()[i] *= 2.0f;
@@ -525,7 +531,10 @@ TEST_CASE("hardtanh, ReLU6 and silu after a convolution run in its primitive, ag
     auto cg = CompiledGraph::compile(g, {{"w", wx}});
     CHECK(cg.num_steps() == 1);
     std::vector<double> ref(conv);
-    for (double& v : ref) v = c.lo > c.hi ? v / (1.0 + std::exp(-v)) : std::clamp(v, c.lo, c.hi);
+    for (double& v : ref)
+      v = c.kind == Case::silu        ? v / (1.0 + std::exp(-v))
+          : c.kind == Case::hardswish ? v * std::clamp(v + 3.0, 0.0, 6.0) / 6.0
+                                      : std::clamp(v, c.lo, c.hi);
     CHECK(worst_rel(ref, cg.run({tx})[0]) < 1e-5);
   }
 }
@@ -676,6 +685,47 @@ TEST_CASE("batch norm, max and average pooling (padding, ceil mode) and adaptive
   CHECK(worst_rel(rmp, out[1]) < 1e-6);
   CHECK(worst_rel(rap, out[2]) < 1e-5);
   CHECK(worst_rel(rad, out[3]) < 1e-5);
+}
+
+TEST_CASE("a relu reading a batch-norm alone runs inside its primitive, in the functional and the aten tuple form") {
+  // DenseNet's order (batch-norm, relu, convolution): no convolution before
+  // the batch-norm takes it, so oneDNN's fuse_norm_relu does the relu.
+  enum Form { functional, tuple, shared };
+  for (Form form : {functional, tuple, shared}) {
+    CAPTURE(static_cast<int>(form));
+    Graph g;
+    Node* x = g.placeholder("x", meta({2, 5, 4, 3}));
+    auto p = [&](const char* name) { return g.get_attr(name, meta({5})); };
+    Node* bn = nullptr;
+    if (form == tuple) {
+      Node* t = g.call_function(OpRef("aten._native_batch_norm_legit_no_training.default"),
+                                {x, p("bw"), p("bb"), p("mean"), p("var"), 0.1, 1e-3});
+      bn = g.call_function(OpRef("operator.getitem"), {t, 0});
+    } else {
+      bn = g.call_function(op("torch.nn.functional.batch_norm"), {x, p("mean"), p("var")},
+                           {{"weight", Arg(p("bw"))}, {"bias", Arg(p("bb"))}, {"training", Arg(false)}, {"eps", Arg(1e-3)}});
+    }
+    Node* relu = g.call_function(op(form == tuple ? "aten.relu.default" : "torch.nn.functional.relu"), {bn});
+    // `shared`: the batch-norm is read by the relu and is an output too, so the relu stays apart.
+    g.output(form == shared ? ArgList{relu, bn} : ArgList{relu});
+    Tensor var = random_tensor({5}, 91);
+    for (int c = 0; c < 5; ++c) var.data<float>()[c] = 0.5f + std::abs(var.data<float>()[c]);
+    const runtime::Weights w{{"bw", random_tensor({5}, 92)}, {"bb", random_tensor({5}, 93)}, {"mean", random_tensor({5}, 94)},
+                             {"var", var}};
+    auto cg = CompiledGraph::compile(g, w);
+    CHECK(cg.num_steps() == (form == shared ? 2u : 1u));
+    const Tensor tx = random_tensor({2, 5, 4, 3}, 95);
+    const auto out = cg.run({tx});
+    std::vector<double> ref(tx.numel()), plain(tx.numel());
+    for (std::int64_t i = 0; i < tx.numel(); ++i) {
+      const std::int64_t c = (i / 12) % 5;
+      auto wv = [&](const char* k) { return double(w.at(k).data<float>()[c]); };
+      plain[i] = (tx.data<float>()[i] - wv("mean")) / std::sqrt(wv("var") + 1e-3) * wv("bw") + wv("bb");
+      ref[i] = std::max(0.0, plain[i]);
+    }
+    CHECK(worst_rel(ref, out[0]) < 1e-6);
+    if (form == shared) CHECK(worst_rel(plain, out[1]) < 1e-6);
+  }
 }
 
 TEST_CASE("a batch-norm tuple whose saved statistics are read is not folded into the convolution before it") {

@@ -441,6 +441,35 @@ TEST_CASE("large maps run over several threads in chunks") {
   CHECK(mismatches(out[1], {ta, tb}, [](std::vector<double> v) { return 2 * float(v[0] + v[1]); }) == 0);
 }
 
+TEST_CASE("a per-channel operand over a channels-last activation, as squeeze-and-excitation multiplies") {
+  // The rows of C channels are assigned several at a time with the per-channel
+  // run repeated (up to 256 elements a call), never across a batch boundary;
+  // 200 channels take the one-row path. where.self has a third operand that
+  // continues across rows.
+  for (std::int64_t c : {5, 37, 200}) {
+    for (int threads : {1, 4}) {
+      CAPTURE(c);
+      CAPTURE(threads);
+      Graph g;
+      Node* x = g.placeholder("x", test::meta({2, 9, 11, c}));
+      Node* s = g.placeholder("s", test::meta({2, c, 1, 1}));
+      Node* xcl = g.call_function(OpRef("aten.permute.default"), {x, ArgList{0, 3, 1, 2}});
+      Node* prod = g.call_function(OpRef("operator.mul"), {xcl, s});
+      Node* pick = g.call_function(OpRef("aten.where.self"), {g.call_function(OpRef("aten.gt.Scalar"), {s, 0.0}), xcl, prod});
+      g.output(ArgList{prod, pick});
+      runtime::CompileOptions opts;
+      opts.threads = threads;
+      auto cg = CompiledGraph::compile(g, {}, opts);
+      const Tensor tx = random_tensor({2, 9, 11, c}, 83), ts = random_tensor({2, c, 1, 1}, 84);
+      const auto out = cg.run({tx, ts});
+      const Tensor xv = tx.permute({0, 3, 1, 2});
+      CHECK(out[0].shape() == runtime::Shape{2, c, 9, 11});
+      CHECK(mismatches(out[0], {xv, ts}, [](std::vector<double> v) { return float(v[0] * v[1]); }, 0) == 0);
+      CHECK(mismatches(out[1], {xv, ts}, [](std::vector<double> v) { return v[1] > 0 ? v[0] : float(v[0] * v[1]); }, 0) == 0);
+    }
+  }
+}
+
 TEST_CASE("shapes that do not broadcast are refused naming the node") {
   Graph g;
   Node* a = g.placeholder("a", test::meta({3, 4}));

@@ -1,9 +1,12 @@
 #pragma once
 // Inference batch-norm on oneDNN's batch_normalization primitive with the
 // running statistics (use_global_stats), where no convolution before it took
-// it in. NCHW-shaped input of any dense layout (channels-last stays so).
+// it in. NCHW-shaped input of any dense layout (channels-last stays so). A
+// relu that alone reads it runs inside the primitive (DenseNet's
+// batch-norm, relu, convolution).
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
+#include "kiln/kernels/onednn/epilogue.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
@@ -15,6 +18,28 @@ struct BatchNormArgs {
   std::optional<runtime::ValueId> weight, bias;
   double eps = 1e-5;
 };
+
+// The relu that alone reads the batch-norm being lowered (through its
+// getitem(0) in aten's tuple forms), with that getitem; nothing when there is none.
+struct ReluAfter {
+  const Node* relu = nullptr;
+  const Node* getitem = nullptr;
+};
+inline ReluAfter relu_after(const runtime::LowerContext& ctx) {
+  ReluAfter r;
+  if (!ctx.may_fuse_users()) return r;
+  const Node* next = onednn::detail::only_user(&ctx.node());
+  if (next && onednn::detail::target_is(next, {"operator.getitem"})) {
+    const auto* i = next->args().size() > 1 ? next->arg(1).get_if<std::int64_t>() : nullptr;
+    if (!i || *i != 0) return r;
+    r.getitem = next;
+    next = onednn::detail::only_user(next);
+  }
+  const auto op = next ? onednn::detail::eltwise_of(*next) : std::nullopt;
+  if (!op || op->alg != dnnl::algorithm::eltwise_relu || op->alpha != 0.0f) return {};
+  r.relu = next;
+  return r;
+}
 
 inline runtime::ValueId lower_batch_norm(runtime::LowerContext& ctx, const BatchNormArgs& a) {
   runtime::ValueId in = a.input;
@@ -42,6 +67,8 @@ inline runtime::ValueId lower_batch_norm(runtime::LowerContext& ctx, const Batch
   param(a.var, DNNL_ARG_VARIANCE, "running_var");
   if (a.weight) flags = flags | dnnl::normalization_flags::use_scale, param(*a.weight, DNNL_ARG_SCALE, "weight");
   if (a.bias) flags = flags | dnnl::normalization_flags::use_shift, param(*a.bias, DNNL_ARG_SHIFT, "bias");
+  const ReluAfter relu = relu_after(ctx);
+  if (relu.relu) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
   dnnl::batch_normalization_forward::primitive_desc pd;
   try {
     pd = dnnl::batch_normalization_forward::primitive_desc(
@@ -52,6 +79,8 @@ inline runtime::ValueId lower_batch_norm(runtime::LowerContext& ctx, const Batch
   }
   onednn::add_primitive_step(
       ctx, std::make_unique<onednn::PrimitiveStep>(dnnl::batch_normalization_forward(pd), bound, pd.scratchpad_desc()), reads, {out});
+  for (const Node* n : {relu.getitem, relu.relu})
+    if (n) ctx.absorb(*n, runtime::Lowered::tensor(out));
   return out;
 }
 

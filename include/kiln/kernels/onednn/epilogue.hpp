@@ -230,6 +230,7 @@ inline std::optional<Eltwise> eltwise_of(const Node& n) {
     if (module_is(m, {"torch.nn.modules.activation.Tanh"})) return Eltwise{A::eltwise_tanh};
     if (module_is(m, {"torch.nn.modules.activation.SiLU"})) return Eltwise{A::eltwise_swish, 1.0f};
     if (module_is(m, {"torch.nn.modules.activation.ReLU6"})) return clip_of(0.0, 6.0);
+    if (module_is(m, {"torch.nn.modules.activation.Hardswish"})) return Eltwise{A::eltwise_hardswish};
     const std::optional<ModuleAttrs> attrs = attrs_of(*m);
     if (!attrs) return std::nullopt;
     if (module_is(m, {"torch.nn.modules.activation.Hardtanh"})) {
@@ -257,6 +258,9 @@ inline std::optional<Eltwise> eltwise_of(const Node& n) {
   if (target_is(&n, {"aten.hardtanh.default", "aten.hardtanh_.default", "torch.nn.functional.hardtanh"}))
     return clip_of(number_or(n, 1, "min_val", -1.0), number_or(n, 2, "max_val", 1.0));
   if (target_is(&n, {"torch.nn.functional.relu6"})) return clip_of(0.0, 6.0);
+  // x * relu6(x + 3) / 6 (MobileNetV3's activation)
+  if (target_is(&n, {"aten.hardswish.default", "aten.hardswish_.default", "torch.nn.functional.hardswish"}))
+    return Eltwise{A::eltwise_hardswish};
   if (target_is(&n, {"aten.gelu.default", "torch.nn.functional.gelu"})) {
     const Arg* approx = n.args().size() > 1 ? &n.arg(1) : n.kwargs().find("approximate");
     const auto* s = approx ? approx->get_if<std::string>() : nullptr;

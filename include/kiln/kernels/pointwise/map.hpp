@@ -147,13 +147,75 @@ void run_map_piece(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, c
   }
 }
 
+// Whether rows of a short inner run can be taken several at a time: the
+// output and every input have stride 1 in the run and, along the innermost
+// outer dim, either continue from one row to the next or repeat the same run
+// (stride 0: a per-channel scale over a channels-last activation, the
+// squeeze-and-excitation multiply). Each call then assigns up to
+// kGatherBlock elements instead of one short run.
+template <std::size_t N>
+bool rows_group(const MapPlan<N>& p) {
+  if (p.outer_rank == 0 || p.inner * 2 > kGatherBlock) return false;
+  const std::size_t last = p.outer_rank - 1;
+  for (std::size_t i = 0; i <= N; ++i) {
+    if (p.inner_stride[i] != 1) return false;
+    const std::int64_t st = p.outer_strides[i][last];
+    if (st != p.inner && (i == 0 || st != 0)) return false;
+  }
+  return true;
+}
+
+// Assigns rows [row, row + k) of a rows_group plan in one run: the rows lie
+// within one step of the innermost outer dim; a repeating input is tiled into
+// a stack block.
+template <class Out, class... Ins, class F, std::size_t... I>
+void run_map_rows(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f, std::int64_t row, std::int64_t k,
+                  std::index_sequence<I...>) {
+  std::array<std::int64_t, sizeof...(Ins) + 1> off{};
+  for (std::size_t d = p.outer_rank, rest = static_cast<std::size_t>(row); d-- > 0;) {
+    const auto idx = static_cast<std::int64_t>(rest % static_cast<std::size_t>(p.outer_shape[d]));
+    rest /= static_cast<std::size_t>(p.outer_shape[d]);
+    for (std::size_t i = 0; i < off.size(); ++i) off[i] += idx * p.outer_strides[i][d];
+  }
+  const std::int64_t n = k * p.inner;
+  Out* out = fr.data_as<Out>(p.ids[0]) + off[0];
+  std::tuple<std::array<Ins, kGatherBlock>...> blocks;
+  const auto run_of = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+    using T = std::tuple_element_t<J, std::tuple<Ins...>>;
+    const T* s = fr.data_as<T>(p.ids[J + 1]) + off[J + 1];
+    if (p.outer_strides[J + 1][p.outer_rank - 1] != 0) return s;
+    auto& blk = std::get<J>(blocks);
+    for (std::int64_t r = 0; r < k; ++r) std::copy_n(s, p.inner, blk.data() + r * p.inner);
+    return static_cast<const T*>(blk.data());
+  };
+  assign_run(xrun(out, n), f(xrun(run_of(std::integral_constant<std::size_t, I>{}), n)...));
+}
+
+// Rows [begin, end) of a plan: grouped where rows_group allows, else one by one.
+template <class Out, class... Ins, class F>
+void run_map_row_range(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f, bool grouped,
+                       std::int64_t begin, std::int64_t end) {
+  const auto seq = std::index_sequence_for<Ins...>{};
+  if (!grouped) {
+    for (std::int64_t r = begin; r < end; ++r) run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
+    return;
+  }
+  const std::int64_t per_call = kGatherBlock / p.inner, extent = p.outer_shape[p.outer_rank - 1];
+  for (std::int64_t r = begin; r < end;) {
+    const std::int64_t k = std::min({per_call, end - r, extent - r % extent});
+    run_map_rows<Out, Ins...>(fr, p, f, r, k, seq);
+    r += k;
+  }
+}
+
 // Runs a planned map; F takes one xtensor expression per input.
 template <class Out, class... Ins, class F>
 void run_map(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F& f) {
   const auto seq = std::index_sequence_for<Ins...>{};
   const bool parallel = fr.threads() > 1 && p.rows * p.inner >= kParallelElements;
+  const bool grouped = rows_group(p);
   if (!parallel) {
-    for (std::int64_t r = 0; r < p.rows; ++r) run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
+    run_map_row_range<Out, Ins...>(fr, p, f, grouped, 0, p.rows);
   } else if (p.rows == 1) {
     // One long run: pieces of it.
     const std::int64_t pieces = (p.inner + p.inner_chunk - 1) / p.inner_chunk;
@@ -166,8 +228,7 @@ void run_map(const runtime::Frame& fr, const MapPlan<sizeof...(Ins)>& p, const F
     const std::int64_t chunks = (p.rows + p.rows_per_chunk - 1) / p.rows_per_chunk;
 #pragma omp parallel for num_threads(fr.threads()) schedule(static)
     for (std::int64_t c = 0; c < chunks; ++c)
-      for (std::int64_t r = c * p.rows_per_chunk, e = std::min(p.rows, r + p.rows_per_chunk); r < e; ++r)
-        run_map_piece<Out, Ins...>(fr, p, f, r, 0, p.inner, seq);
+      run_map_row_range<Out, Ins...>(fr, p, f, grouped, c * p.rows_per_chunk, std::min(p.rows, (c + 1) * p.rows_per_chunk));
   }
 }
 

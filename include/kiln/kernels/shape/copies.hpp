@@ -103,7 +103,10 @@ inline void concatenate(runtime::LowerContext& ctx, const std::vector<runtime::V
     ctx.set_result(*view);
     return;
   }
-  const auto out = ctx.buffer(shape, first.dtype);
+  // The result keeps the first input's dim order, as PyTorch's cat keeps a
+  // shared memory format: a channels-last model stays channels-last through
+  // its concatenations (DenseNet's) and each input is copied in whole rows.
+  const auto out = ctx.buffer(runtime::dense_in_order_of(first, shape, first.dtype));
   std::vector<std::pair<runtime::CopyPlan, std::int64_t>> plans;  // plan, byte offset in out
   std::int64_t at = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
