@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/core/graph.hpp"
+#include "kiln/core/print.hpp"
 #include "kiln/kernels/kernel_table.hpp"
 #include "kiln/executor/buffer_plan.hpp"
 #include "kiln/executor/layout_decision.hpp"
@@ -123,16 +124,20 @@ inline void refuse_nodes_without_kernel(const Graph& g, const std::unordered_set
   }
 }
 
-// The meta the exporter recorded is a check on the kernel's shape inference.
-inline void check_against_meta(const LowerContext& ctx, const Node& n, const Layout& l) {
+// The meta the exporter recorded checks the tensor a node became: `what` is
+// the tensor's part in the message ("the kernel makes", "the weight bound to
+// it is"). A symbolic dim of the meta matches any size.
+inline void check_against_meta(const LowerContext& ctx, const Node& n, const Layout& l, std::string_view what) {
   const TensorMeta* t = n.meta.val.tensor();
   if (!t) return;
   bool same = t->shape.size() == l.shape.size() && t->dtype == l.dtype;
   for (std::size_t k = 0; same && k < l.shape.size(); ++k)
     same = !is_static(t->shape[k]) || std::get<std::int64_t>(t->shape[k]) == l.shape[k];
-  if (!same)
-    ctx.fail("the kernel makes a " + std::string(dtype_name(l.dtype)) + " tensor of shape " + shape_str(l.shape) +
-             " but meta.val says " + std::string(dtype_name(t->dtype)) + " of rank " + std::to_string(t->shape.size()));
+  if (same) return;
+  std::string meta_shape = "[";
+  for (std::size_t k = 0; k < t->shape.size(); ++k) meta_shape += (k ? ", " : "") + format_dim(t->shape[k]);
+  ctx.fail(std::string(what) + " " + std::string(dtype_name(l.dtype)) + " " + shape_str(l.shape) + ", but meta.val says " +
+           std::string(dtype_name(t->dtype)) + " " + meta_shape + "]");
 }
 
 // list[start:stop:step] with Python's rules for missing, negative and out-of-range bounds.
@@ -342,10 +347,7 @@ class GraphLowering {
   // or Dynamo graph) is that weight, a constant like a get_attr's.
   void lower_placeholder(const Node& n) {
     if (const auto weight = constants_(n.target_name())) {
-      const Layout& l = p_.values[*weight].layout;
-      if (auto want = layout_from_meta(n.meta.val); want && (want->shape != l.shape || want->dtype != l.dtype))
-        ctx_.fail("the weight bound to it is " + std::string(dtype_name(l.dtype)) + " " + shape_str(l.shape) +
-                  ", but meta.val says " + std::string(dtype_name(want->dtype)) + " " + shape_str(want->shape));
+      check_against_meta(ctx_, n, p_.values[*weight].layout, "the weight bound to it is");
       lowered_[&n] = Lowered::tensor(*weight);
       return;
     }
@@ -396,7 +398,7 @@ class GraphLowering {
     Lowered result = ctx_.take_result();
     if (result.kind == Lowered::Kind::none && !n.meta.val.is_none() && n.num_users() > 0)
       ctx_.fail("its kernel gave no result");
-    if (result.is_tensor()) check_against_meta(ctx_, n, p_.values[result.id].layout);
+    if (result.is_tensor()) check_against_meta(ctx_, n, p_.values[result.id].layout, "the kernel makes");
     lowered_[&n] = std::move(result);
   }
 
