@@ -185,41 +185,58 @@ std::string compile_error(const Graph& g, const runtime::Weights& w) {
   return "compiled";
 }
 
+// Self-attention of one random input of N sequences of L tokens, sequence or
+// batch first: the layer's weights, the input, and the loop's problem and answer.
+struct SelfAttentionCase {
+  std::int64_t N, L, E, H;
+  Mha m;
+  Tensor tx;
+  Problem p;
+  Reference ref;
+  SelfAttentionCase(std::int64_t n, std::int64_t l, std::int64_t e, std::int64_t h, bool batch_first, unsigned weight_seed,
+                    unsigned input_seed)
+      : N(n), L(l), E(e), H(h), m(e, weight_seed),
+        tx(random_tensor(batch_first ? runtime::Shape{n, l, e} : runtime::Shape{l, n, e}, input_seed)),
+        p(self_attention(Tokens{&tx, batch_first}, n, l, h, m)), ref(naive_attention(p)) {}
+};
+
+// need_weights' three forms: 0 the weights averaged over heads, 1 per head, 2 none.
+void output_form(Graph& g, Node* mha, int form) {
+  if (form < 2)
+    g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
+  else
+    g.output(ArgList{item(g, mha, 0)});
+}
+void check_weights_form(const std::vector<Tensor>& out, const SelfAttentionCase& c, int form) {
+  if (form == 0) {
+    REQUIRE(out[1].shape() == runtime::Shape{c.N, c.L, c.L});
+    CHECK(worst_rel(averaged(c.ref, c.N, c.H, c.L, c.L), out[1]) < 1e-5);
+  } else if (form == 1) {
+    REQUIRE(out[1].shape() == runtime::Shape{c.N, c.H, c.L, c.L});
+    CHECK(worst_rel(c.ref.probs, out[1]) < 1e-5);
+  } else {
+    CHECK(out.size() == 1);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("F.multi_head_attention_forward self-attention, sequence first, against a loop: averaged, per-head and no weights") {
-  const std::int64_t L = 5, N = 2, E = 12, H = 3;
-  const Mha m(E, 10);
-  const Tensor tx = random_tensor({L, N, E}, 1);
-  const Tokens x{&tx, false};
-  Problem p = self_attention(x, N, L, H, m);
-  const Reference ref = naive_attention(p);
+  const SelfAttentionCase c(2, 5, 12, 3, false, 10, 1);
   for (int form = 0; form < 3; ++form) {
     CAPTURE(form);
-    const bool need_weights = form < 2, average = form == 0;
     Graph g;
-    Node* in = g.placeholder("x", meta({L, N, E}));
-    Node* mha = g.call_function(OpRef(kMha), m.args(g, in, in, in, H),
+    Node* in = g.placeholder("x", meta({c.L, c.N, c.E}));
+    Node* mha = g.call_function(OpRef(kMha), c.m.args(g, in, in, in, c.H),
                                 {{"training", Arg(false)},
-                                 {"need_weights", Arg(need_weights)},
+                                 {"need_weights", Arg(form < 2)},
                                  {"attn_mask", Arg()},
-                                 {"average_attn_weights", Arg(average)}});
-    if (need_weights)
-      g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
-    else
-      g.output(ArgList{item(g, mha, 0)});
-    auto out = CompiledGraph::compile(g, m.weights()).run({tx});
-    REQUIRE(out[0].shape() == runtime::Shape{L, N, E});
-    CHECK(worst_rel(seq_first(ref.out, N, L, E), out[0]) < 1e-5);
-    if (form == 0) {
-      REQUIRE(out[1].shape() == runtime::Shape{N, L, L});
-      CHECK(worst_rel(averaged(ref, N, H, L, L), out[1]) < 1e-5);
-    } else if (form == 1) {
-      REQUIRE(out[1].shape() == runtime::Shape{N, H, L, L});
-      CHECK(worst_rel(ref.probs, out[1]) < 1e-5);
-    } else {
-      CHECK(out.size() == 1);
-    }
+                                 {"average_attn_weights", Arg(form == 0)}});
+    output_form(g, mha, form);
+    auto out = CompiledGraph::compile(g, c.m.weights()).run({c.tx});
+    REQUIRE(out[0].shape() == runtime::Shape{c.L, c.N, c.E});
+    CHECK(worst_rel(seq_first(c.ref.out, c.N, c.L, c.E), out[0]) < 1e-5);
+    check_weights_form(out, c, form);
   }
 }
 
@@ -303,11 +320,9 @@ TEST_CASE("F.multi_head_attention_forward of an unbatched query returns 2-d resu
 }
 
 TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 and 3 dims, bool and float key_padding_mask") {
-  const std::int64_t L = 4, N = 2, E = 8, H = 2;
-  const Mha m(E, 50);
-  const Tensor tx = random_tensor({L, N, E}, 8);
-  const Tokens x{&tx, false};
-  Problem p = self_attention(x, N, L, H, m);
+  const SelfAttentionCase sa(2, 4, 8, 2, false, 50, 8);
+  const std::int64_t L = sa.L, N = sa.N, E = sa.E, H = sa.H;
+  Problem p = sa.p;
   const Tensor float2 = random_tensor({L, L}, 9), float3 = random_tensor({N * H, L, L}, 10),
                kpm_float = random_tensor({N, L}, 11);
   Tensor bool2 = Tensor::empty({L, L}, DType::bool_), kpm_bool = Tensor::empty({N, L}, DType::bool_);
@@ -340,7 +355,7 @@ TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 a
     CAPTURE(c.name);
     Graph g;
     Node* in = g.placeholder("x", meta({L, N, E}));
-    std::vector<Tensor> inputs{tx};
+    std::vector<Tensor> inputs{sa.tx};
     ArgDict kw{{"training", Arg(false)}};
     if (c.attn) {
       kw.set("attn_mask",
@@ -351,9 +366,9 @@ TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 a
       kw.set("key_padding_mask", g.placeholder("kpm", meta({N, L}, c.kpm->dtype())));
       inputs.push_back(*c.kpm);
     }
-    Node* mha = g.call_function(OpRef(kMha), m.args(g, in, in, in, H), std::move(kw));
+    Node* mha = g.call_function(OpRef(kMha), sa.m.args(g, in, in, in, H), std::move(kw));
     g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
-    auto out = CompiledGraph::compile(g, m.weights()).run(inputs);
+    auto out = CompiledGraph::compile(g, sa.m.weights()).run(inputs);
     p.mask = c.fn;
     const Reference ref = naive_attention(p);
     CHECK(worst_rel(seq_first(ref.out, N, L, E), out[0]) < 1e-5);
@@ -362,32 +377,22 @@ TEST_CASE("F.multi_head_attention_forward masks: float and bool attn_mask of 2 a
 }
 
 TEST_CASE("aten._native_multi_head_attention, batch first, against a loop: with averaged, per-head and no weights") {
-  const std::int64_t N = 2, L = 7, E = 16, H = 4;
-  const Mha m(E, 60);
-  const Tensor tx = random_tensor({N, L, E}, 12);
-  const Tokens x{&tx, true};
-  Problem p = self_attention(x, N, L, H, m);
-  const Reference ref = naive_attention(p);
+  const SelfAttentionCase c(2, 7, 16, 4, true, 60, 12);
   for (int form = 0; form < 3; ++form) {
     CAPTURE(form);
     Graph g;
-    Node* in = g.placeholder("x", meta({N, L, E}));
-    ArgList args = m.args(g, in, in, in, H);
+    Node* in = g.placeholder("x", meta({c.N, c.L, c.E}));
+    ArgList args = c.m.args(g, in, in, in, c.H);
     args.resize(5);
     for (const char* w : {"w_in", "b_in", "w_out", "b_out"}) args.push_back(g.get_attr(w));
     args.push_back(nullptr);  // mask
     args.push_back(form < 2);
     args.push_back(form == 0);
-    Node* mha = g.call_function(OpRef("aten._native_multi_head_attention.default"), std::move(args));
-    if (form < 2)
-      g.output(ArgList{item(g, mha, 0), item(g, mha, 1)});
-    else
-      g.output(ArgList{item(g, mha, 0)});
-    auto out = CompiledGraph::compile(g, m.weights()).run({tx});
-    REQUIRE(out[0].shape() == runtime::Shape{N, L, E});
-    CHECK(worst_rel(ref.out, out[0]) < 1e-5);
-    if (form == 0) CHECK(worst_rel(averaged(ref, N, H, L, L), out[1]) < 1e-5);
-    if (form == 1) CHECK(worst_rel(ref.probs, out[1]) < 1e-5);
+    output_form(g, g.call_function(OpRef("aten._native_multi_head_attention.default"), std::move(args)), form);
+    auto out = CompiledGraph::compile(g, c.m.weights()).run({c.tx});
+    REQUIRE(out[0].shape() == runtime::Shape{c.N, c.L, c.E});
+    CHECK(worst_rel(c.ref.out, out[0]) < 1e-5);
+    check_weights_form(out, c, form);
   }
 }
 

@@ -364,6 +364,37 @@ TEST_CASE("nn.Upsample, UpsamplingNearest2d and UpsamplingBilinear2d lower as F.
   }
 }
 
+TEST_CASE("F.upsample takes interpolate's arguments, F.upsample_nearest and F.upsample_bilinear fix the mode, against a loop") {
+  struct FormCase {
+    const char* target;
+    ArgList args;  // after the input
+    Mode mode;
+    bool align;
+    Dims out;
+    Scales sf;
+  };
+  const std::optional<double> none;
+  const FormCase cases[] = {
+      {"torch.nn.functional.upsample", {Arg(), 2.0, Arg(std::string("bilinear")), false}, Mode::linear, false, {10, 12}, {2.0, 2.0}},
+      {"torch.nn.functional.upsample", {ints({7, 9})}, Mode::nearest, false, {7, 9}, {none, none}},
+      {"torch.nn.functional.upsample_nearest", {ints({7, 9})}, Mode::nearest, false, {7, 9}, {none, none}},
+      {"torch.nn.functional.upsample_nearest", {Arg(), 1.5}, Mode::nearest, false, {7, 9}, {1.5, 1.5}},
+      {"torch.nn.functional.upsample_bilinear", {ints({4, 11})}, Mode::linear, true, {4, 11}, {none, none}},
+      {"torch.nn.functional.upsample_bilinear", {Arg(), 2.0}, Mode::linear, true, {10, 12}, {2.0, 2.0}},
+  };
+  for (const FormCase& c : cases) {
+    CAPTURE(c.target);
+    CAPTURE(c.out[0]);
+    Graph g;
+    Input x = make_input(g, {2, 3, 5, 6}, false, 9);
+    ArgList args{x.node};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    g.output(ArgList{g.call_function(OpRef(c.target), std::move(args))});
+    const double tol = c.mode == Mode::nearest ? 0.0 : 2e-6;
+    CHECK(max_err(run1(g, x.given), naive_resize(x.logical, c.mode, c.out, c.sf, c.align), out_shape({2, 3, 5, 6}, c.out)) <= tol);
+  }
+}
+
 TEST_CASE("F.interpolate in area mode is adaptive average pooling, by size or by scale factor") {
   for (bool by_size : {true, false}) {
     Graph g;

@@ -141,6 +141,33 @@ TEST_CASE("a weight bound to a placeholder must have the placeholder's shape") {
                        runtime::CompileError);
 }
 
+TEST_CASE("a kernel's result and a bound weight are checked against meta.val, a symbolic dim matching any size") {
+  SUBCASE("a kernel's result of another shape") {
+    Graph g;
+    Node* x = g.placeholder("x", f32({2, 3}));
+    Node* r = g.call_function(aten::relu, {x}, {}, "r");
+    r->meta.val = f32({2, 4});
+    g.output(ArgList{r});
+    CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                         doctest::Contains("node r (aten.relu.default): the kernel makes float32 [2, 3], but meta.val says "
+                                           "float32 [2, 4]"),
+                         runtime::CompileError);
+    r->meta.val = f32({2, Dim(SymInt{"s0"})});
+    CHECK(CompiledGraph::compile(g, {}).num_steps() == 1);
+  }
+  SUBCASE("a bound weight of another rank, or matching a symbolic dim") {
+    Graph g;
+    Node* w = g.placeholder("p_w", f32({3}));
+    g.output(ArgList{g.call_function(aten::relu, {w})});
+    CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {{"p_w", random_tensor({3, 1}, 1)}}),
+                         doctest::Contains("node p_w (p_w): the weight bound to it is float32 [3, 1], but meta.val says "
+                                           "float32 [3]"),
+                         runtime::CompileError);
+    w->meta.val = f32({Dim(SymInt{"s0"})});
+    CHECK(CompiledGraph::compile(g, {{"p_w", random_tensor({4}, 1)}}).num_inputs() == 0);
+  }
+}
+
 TEST_CASE("two threads run one compiled graph at once with the same results") {
   Graph g;
   Node* x = g.placeholder("x", f32({64, 64}));

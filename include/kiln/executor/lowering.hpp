@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kiln/core/graph.hpp"
+#include "kiln/core/print.hpp"
 #include "kiln/kernels/kernel_table.hpp"
 #include "kiln/executor/buffer_plan.hpp"
 #include "kiln/executor/layout_decision.hpp"
@@ -123,16 +124,20 @@ inline void refuse_nodes_without_kernel(const Graph& g, const std::unordered_set
   }
 }
 
-// The meta the exporter recorded is a check on the kernel's shape inference.
-inline void check_against_meta(const LowerContext& ctx, const Node& n, const Layout& l) {
+// The meta the exporter recorded checks the tensor a node became: `what` is
+// the tensor's part in the message ("the kernel makes", "the weight bound to
+// it is"). A symbolic dim of the meta matches any size.
+inline void check_against_meta(const LowerContext& ctx, const Node& n, const Layout& l, std::string_view what) {
   const TensorMeta* t = n.meta.val.tensor();
   if (!t) return;
   bool same = t->shape.size() == l.shape.size() && t->dtype == l.dtype;
   for (std::size_t k = 0; same && k < l.shape.size(); ++k)
     same = !is_static(t->shape[k]) || std::get<std::int64_t>(t->shape[k]) == l.shape[k];
-  if (!same)
-    ctx.fail("the kernel makes a " + std::string(dtype_name(l.dtype)) + " tensor of shape " + shape_str(l.shape) +
-             " but meta.val says " + std::string(dtype_name(t->dtype)) + " of rank " + std::to_string(t->shape.size()));
+  if (same) return;
+  std::string meta_shape = "[";
+  for (std::size_t k = 0; k < t->shape.size(); ++k) meta_shape += (k ? ", " : "") + format_dim(t->shape[k]);
+  ctx.fail(std::string(what) + " " + std::string(dtype_name(l.dtype)) + " " + shape_str(l.shape) + ", but meta.val says " +
+           std::string(dtype_name(t->dtype)) + " " + meta_shape + "]");
 }
 
 // list[start:stop:step] with Python's rules for missing, negative and out-of-range bounds.
@@ -242,125 +247,173 @@ class ConstantFolder {
   Program& p_;
 };
 
-inline Program lower(const Graph& g, const Weights& weights, const kernels::KernelTable& kernels,
-                     const CompileOptions& options = {}) {
-  const auto live = detail::needed_nodes(g);
+namespace detail {
 
-  detail::refuse_nodes_without_kernel(g, live, kernels);
-
-  Program p;
-  std::unordered_map<const Node*, Lowered> lowered;
-  std::map<std::string, ValueId, std::less<>> constant_ids;
-  std::unordered_multimap<std::uint64_t, ValueId> by_content;
-  LowerContext ctx(p, lowered, options);
-  ConstantFolder folder(p);
-  using ConvLayout = CompileOptions::ConvLayout;
-  ctx.set_channels_last(options.conv_layout == ConvLayout::channels_last ||
-                        (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights)));
-  const LowerFn getitem = kernels.find("operator.getitem");
-  // The constant of weight `target`, made once per name, and once per content:
-  // equal weights under different names (tied embeddings, repeated constants) are stored once.
-  auto constant_of = [&](std::string_view target) -> std::optional<ValueId> {
-    if (auto known = constant_ids.find(target); known != constant_ids.end()) return known->second;
-    auto w = weights.find(std::string(target));
-    if (w == weights.end()) return std::nullopt;
-    Tensor value = w->second.contiguous();
-    const std::uint64_t h = detail::content_hash(value);
-    for (auto [it, end] = by_content.equal_range(h); it != end; ++it) {
-      const Tensor& other = p.constants[p.values[it->second].index];
-      if (other.dtype() == value.dtype() && other.shape() == value.shape() &&
-          std::memcmp(other.raw(), value.raw(), value.nbytes()) == 0) {
-        constant_ids.emplace(std::string(target), it->second);
-        return it->second;
-      }
-    }
-    const ValueId id = ctx.constant_value(std::move(value), std::string(target));
-    by_content.emplace(h, id);
-    constant_ids.emplace(std::string(target), id);
-    return id;
-  };
-  ctx.set_weight_finder(constant_of);
-  ctx.set_kernel_finder([&kernels](std::string_view target) -> LowerFn { return kernels.find(target); });
-
-  // Inputs and weights first, wherever the graph has them: a kernel that folds
-  // the op after it (a batch-norm into a convolution) reads that op's weights.
+// Inputs and weights first, wherever the graph has them: a kernel that folds
+// the op after it (a batch-norm into a convolution) reads that op's weights.
+inline std::vector<const Node*> lowering_order(const Graph& g, const std::unordered_set<const Node*>& live) {
   std::vector<const Node*> order;
   for (const Node* n : g.nodes())
     if (live.count(n) && (n->op() == OpKind::placeholder || n->op() == OpKind::get_attr)) order.push_back(n);
   for (const Node* n : g.nodes())
     if (live.count(n) && n->op() != OpKind::placeholder && n->op() != OpKind::get_attr) order.push_back(n);
-  for (const Node* n : order) {
-    if (ctx.was_absorbed(n)) continue;
-    ctx.begin(*n);
-    switch (n->op()) {
-      case OpKind::placeholder: {
-        // A placeholder bound to a weight (a lifted parameter of a torch.export
-        // or Dynamo graph) is that weight, a constant like a get_attr's.
-        if (const auto weight = constant_of(n->target_name())) {
-          const Layout& l = p.values[*weight].layout;
-          if (auto want = detail::layout_from_meta(n->meta.val); want && (want->shape != l.shape || want->dtype != l.dtype))
-            ctx.fail("the weight bound to it is " + std::string(dtype_name(l.dtype)) + " " + shape_str(l.shape) +
-                     ", but meta.val says " + std::string(dtype_name(want->dtype)) + " " + shape_str(want->shape));
-          lowered[n] = Lowered::tensor(*weight);
-          continue;
-        }
-        auto layout = detail::layout_from_meta(n->meta.val);
-        if (!layout)
-          ctx.fail("the input needs meta.val with a static tensor shape and dtype (the executor plans from it)");
-        ValueInfo i;
-        i.layout = std::move(*layout);
-        i.storage = Storage::input;
-        i.index = static_cast<std::uint32_t>(p.inputs.size());
-        i.name = n->name();
-        p.values.push_back(std::move(i));
-        const auto id = static_cast<ValueId>(p.values.size() - 1);
-        p.inputs.push_back(id);
-        p.input_names.push_back(n->name());
-        lowered[n] = Lowered::tensor(id);
-        continue;
-      }
-      case OpKind::get_attr: {
-        const std::string target(n->target_name());
-        const auto id = constant_of(target);
-        if (!id) ctx.fail("no weight named '" + target + "' was given");
-        lowered[n] = Lowered::tensor(*id);
-        continue;
-      }
-      case OpKind::output: {
-        detail::flatten_outputs(n->args().empty() ? Arg() : n->arg(0), lowered, p.outputs);
-        continue;
-      }
+  return order;
+}
+
+inline bool conv_channels_last(const Graph& g, const Weights& weights, const CompileOptions& options) {
+  using ConvLayout = CompileOptions::ConvLayout;
+  return options.conv_layout == ConvLayout::channels_last ||
+         (options.conv_layout == ConvLayout::decide && decide_channels_last(g, weights));
+}
+
+// The constant of each weight the graph names, made once per name, and once
+// per content: equal weights under different names (tied embeddings,
+// repeated constants) are stored once.
+class WeightConstants {
+ public:
+  WeightConstants(const Weights& weights, Program& p, LowerContext& ctx) : weights_(weights), p_(p), ctx_(ctx) {}
+
+  std::optional<ValueId> operator()(std::string_view target) {
+    if (auto known = by_name_.find(target); known != by_name_.end()) return known->second;
+    auto w = weights_.find(std::string(target));
+    if (w == weights_.end()) return std::nullopt;
+    Tensor value = w->second.contiguous();
+    const std::uint64_t h = content_hash(value);
+    ValueId id;
+    if (const auto same = stored_equal(value, h)) {
+      id = *same;
+    } else {
+      id = ctx_.constant_value(std::move(value), std::string(target));
+      by_content_.emplace(h, id);
+    }
+    by_name_.emplace(std::string(target), id);
+    return id;
+  }
+
+ private:
+  std::optional<ValueId> stored_equal(const Tensor& value, std::uint64_t h) const {
+    for (auto [it, end] = by_content_.equal_range(h); it != end; ++it) {
+      const Tensor& other = p_.constants[p_.values[it->second].index];
+      if (other.dtype() == value.dtype() && other.shape() == value.shape() &&
+          std::memcmp(other.raw(), value.raw(), value.nbytes()) == 0)
+        return it->second;
+    }
+    return std::nullopt;
+  }
+
+  const Weights& weights_;
+  Program& p_;
+  LowerContext& ctx_;
+  std::map<std::string, ValueId, std::less<>> by_name_;
+  std::unordered_multimap<std::uint64_t, ValueId> by_content_;
+};
+
+// One graph's lowering: each node in turn becomes values and steps of the program.
+class GraphLowering {
+ public:
+  GraphLowering(Program& p, const Graph& g, const Weights& weights, const kernels::KernelTable& kernels,
+                const CompileOptions& options)
+      : p_(p), kernels_(kernels), ctx_(p, lowered_, options), folder_(p), constants_(weights, p, ctx_),
+        getitem_(kernels.find("operator.getitem")) {
+    ctx_.set_channels_last(conv_channels_last(g, weights, options));
+    ctx_.set_weight_finder([this](std::string_view target) { return constants_(target); });
+    ctx_.set_kernel_finder([&kernels](std::string_view target) -> LowerFn { return kernels.find(target); });
+  }
+
+  void lower_node(const Node& n) {
+    if (ctx_.was_absorbed(&n)) return;
+    ctx_.begin(n);
+    switch (n.op()) {
+      case OpKind::placeholder: return lower_placeholder(n);
+      case OpKind::get_attr: return lower_get_attr(n);
+      case OpKind::output: return flatten_outputs(n.args().empty() ? Arg() : n.arg(0), lowered_, p_.outputs);
       default: break;
     }
-    if (n->op() == OpKind::call_function && n->target_name() == "operator.getitem") {
-      if (std::optional<Lowered> item = detail::item_of_lowered(ctx, *n)) {
-        lowered[n] = std::move(*item);
-        continue;
+    if (n.op() == OpKind::call_function && n.target_name() == "operator.getitem") {
+      if (std::optional<Lowered> item = item_of_lowered(ctx_, n)) {
+        lowered_[&n] = std::move(*item);
+        return;
       }
-      if (!getitem) ctx.fail("no kernel indexes a tensor (operator.getitem)");
-      const std::size_t first = p.steps.size();
-      const auto first_value = static_cast<ValueId>(p.values.size());
-      getitem(ctx);
-      folder.fold(first, first_value);
+      if (!getitem_) ctx_.fail("no kernel indexes a tensor (operator.getitem)");
+      run_folded([&] { getitem_(ctx_); });
     } else {
-      const std::size_t first = p.steps.size();
-      const auto first_value = static_cast<ValueId>(p.values.size());
-      try {
-        kernels.find(kernels::kernel_key(*n))(ctx);
-      } catch (const std::bad_alloc&) {
-        ctx.fail("ran out of memory while lowering it (a constant or packed weight it makes is larger than this machine can hold)");
-      }
-      folder.fold(first, first_value);
+      run_folded([&] { run_kernel(n); });
     }
-    Lowered result = ctx.take_result();
-    if (result.kind == Lowered::Kind::none && !n->meta.val.is_none() && n->num_users() > 0)
-      ctx.fail("its kernel gave no result");
-    if (result.is_tensor()) detail::check_against_meta(ctx, *n, p.values[result.id].layout);
-    lowered[n] = std::move(result);
+    keep_result(n);
   }
-  plan_buffers(p);
-  // Weights that only served to make packed copies (a linear's [N, K] weight
-  // once reordered for its primitive) are read by no step: let them go.
+
+ private:
+  // A placeholder bound to a weight (a lifted parameter of a torch.export
+  // or Dynamo graph) is that weight, a constant like a get_attr's.
+  void lower_placeholder(const Node& n) {
+    if (const auto weight = constants_(n.target_name())) {
+      check_against_meta(ctx_, n, p_.values[*weight].layout, "the weight bound to it is");
+      lowered_[&n] = Lowered::tensor(*weight);
+      return;
+    }
+    lowered_[&n] = Lowered::tensor(add_input(n));
+  }
+
+  ValueId add_input(const Node& n) {
+    auto layout = layout_from_meta(n.meta.val);
+    if (!layout) ctx_.fail("the input needs meta.val with a static tensor shape and dtype (the executor plans from it)");
+    ValueInfo i;
+    i.layout = std::move(*layout);
+    i.storage = Storage::input;
+    i.index = static_cast<std::uint32_t>(p_.inputs.size());
+    i.name = n.name();
+    p_.values.push_back(std::move(i));
+    const auto id = static_cast<ValueId>(p_.values.size() - 1);
+    p_.inputs.push_back(id);
+    p_.input_names.push_back(n.name());
+    return id;
+  }
+
+  void lower_get_attr(const Node& n) {
+    const std::string target(n.target_name());
+    const auto id = constants_(target);
+    if (!id) ctx_.fail("no weight named '" + target + "' was given");
+    lowered_[&n] = Lowered::tensor(*id);
+  }
+
+  // Runs `lower`, then folds the steps it added if they read only constants.
+  template <class Lower>
+  void run_folded(Lower&& lower) {
+    const std::size_t first = p_.steps.size();
+    const auto first_value = static_cast<ValueId>(p_.values.size());
+    lower();
+    folder_.fold(first, first_value);
+  }
+
+  void run_kernel(const Node& n) {
+    try {
+      kernels_.find(kernels::kernel_key(n))(ctx_);
+    } catch (const std::bad_alloc&) {
+      ctx_.fail("ran out of memory while lowering it (a constant or packed weight it makes is larger than this machine can hold)");
+    }
+  }
+
+  // The kernel's result, checked against the node's meta.
+  void keep_result(const Node& n) {
+    Lowered result = ctx_.take_result();
+    if (result.kind == Lowered::Kind::none && !n.meta.val.is_none() && n.num_users() > 0)
+      ctx_.fail("its kernel gave no result");
+    if (result.is_tensor()) check_against_meta(ctx_, n, p_.values[result.id].layout, "the kernel makes");
+    lowered_[&n] = std::move(result);
+  }
+
+  Program& p_;
+  const kernels::KernelTable& kernels_;
+  std::unordered_map<const Node*, Lowered> lowered_;
+  LowerContext ctx_;
+  ConstantFolder folder_;
+  WeightConstants constants_;
+  const LowerFn getitem_;
+};
+
+// Weights that only served to make packed copies (a linear's [N, K] weight
+// once reordered for its primitive) are read by no step: let them go.
+inline void release_unread_constants(Program& p) {
   std::vector<bool> used(p.constants.size(), false);
   auto mark = [&](ValueId v) {
     const ValueInfo& i = p.values[v];
@@ -374,6 +427,21 @@ inline Program lower(const Graph& g, const Weights& weights, const kernels::Kern
   for (ValueId v : p.outputs) mark(v);
   for (std::size_t c = 0; c < used.size(); ++c)
     if (!used[c]) p.constants[c] = Tensor();
+}
+
+}  // namespace detail
+
+inline Program lower(const Graph& g, const Weights& weights, const kernels::KernelTable& kernels,
+                     const CompileOptions& options = {}) {
+  const auto live = detail::needed_nodes(g);
+  detail::refuse_nodes_without_kernel(g, live, kernels);
+  Program p;
+  {
+    detail::GraphLowering lowering(p, g, weights, kernels, options);
+    for (const Node* n : detail::lowering_order(g, live)) lowering.lower_node(*n);
+  }
+  plan_buffers(p);
+  detail::release_unread_constants(p);
   return p;
 }
 

@@ -156,30 +156,24 @@ inline void interpolate(runtime::LowerContext& ctx, const InterpolateArgs& a) {
 }
 
 // F.interpolate(input, size=None, scale_factor=None, mode='nearest', align_corners=None,
-// recompute_scale_factor=None, antialias=False); F.upsample takes the first five.
+// recompute_scale_factor=None, antialias=False); F.upsample takes the first
+// five. F.upsample_nearest(input, size=None, scale_factor=None) and
+// F.upsample_bilinear(...) take the first three: interpolate in mode nearest,
+// or bilinear with corners aligned.
+enum class InterpolateForm { interpolate, upsample_nearest, upsample_bilinear };
+template <InterpolateForm Form>
 struct Interpolate {
   static void lower(runtime::LowerContext& ctx) {
     InterpolateArgs a;
     a.input = ctx.tensor(0, "input");
     a.size = ctx.value(1, "size");
     a.scale_factor = ctx.value(2, "scale_factor");
-    a.mode = ctx.string_arg(3, "mode", std::string("nearest"));
-    a.align_corners = optional_bool(ctx, 4, "align_corners");
-    a.recompute_scale_factor = optional_bool(ctx, 5, "recompute_scale_factor");
-    a.antialias = ctx.bool_arg(6, "antialias", false);
-    interpolate(ctx, a);
-  }
-};
-// F.upsample_nearest(input, size=None, scale_factor=None) and
-// F.upsample_bilinear(...): interpolate in mode nearest, or bilinear with corners aligned.
-template <bool Bilinear>
-struct UpsampleFixedMode {
-  static void lower(runtime::LowerContext& ctx) {
-    InterpolateArgs a;
-    a.input = ctx.tensor(0, "input");
-    a.size = ctx.value(1, "size");
-    a.scale_factor = ctx.value(2, "scale_factor");
-    if (Bilinear) {
+    if constexpr (Form == InterpolateForm::interpolate) {
+      a.mode = ctx.string_arg(3, "mode", std::string("nearest"));
+      a.align_corners = optional_bool(ctx, 4, "align_corners");
+      a.recompute_scale_factor = optional_bool(ctx, 5, "recompute_scale_factor");
+      a.antialias = ctx.bool_arg(6, "antialias", false);
+    } else if constexpr (Form == InterpolateForm::upsample_bilinear) {
       a.mode = "bilinear";
       a.align_corners = true;
     }
@@ -238,10 +232,12 @@ using LinearVec = AtenUpsample<ResizeMode::linear, ND, true>;
 }  // namespace resize_detail
 
 using resize_kernels = KernelGroup<
-    KernelEntry<"torch.nn.functional.interpolate", resize_detail::Interpolate>,
-    KernelEntry<"torch.nn.functional.upsample", resize_detail::Interpolate>,
-    KernelEntry<"torch.nn.functional.upsample_nearest", resize_detail::UpsampleFixedMode<false>>,
-    KernelEntry<"torch.nn.functional.upsample_bilinear", resize_detail::UpsampleFixedMode<true>>,
+    KernelEntry<"torch.nn.functional.interpolate", resize_detail::Interpolate<resize_detail::InterpolateForm::interpolate>>,
+    KernelEntry<"torch.nn.functional.upsample", resize_detail::Interpolate<resize_detail::InterpolateForm::interpolate>>,
+    KernelEntry<"torch.nn.functional.upsample_nearest",
+                resize_detail::Interpolate<resize_detail::InterpolateForm::upsample_nearest>>,
+    KernelEntry<"torch.nn.functional.upsample_bilinear",
+                resize_detail::Interpolate<resize_detail::InterpolateForm::upsample_bilinear>>,
     KernelEntry<"aten.upsample_nearest1d.default", resize_detail::Nearest<1>>,
     KernelEntry<"aten.upsample_nearest1d.vec", resize_detail::NearestVec<1>>,
     KernelEntry<"aten.upsample_nearest2d.default", resize_detail::Nearest<2>>,

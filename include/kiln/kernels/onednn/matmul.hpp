@@ -119,70 +119,86 @@ inline BiasPlan plan_bias(runtime::LowerContext& ctx, const MatmulSpec& spec, st
   return {ctx.constant_value(std::move(scaled), ctx.node().name() + ".bias"), std::nullopt};
 }
 
-// Lowers out = alpha * (a @ b) + beta * bias for a of [..., M, K] and b of
-// [..., K, N] (equal ranks >= 2, batch dims equal or 1 in b).
-inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
-                            std::optional<runtime::Shape> result_shape = std::nullopt) {
-  if (la_in.dtype != DType::float32 || lb_in.dtype != DType::float32)
-    ctx.fail("matrix products take float32, got " + std::string(dtype_name(la_in.dtype)) + " and " +
-             std::string(dtype_name(lb_in.dtype)));
-  // oneDNN 2.6 divides by a zero dim while making the primitive.
-  if (la_in.numel() == 0 || lb_in.numel() == 0)
-    ctx.fail("matrix products of an empty operand are not supported, got " + runtime::shape_str(la_in.shape) + " and " +
-             runtime::shape_str(lb_in.shape));
+// Refuses what oneDNN's matmul cannot take: anything but float32, and an empty
+// operand (oneDNN 2.6 divides by a zero dim while making the primitive).
+inline void check_product_operands(const runtime::LowerContext& ctx, const Layout& la, const Layout& lb) {
+  if (la.dtype != DType::float32 || lb.dtype != DType::float32)
+    ctx.fail("matrix products take float32, got " + std::string(dtype_name(la.dtype)) + " and " +
+             std::string(dtype_name(lb.dtype)));
+  if (la.numel() == 0 || lb.numel() == 0)
+    ctx.fail("matrix products of an empty operand are not supported, got " + runtime::shape_str(la.shape) + " and " +
+             runtime::shape_str(lb.shape));
+}
+
+// The layouts of one product: the operands brought to one rank, the
+// primitive's dst, and the node's result, which is the dst's memory maybe seen
+// with another shape (a linear on [batch, seq, K] runs as one [batch*seq, K] product).
+struct ProductLayouts {
+  Layout a, b, out, result;
+  std::size_t rank() const { return out.rank(); }
+  std::int64_t n() const { return out.shape.back(); }
+};
+inline ProductLayouts product_layouts(const runtime::LowerContext& ctx, const Layout& la_in, const Layout& lb_in,
+                                      const std::optional<runtime::Shape>& result_shape) {
   const std::size_t rank = std::max(la_in.rank(), lb_in.rank());
-  Layout la = with_rank(la_in, rank), lb = with_rank(lb_in, rank);
-  const runtime::Shape out_shape = product_shape(ctx, la, lb, la_in, lb_in);
-  const auto N = out_shape[rank - 1];
+  ProductLayouts p{with_rank(la_in, rank), with_rank(lb_in, rank), {}, {}};
+  p.out = Layout::contiguous(product_shape(ctx, p.a, p.b, la_in, lb_in), DType::float32);
+  p.result = result_shape ? Layout::contiguous(*result_shape, DType::float32) : p.out;
+  return p;
+}
 
-  std::size_t scratch = 0;
-  auto operand = [&](ValueId v, const Layout& l) {
-    Operand o{v, l, {}, {}};
-    if (!matmul_friendly(l)) {
-      o.staged = true;
-      o.given = onednn::desc_of(l);
-      o.layout = Layout::contiguous(l.shape, l.dtype);
-      o.scratch_offset = scratch;
-      scratch += align64(o.layout.nbytes());
-    }
-    o.md = onednn::desc_of(o.layout);
-    return o;
-  };
-  Operand A = operand(spec.a, la);
-
-  // A constant weight is packed once in the layout the primitive prefers.
-  const std::optional<runtime::Tensor> wconst = ctx.constant(spec.b);
-  Operand B{spec.b, lb, {}, {}};
-  dnnl::memory::desc b_md_for_pd;
-  if (wconst) {
-    b_md_for_pd = dnnl::memory::desc(dnnl::memory::dims(lb.shape.begin(), lb.shape.end()), dnnl::memory::data_type::f32,
-                                      dnnl::memory::format_tag::any);
-  } else {
-    B = operand(spec.b, lb);
-    b_md_for_pd = onednn::desc_of(B.layout);
+// The step's scratch, handed out in 64-byte aligned pieces.
+struct ScratchPlan {
+  std::size_t bytes = 0;
+  std::size_t take(std::size_t n) {
+    const std::size_t at = bytes;
+    bytes += align64(n);
+    return at;
   }
+};
 
-  dnnl::primitive_attr attr = onednn::primitive_attr_for(ctx);
+inline Operand operand_for(ValueId v, const Layout& l, ScratchPlan& scratch) {
+  Operand o{v, l, {}, {}};
+  if (!matmul_friendly(l)) {
+    o.staged = true;
+    o.given = onednn::desc_of(l);
+    o.layout = Layout::contiguous(l.shape, l.dtype);
+    o.scratch_offset = scratch.take(o.layout.nbytes());
+  }
+  o.md = onednn::desc_of(o.layout);
+  return o;
+}
+
+// What the primitive adds to the product: a bias row as its bias argument,
+// a tensor copied into dst first and summed onto (a full bias, an addend), and
+// the post-ops that do it.
+struct ProductSums {
   dnnl::post_ops po;
-  if (spec.alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(spec.alpha)});
-  const BiasPlan bias = plan_bias(ctx, spec, N);
-  const std::optional<ValueId> bias_arg = bias.row;
-  std::optional<ValueId> pre_fill = bias.summed;
-  if (pre_fill) po.append_sum(static_cast<float>(spec.beta));
+  std::optional<ValueId> bias_row, pre_fill;
+};
+inline ProductSums plan_sums(runtime::LowerContext& ctx, const MatmulSpec& spec, std::int64_t n) {
+  ProductSums s;
+  const BiasPlan bias = plan_bias(ctx, spec, n);
+  s.bias_row = bias.row;
+  s.pre_fill = bias.summed;
+  if (s.pre_fill) s.po.append_sum(static_cast<float>(spec.beta));
   if (spec.addend) {
-    if (pre_fill) ctx.fail("a product cannot sum both a full bias and an addend");
-    pre_fill = spec.addend;
-    po.append_sum(1.0f);
+    if (s.pre_fill) ctx.fail("a product cannot sum both a full bias and an addend");
+    s.pre_fill = spec.addend;
+    s.po.append_sum(1.0f);
   }
-  if (spec.activation) po.append_eltwise(1.0f, *spec.activation, 0.0f, 0.0f);
+  if (spec.activation) s.po.append_eltwise(1.0f, *spec.activation, 0.0f, 0.0f);
+  return s;
+}
 
-  // The result, and what follows it folded in.
-  // The primitive's dst, and the node's result: the same memory, maybe seen
-  // with another shape (a linear on [batch, seq, K] runs as one [batch*seq, K] product).
-  const Layout out_layout = Layout::contiguous(out_shape, DType::float32);
-  const Layout final_layout = result_shape ? Layout::contiguous(*result_shape, DType::float32) : out_layout;
-  onednn::Epilogue e;
-  if (spec.fold_epilogue && !pre_fill) e = onednn::find_epilogue(ctx, ctx.node(), final_layout, N, false);
+// The ops after the node folded in, unless the product already sums something into dst.
+inline onednn::Epilogue product_epilogue(runtime::LowerContext& ctx, const MatmulSpec& spec, const ProductSums& sums,
+                                         const ProductLayouts& lay) {
+  if (!spec.fold_epilogue || sums.pre_fill) return {};
+  return onednn::find_epilogue(ctx, ctx.node(), lay.result, lay.n(), false);
+}
+
+inline void append_epilogue(dnnl::post_ops& po, const onednn::Epilogue& e) {
   for (int i = 0; i < e.post_ops.len(); ++i) {
     if (e.post_ops.kind(i) == dnnl::primitive::kind::eltwise) {
       dnnl::algorithm alg;
@@ -193,95 +209,144 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
       po.append_sum(1.0f);
     }
   }
-  ValueId out;
-  if (e.addend) {
-    // In place when no later step reads the addend (a view of it read later
-    // would see the sum otherwise); else copied into a new dst.
-    const bool in_place = ctx.info(*e.addend).layout == final_layout && ctx.may_overwrite(*e.addend_node, *e.addend, *e.add_node);
-    if (in_place) {
-      out = ctx.view(*e.addend, out_layout);
-    } else {
-      out = ctx.buffer(out_layout);
-      pre_fill = *e.addend;
-    }
-  } else {
-    out = ctx.buffer(out_layout);
-  }
-  attr.set_post_ops(po);
+}
 
-  const dnnl::memory::desc c_md = onednn::desc_of(out_layout);
-  auto make_pd = [&](const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md) {
-    if (!bias_arg) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, onednn::engine());
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, onednn::desc_of(bias_row_layout(rank, N)), c_md), attr,
-                                        onednn::engine());
-  };
-  dnnl::matmul::primitive_desc pd;
-  // Under --fpmath bf16 a product with a constant weight reads a bf16 copy of
-  // its source (made in the step's scratch) and the weight packed as bf16.
-  bool bf16 = false;
-  if (wconst && onednn::bf16_products(ctx)) {
-    const Layout a_bf16 = Layout::contiguous(A.layout.shape, DType::bfloat16);
-    try {
-      pd = make_pd(onednn::desc_of(a_bf16), dnnl::memory::desc(b_md_for_pd.dims(), dnnl::memory::data_type::bf16,
-                                                               dnnl::memory::format_tag::any));
-      bf16 = onednn::runs_bf16_natively(pd.impl_info_str());
-    } catch (const dnnl::error&) {
-      // no bf16 implementation here: fp32
-    }
-    if (bf16) {
-      if (!A.staged) {
-        A.staged = true;
-        A.given = A.md;
-        A.scratch_offset = scratch;
-        scratch += align64(a_bf16.nbytes());
-      }
-      A.layout = a_bf16;
-      A.md = onednn::desc_of(a_bf16);
-    }
-  }
-  if (!bf16) {
-    try {
-      pd = make_pd(onednn::desc_of(A.layout), b_md_for_pd);
-    } catch (const dnnl::error& err) {
-      ctx.fail(std::string("oneDNN refused the matmul: ") + err.what());
-    }
-  }
-  if (wconst) {
-    // wconst is the weight seen with lb's strides (a transposed view of a linear's [N, K] weight, say).
-    const ValueId packed = ctx.constant_value(onednn::reorder_once(*wconst, onednn::desc_of(lb), pd.weights_desc()),
-                                              ctx.node().name() + ".packed_weight");
-    B = Operand{packed, lb, {}, {}};
-  }
+// The primitive's dst. A folded residual add sums over its addend in place
+// when no later step reads the addend (a view of it read later would see the
+// sum otherwise); else the addend is copied into a new dst first.
+inline ValueId product_dst(runtime::LowerContext& ctx, const onednn::Epilogue& e, const ProductLayouts& lay,
+                           std::optional<ValueId>& pre_fill) {
+  if (!e.addend) return ctx.buffer(lay.out);
+  if (ctx.info(*e.addend).layout == lay.result && ctx.may_overwrite(*e.addend_node, *e.addend, *e.add_node))
+    return ctx.view(*e.addend, lay.out);
+  pre_fill = *e.addend;
+  return ctx.buffer(lay.out);
+}
 
-  if (wconst) B.md = pd.weights_desc();
-  std::vector<Operand> ins{A, B};
-  std::vector<int> args{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS};
-  if (bias_arg) {
-    const Layout bl = bias_row_layout(rank, N);
-    ins.push_back(Operand{*bias_arg, bl, onednn::desc_of(bl), {}});
-    args.push_back(DNNL_ARG_BIAS);
+// Makes the primitive's descriptor for given source and weights descriptors.
+struct ProductDesc {
+  dnnl::memory::desc c_md;
+  std::optional<dnnl::memory::desc> bias_md;
+  dnnl::primitive_attr attr;
+  dnnl::matmul::primitive_desc make(const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md) const {
+    if (!bias_md) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, onednn::engine());
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, *bias_md, c_md), attr, onednn::engine());
   }
-  runtime::CopyPlan pre_copy{};
-  if (pre_fill) {
-    // A bias broadcasts to the product's shape; an addend has the node's result shape.
-    const bool is_addend = (e.addend && *pre_fill == *e.addend) || (spec.addend && *pre_fill == *spec.addend);
-    const Layout& target = is_addend ? final_layout : out_layout;
-    pre_copy = runtime::plan_copy(runtime::expanded(ctx.layout(*pre_fill), target.shape), target);
+};
+
+// Under --fpmath bf16 a product with a constant weight reads a bf16 copy of
+// its source (made in the step's scratch) and the weight packed as bf16;
+// nullopt where oneDNN has no bf16 implementation that runs natively here.
+inline std::optional<dnnl::matmul::primitive_desc> bf16_product(const ProductDesc& d, const Operand& A,
+                                                                const dnnl::memory::desc& b_md) {
+  try {
+    auto pd = d.make(onednn::desc_of(Layout::contiguous(A.layout.shape, DType::bfloat16)),
+                     dnnl::memory::desc(b_md.dims(), dnnl::memory::data_type::bf16, dnnl::memory::format_tag::any));
+    if (onednn::runs_bf16_natively(pd.impl_info_str())) return pd;
+  } catch (const dnnl::error&) {
+    // no bf16 implementation here: fp32
   }
+  return std::nullopt;
+}
+
+// The source converted to bf16 in the step's scratch (as the staging copy when it is staged anyway).
+inline void stage_as_bf16(Operand& A, ScratchPlan& scratch) {
+  const Layout a_bf16 = Layout::contiguous(A.layout.shape, DType::bfloat16);
+  if (!A.staged) {
+    A.staged = true;
+    A.given = A.md;
+    A.scratch_offset = scratch.take(a_bf16.nbytes());
+  }
+  A.layout = a_bf16;
+  A.md = onednn::desc_of(a_bf16);
+}
+
+inline dnnl::matmul::primitive_desc product_primitive(runtime::LowerContext& ctx, const ProductDesc& d, Operand& A,
+                                                      const dnnl::memory::desc& b_md, bool constant_weight,
+                                                      ScratchPlan& scratch) {
+  if (constant_weight && onednn::bf16_products(ctx))
+    if (auto pd = bf16_product(d, A, b_md)) {
+      stage_as_bf16(A, scratch);
+      return *pd;
+    }
+  try {
+    return d.make(onednn::desc_of(A.layout), b_md);
+  } catch (const dnnl::error& err) {
+    ctx.fail(std::string("oneDNN refused the matmul: ") + err.what());
+  }
+}
+
+// A constant weight packed once in the layout the primitive chose; `w` is the
+// weight seen with lb's strides (a transposed view of a linear's [N, K] weight, say).
+inline Operand packed_weight(runtime::LowerContext& ctx, const runtime::Tensor& w, const Layout& lb,
+                             const dnnl::matmul::primitive_desc& pd) {
+  const ValueId packed = ctx.constant_value(onednn::reorder_once(w, onednn::desc_of(lb), pd.weights_desc()),
+                                            ctx.node().name() + ".packed_weight");
+  return Operand{packed, lb, pd.weights_desc(), {}};
+}
+
+// How pre_fill is copied into dst: a bias broadcasts to the product's shape; an addend has the node's result shape.
+inline runtime::CopyPlan pre_fill_copy(const runtime::LowerContext& ctx, const MatmulSpec& spec, const onednn::Epilogue& e,
+                                       const ProductLayouts& lay, std::optional<ValueId> pre_fill) {
+  if (!pre_fill) return {};
+  const bool is_addend = (e.addend && *pre_fill == *e.addend) || (spec.addend && *pre_fill == *spec.addend);
+  const Layout& target = is_addend ? lay.result : lay.out;
+  return runtime::plan_copy(runtime::expanded(ctx.layout(*pre_fill), target.shape), target);
+}
+
+// The step: the primitive on its source, weights and bias row, reading pre_fill into dst first.
+inline void add_product_step(runtime::LowerContext& ctx, const dnnl::matmul::primitive_desc& pd, const ProductDesc& d,
+                             const std::vector<std::pair<int, Operand>>& ins, ValueId out, std::optional<ValueId> pre_fill,
+                             runtime::CopyPlan pre_copy, ScratchPlan scratch) {
   const dnnl::memory::desc scratchpad = pd.scratchpad_desc();
-  const std::size_t pad_offset = scratch;
-  scratch += align64(scratchpad.get_size());
-
+  const std::size_t pad_offset = scratch.take(scratchpad.get_size());
   std::vector<ValueId> reads;
-  for (const Operand& o : ins) reads.push_back(o.value);
-  if (pre_fill) reads.push_back(*pre_fill);
   std::vector<onednn::PrimitiveStep::In> step_ins;
-  for (std::size_t i = 0; i < ins.size(); ++i)
-    step_ins.push_back({args[i], ins[i].value, ins[i].staged ? ins[i].given : ins[i].md, ins[i].md, ins[i].scratch_offset});
-  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::matmul(pd), std::move(step_ins), out, c_md, pre_fill, pre_copy,
+  for (const auto& [arg, o] : ins) {
+    reads.push_back(o.value);
+    step_ins.push_back({arg, o.value, o.staged ? o.given : o.md, o.md, o.scratch_offset});
+  }
+  if (pre_fill) reads.push_back(*pre_fill);
+  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::matmul(pd), std::move(step_ins), out, d.c_md, pre_fill, pre_copy,
                                                        scratchpad, pad_offset),
-               reads, {out}, scratch);
-  const ValueId result = result_shape ? ctx.view(out, final_layout) : out;
+               reads, {out}, scratch.bytes);
+}
+
+// Lowers out = alpha * (a @ b) + beta * bias for a of [..., M, K] and b of
+// [..., K, N] (equal ranks >= 2, batch dims equal or 1 in b).
+inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, const Layout& la_in, const Layout& lb_in,
+                            std::optional<runtime::Shape> result_shape = std::nullopt) {
+  check_product_operands(ctx, la_in, lb_in);
+  const ProductLayouts lay = product_layouts(ctx, la_in, lb_in, result_shape);
+  ScratchPlan scratch;
+  Operand A = operand_for(spec.a, lay.a, scratch);
+  // A constant weight is packed once in the layout the primitive prefers.
+  const std::optional<runtime::Tensor> wconst = ctx.constant(spec.b);
+  Operand B = wconst ? Operand{spec.b, lay.b, {}, {}} : operand_for(spec.b, lay.b, scratch);
+  const dnnl::memory::desc b_md =
+      wconst ? dnnl::memory::desc(dnnl::memory::dims(lay.b.shape.begin(), lay.b.shape.end()), dnnl::memory::data_type::f32,
+                                  dnnl::memory::format_tag::any)
+             : B.md;
+
+  ProductDesc d{onednn::desc_of(lay.out), std::nullopt, onednn::primitive_attr_for(ctx)};
+  if (spec.alpha != 1.0) d.attr.set_output_scales(0, {static_cast<float>(spec.alpha)});
+  ProductSums sums = plan_sums(ctx, spec, lay.n());
+  const onednn::Epilogue e = product_epilogue(ctx, spec, sums, lay);
+  append_epilogue(sums.po, e);
+  const ValueId out = product_dst(ctx, e, lay, sums.pre_fill);
+  d.attr.set_post_ops(sums.po);
+  if (sums.bias_row) d.bias_md = onednn::desc_of(bias_row_layout(lay.rank(), lay.n()));
+
+  const dnnl::matmul::primitive_desc pd = product_primitive(ctx, d, A, b_md, wconst.has_value(), scratch);
+  if (wconst) B = packed_weight(ctx, *wconst, lay.b, pd);
+  std::vector<std::pair<int, Operand>> ins{{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}};
+  if (sums.bias_row) {
+    const Layout bl = bias_row_layout(lay.rank(), lay.n());
+    ins.push_back({DNNL_ARG_BIAS, Operand{*sums.bias_row, bl, onednn::desc_of(bl), {}}});
+  }
+  add_product_step(ctx, pd, d, ins, out, sums.pre_fill, pre_fill_copy(ctx, spec, e, lay, sums.pre_fill), scratch);
+
+  const ValueId result = result_shape ? ctx.view(out, lay.result) : out;
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
   ctx.set_result(result);
   return result;
