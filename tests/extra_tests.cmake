@@ -37,6 +37,15 @@ if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
   endforeach()
 endif()
 
+# The quantization fixture's unfused PT2E graph (quantize/dequantize per tensor,
+# int8 weights dequantized per channel, fp32 linears) runs on kiln's executor.
+if(TARGET kiln-run AND KILN_HAVE_RUNTIME)
+  add_test(NAME kiln_run_qmlp_unfused
+    COMMAND kiln-run ${KILN_FIXTURES_DIR}/inductor/qmlp_exported.json.gz --random 1 --iterations 1 --warmup 0)
+  set_tests_properties(kiln_run_qmlp_unfused PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "qmlp_exported.json.gz: 17 inputs, [0-9]+ steps")
+endif()
+
 # tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
 # installs (Debian's, for /usr/bin/python3), read back in C++.
 find_program(KILN_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
