@@ -37,6 +37,23 @@ if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
   endforeach()
 endif()
 
+# The quantization fixture's unfused PT2E graph (quantize/dequantize per tensor,
+# int8 weights dequantized per channel, fp32 linears) runs on kiln's executor.
+if(TARGET kiln-run AND KILN_HAVE_RUNTIME)
+  add_test(NAME kiln_run_qmlp_unfused
+    COMMAND kiln-run ${KILN_FIXTURES_DIR}/inductor/qmlp_exported.json.gz --random 1 --iterations 1 --warmup 0)
+  set_tests_properties(kiln_run_qmlp_unfused PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "qmlp_exported.json.gz: 17 inputs, [0-9]+ steps")
+endif()
+# Dequant promotion on it changes no output and counts what Inductor 2.11 counted
+# (qmlp.expected.json).
+if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
+  add_test(NAME kiln_numeric_check_qmlp_dequant_promotion
+    COMMAND kiln-opt ${KILN_FIXTURES_DIR}/inductor/qmlp_exported.json.gz --passes dequant_promotion --numeric-check --quiet --counters)
+  set_tests_properties(kiln_numeric_check_qmlp_dequant_promotion PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,")
+endif()
+
 # tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
 # installs (Debian's, for /usr/bin/python3), read back in C++.
 find_program(KILN_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <bit>
 #include <functional>
 #include <limits>
 
@@ -388,42 +389,340 @@ TEST_CASE("casts between float32, int64 and bool, and dropout in inference") {
                        runtime::CompileError);
 }
 
-TEST_CASE("quantize and dequantize per tensor and per channel") {
-  Graph g;
-  Node* x = g.placeholder("x", test::meta({4, 33}));
-  Node* q = g.call_function(OpRef("quantized_decomposed.quantize_per_tensor.default"),
-                            {x, 0.05, 128, 0, 255, Arg(DType::uint8)});
-  Node* dq = g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.default"),
-                             {q, 0.05, 128, 0, 255, Arg(DType::uint8)});
-  Node* wq = g.placeholder("wq", test::meta({5, 7}, DType::int8));
-  Node* ws = g.placeholder("ws", test::meta({5}));
-  Node* wz = g.placeholder("wz", test::meta({5}, DType::int64));
-  Node* dw = g.call_function(OpRef("quantized_decomposed.dequantize_per_channel.default"),
-                             {wq, ws, wz, 0, -128, 127, Arg(DType::int8)});
-  g.output(ArgList{q, dq, dw});
-  auto cg = CompiledGraph::compile(g, {});
-  Tensor tx = random_tensor({33, 4}, 71).transpose(0, 1);
-  tx.at<float>(std::vector<std::int64_t>{0, 0}) = 100.0f;  // clamps to 255
-  tx.at<float>(std::vector<std::int64_t>{0, 1}) = 0.025f;  // half way: rounds to even (128)
-  Tensor twq = Tensor::empty({5, 7}, DType::int8);
-  for (int i = 0; i < 35; ++i) twq.data<std::int8_t>()[i] = static_cast<std::int8_t>(i * 7 - 120);
-  Tensor tws = random_tensor({5}, 72);
-  Tensor twz = random_tensor({5}, 73, DType::int64);
-  auto out = cg.run({tx, twq, tws, twz});
-  const auto quant = [](double v) { return std::clamp(double(std::nearbyint(float(v) * float(1.0 / 0.05))) + 128, 0.0, 255.0); };
-  CHECK(out[0].dtype() == DType::uint8);
-  CHECK(out[0].data<std::uint8_t>()[0] == 255);
-  CHECK(out[0].data<std::uint8_t>()[1] == 128);
-  CHECK(mismatches(out[0], {tx}, [&](std::vector<double> v) { return quant(v[0]); }) == 0);
-  CHECK(mismatches(out[1], {tx}, [&](std::vector<double> v) { return (quant(v[0]) - 128) * 0.05; }) == 0);
+// ---- quantize / dequantize: exact against PyTorch's formulas, written out here ----
+namespace {
+
+// The element of `t` (any strides) at a multi-index, as a double; bfloat16 widened.
+double value_at(const Tensor& t, const std::vector<std::int64_t>& idx) {
+  std::int64_t off = 0;
+  for (std::size_t k = 0; k < idx.size(); ++k) off += idx[k] * t.strides()[k];
+  const std::byte* p = static_cast<const std::byte*>(t.raw());
+  switch (t.dtype()) {
+    case DType::float32: return reinterpret_cast<const float*>(p)[off];
+    case DType::float64: return reinterpret_cast<const double*>(p)[off];
+    case DType::bfloat16: return bf16_to_float(reinterpret_cast<const std::uint16_t*>(p)[off]);
+    case DType::int64: return double(reinterpret_cast<const std::int64_t*>(p)[off]);
+    case DType::int32: return reinterpret_cast<const std::int32_t*>(p)[off];
+    case DType::int8: return reinterpret_cast<const std::int8_t*>(p)[off];
+    case DType::uint8: return reinterpret_cast<const std::uint8_t*>(p)[off];
+    case DType::bool_: return reinterpret_cast<const bool*>(p)[off];
+    default: FAIL("value_at: unexpected dtype"); return 0;
+  }
+}
+
+// Elements of `out` not exactly equal to want(index); the first few are printed.
+int inexact(const Tensor& out, const std::function<double(const std::vector<std::int64_t>&)>& want) {
   int bad = 0;
-  for (int c = 0; c < 5; ++c)
-    for (int k = 0; k < 7; ++k) {
-      const double want = (double(twq.data<std::int8_t>()[c * 7 + k]) - double(twz.data<std::int64_t>()[c])) *
-                          double(tws.data<float>()[c]);
-      bad += !close(out[2].data<float>()[c * 7 + k], want);
+  std::vector<std::int64_t> idx(out.rank(), 0);
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    for (std::int64_t k = static_cast<std::int64_t>(out.rank()) - 1, r = i; k >= 0; --k) {
+      idx[k] = r % out.shape()[k];
+      r /= out.shape()[k];
     }
-  CHECK(bad == 0);
+    const double got = value_at(out, idx), w = want(idx);
+    if (got != w) {
+      if (bad < 3) MESSAGE("element " << i << ": got " << got << ", want " << w);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+// PyTorch's quantize of one float32: clamp(round half to even(x * inv_scale) + zero_point).
+double quantize_ref(float x, float inv_scale, std::int64_t zero_point, std::int64_t qmin, std::int64_t qmax) {
+  const float r = std::nearbyint(x * inv_scale) + float(zero_point);
+  return std::min(std::max(r, float(qmin)), float(qmax));
+}
+
+// Normal values rounded to bfloat16.
+Tensor random_bf16(runtime::Shape shape, unsigned seed) {
+  const Tensor f = random_tensor(shape, seed);
+  Tensor t = Tensor::empty(std::move(shape), DType::bfloat16);
+  for (std::int64_t i = 0; i < t.numel(); ++i) t.data<std::uint16_t>()[i] = float_to_bf16(f.data<float>()[i]);
+  return t;
+}
+
+// Every value of a quantized dtype, repeated over `shape`.
+Tensor all_quantized_values(runtime::Shape shape, DType q) {
+  Tensor t = Tensor::empty(std::move(shape), q);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (q == DType::uint8) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(i * 37 % 256);
+    else t.data<std::int8_t>()[i] = static_cast<std::int8_t>(i * 37 % 256 - 128);
+  }
+  return t;
+}
+
+Node* quantize(Graph& g, Node* x, double scale, std::int64_t zp, std::int64_t qmin, std::int64_t qmax, DType q,
+               std::string name = "") {
+  return g.call_function(OpRef("quantized_decomposed.quantize_per_tensor.default"), {x, scale, zp, qmin, qmax, Arg(q)}, {},
+                         std::move(name));
+}
+
+}  // namespace
+
+TEST_CASE("quantize_per_tensor rounds half to even and clamps at both ends, uint8 and int8, from float32 and bfloat16") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({5, 8}));
+  Node* xb = g.placeholder("xb", test::meta({5, 8}, DType::bfloat16));
+  g.output(ArgList{quantize(g, x, 0.25, 128, 0, 255, DType::uint8), quantize(g, x, 0.25, -3, -128, 127, DType::int8),
+                   quantize(g, x, 0.25, 2, -10, 10, DType::int8), quantize(g, xb, 0.0117, 5, 0, 255, DType::uint8),
+                   quantize(g, xb, 0.03, 0, -128, 127, DType::int8)});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({8, 5}, 91).transpose(0, 1);
+  // x * 4 lands exactly half way for odd multiples of 1/8; 1e3 and -1e3 clamp.
+  const std::vector<float> ties{0.125f, 0.375f, 0.625f, -0.125f, -0.375f, -0.625f, 1e3f, -1e3f};
+  for (std::int64_t j = 0; j < 8; ++j) tx.at<float>(std::vector<std::int64_t>{0, j}) = ties[j];
+  Tensor txb = random_bf16({5, 8}, 92);
+  txb.data<std::uint16_t>()[0] = float_to_bf16(1e4f);
+  txb.data<std::uint16_t>()[1] = float_to_bf16(-1e4f);
+  auto out = cg.run({tx, txb});
+  CHECK(out[0].dtype() == DType::uint8);
+  CHECK(out[1].dtype() == DType::int8);
+  const std::vector<int> row0{128, 130, 130, 128, 126, 126, 255, 0};  // 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0, ...
+  for (int j = 0; j < 8; ++j) CHECK(int(out[0].data<std::uint8_t>()[j]) == row0[j]);
+  const auto ref = [&](const Tensor& in, float inv, std::int64_t zp, std::int64_t lo, std::int64_t hi) {
+    return [&in, inv, zp, lo, hi](const std::vector<std::int64_t>& i) { return quantize_ref(float(value_at(in, i)), inv, zp, lo, hi); };
+  };
+  CHECK(inexact(out[0], ref(tx, 4.0f, 128, 0, 255)) == 0);
+  CHECK(inexact(out[1], ref(tx, 4.0f, -3, -128, 127)) == 0);
+  CHECK(inexact(out[2], ref(tx, 4.0f, 2, -10, 10)) == 0);  // a range narrower than the dtype's
+  CHECK(inexact(out[3], ref(txb, float(1.0 / 0.0117), 5, 0, 255)) == 0);
+  CHECK(inexact(out[4], ref(txb, float(1.0 / 0.03), 0, -128, 127)) == 0);
+  CHECK(out[3].data<std::uint8_t>()[0] == 255);
+  CHECK(out[3].data<std::uint8_t>()[1] == 0);
+}
+
+TEST_CASE("quantize_per_tensor multiplies by float32(1 / scale), which rounds apart from dividing by the scale") {
+  const double scale = 0.0123;
+  const float inv = float(1.0 / scale), sf = float(scale);
+  // Values next to the half-way points where x * inv and x / scale round to different integers.
+  std::vector<float> picked;
+  for (int k = 0; k < 4000 && picked.size() < 16; ++k) {
+    float x = (float(k) + 0.5f) * sf;
+    for (int step = 0; step < 4; ++step, x = std::nextafter(x, 1e9f))
+      if (std::nearbyint(x * inv) != std::nearbyint(x / sf)) picked.push_back(x);
+  }
+  REQUIRE(picked.size() >= 4);
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({std::int64_t(picked.size())}));
+  g.output(ArgList{quantize(g, x, scale, 0, -128, 127, DType::int8)});
+  Tensor tx = Tensor::from_values<float>({std::int64_t(picked.size())}, picked);
+  auto out = CompiledGraph::compile(g, {}).run({tx});
+  CHECK(inexact(out[0], [&](const std::vector<std::int64_t>& i) { return quantize_ref(picked[i[0]], inv, 0, -128, 127); }) == 0);
+}
+
+TEST_CASE("quantize_per_tensor.tensor and dequantize_per_tensor.tensor read scale and zero point from one-element tensors each run") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({4, 9}));
+  Node* s = g.placeholder("s", test::meta({}));
+  Node* z = g.placeholder("z", test::meta({1}, DType::int64));
+  Node* s64 = g.placeholder("s64", test::meta({1}, DType::float64));
+  Node* z32 = g.placeholder("z32", test::meta({}, DType::int32));
+  Node* q = g.call_function(OpRef("quantized_decomposed.quantize_per_tensor.tensor"), {x, s, z, 0, 255, Arg(DType::uint8)});
+  Node* dq = g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.tensor"), {q, s, z, 0, 255, Arg(DType::uint8)});
+  Node* q8 = g.call_function(OpRef("quantized_decomposed.quantize_per_tensor.tensor"), {x, s64, z32, -128, 127, Arg(DType::int8)});
+  Node* dq8 = g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.tensor"), {q8, s64, z32, -128, 127, Arg(DType::int8)},
+                              {{"out_dtype", Arg(DType::bfloat16)}});
+  g.output(ArgList{q, dq, q8, dq8});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({9, 4}, 93).transpose(0, 1);
+  Tensor ts = Tensor::empty({}, DType::float32), tz = Tensor::empty({1}, DType::int64);
+  Tensor ts64 = Tensor::empty({1}, DType::float64), tz32 = Tensor::empty({}, DType::int32);
+  for (const auto& [scale, zp] : {std::pair{0.013, 131}, std::pair{0.21, 7}}) {
+    CAPTURE(scale);
+    ts.data<float>()[0] = float(scale);
+    tz.data<std::int64_t>()[0] = zp;
+    ts64.data<double>()[0] = scale;
+    tz32.data<std::int32_t>()[0] = -zp / 3;
+    auto out = cg.run({tx, ts, tz, ts64, tz32});
+    // item() gives the float32 scale as a double; 1 / it is taken in double, then rounded to float32.
+    const float inv = float(1.0 / double(float(scale))), inv64 = float(1.0 / scale);
+    CHECK(inexact(out[0], [&](const std::vector<std::int64_t>& i) { return quantize_ref(float(value_at(tx, i)), inv, zp, 0, 255); }) == 0);
+    CHECK(inexact(out[1], [&](const std::vector<std::int64_t>& i) {
+            return (float(value_at(out[0], i)) - float(zp)) * float(scale);
+          }) == 0);
+    CHECK(inexact(out[2], [&](const std::vector<std::int64_t>& i) {
+            return quantize_ref(float(value_at(tx, i)), inv64, -zp / 3, -128, 127);
+          }) == 0);
+    CHECK(out[3].dtype() == DType::bfloat16);
+    CHECK(inexact(out[3], [&](const std::vector<std::int64_t>& i) {
+            return round_to_bf16(round_to_bf16(float(value_at(out[2], i)) - float(-zp / 3)) * float(scale));
+          }) == 0);
+  }
+}
+
+TEST_CASE("dequantize_per_tensor in float32 and, with out_dtype, in bfloat16 rounded after each step") {
+  Graph g;
+  Node* qu = g.placeholder("qu", test::meta({7, 40}, DType::uint8));
+  Node* qs = g.placeholder("qs", test::meta({7, 40}, DType::int8));
+  const auto dq = [&](Node* q, std::int64_t zp, std::int64_t lo, std::int64_t hi, DType d, ArgDict kw) {
+    return g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.default"), {q, 0.0173, zp, lo, hi, Arg(d)}, std::move(kw));
+  };
+  g.output(ArgList{dq(qu, 131, 0, 255, DType::uint8, {}), dq(qs, -7, -128, 127, DType::int8, {}),
+                   dq(qu, 131, 0, 255, DType::uint8, {{"out_dtype", Arg(DType::bfloat16)}}),
+                   dq(qs, -7, -128, 127, DType::int8, {{"out_dtype", Arg(DType::bfloat16)}}),
+                   dq(qu, 0, 0, 255, DType::uint8, {{"out_dtype", Arg(DType::float32)}})});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tu = all_quantized_values({40, 7}, DType::uint8).transpose(0, 1);
+  Tensor ts = all_quantized_values({7, 40}, DType::int8);
+  auto out = cg.run({tu, ts});
+  const float s = float(0.0173);
+  const auto f32 = [&](const Tensor& q, float zp) {
+    return [&q, zp, s](const std::vector<std::int64_t>& i) { return (float(value_at(q, i)) - zp) * s; };
+  };
+  const auto bf16 = [&](const Tensor& q, float zp) {
+    return [&q, zp, s](const std::vector<std::int64_t>& i) { return round_to_bf16(round_to_bf16(float(value_at(q, i)) - zp) * s); };
+  };
+  CHECK(out[0].dtype() == DType::float32);
+  CHECK(out[2].dtype() == DType::bfloat16);
+  CHECK(inexact(out[0], f32(tu, 131)) == 0);
+  CHECK(inexact(out[1], f32(ts, -7)) == 0);
+  CHECK(inexact(out[2], bf16(tu, 131)) == 0);
+  CHECK(inexact(out[3], bf16(ts, -7)) == 0);
+  CHECK(inexact(out[4], f32(tu, 0)) == 0);
+}
+
+TEST_CASE("quantize_per_channel and dequantize_per_channel along any axis of strided inputs") {
+  // x is [4, 6, 5], read through a permutation; each axis gets its own scales.
+  const runtime::Shape shape{4, 6, 5};
+  for (const std::int64_t axis : {0, 1, -1, 2}) {
+    CAPTURE(axis);
+    const std::int64_t a = axis < 0 ? axis + 3 : axis, c = shape[a];
+    Graph g;
+    Node* x = g.placeholder("x", test::meta({4, 6, 5}));
+    Node* xb = g.placeholder("xb", test::meta({4, 6, 5}, DType::bfloat16));
+    Node* s = g.placeholder("s", test::meta({c}));
+    Node* z = g.placeholder("z", test::meta({c}, DType::int64));
+    Node* s1 = g.placeholder("s1", test::meta({1}));
+    const auto qpc = [&](Node* in, Node* sc, Node* zp, std::int64_t lo, std::int64_t hi, DType d) {
+      return g.call_function(OpRef("quantized_decomposed.quantize_per_channel.default"), {in, sc, zp, axis, lo, hi, Arg(d)});
+    };
+    Node* q = qpc(x, s, z, -128, 127, DType::int8);
+    Node* qu = qpc(xb, s, z, 0, 255, DType::uint8);
+    Node* dq = g.call_function(OpRef("quantized_decomposed.dequantize_per_channel.default"), {q, s, z, axis, -128, 127, Arg(DType::int8)});
+    Node* dq_nz = g.call_function(OpRef("quantized_decomposed.dequantize_per_channel.default"),
+                                  {qu, s, Arg(), axis, 0, 255, Arg(DType::uint8)}, {{"out_dtype", Arg(DType::bfloat16)}});
+    Node* q1 = qpc(x, s1, z, -128, 127, DType::int8);  // one scale for every channel
+    g.output(ArgList{q, qu, dq, dq_nz, q1});
+    auto cg = CompiledGraph::compile(g, {});
+    Tensor tx = random_tensor({5, 6, 4}, 94).permute({2, 1, 0});
+    Tensor txb = random_bf16({4, 6, 5}, 95);
+    Tensor ts = random_tensor({c}, 96), tz = random_tensor({c}, 97, DType::int64), ts1 = Tensor::empty({1}, DType::float32);
+    for (std::int64_t i = 0; i < c; ++i) ts.data<float>()[i] = 0.01f + std::abs(ts.data<float>()[i]) * 0.02f;
+    ts1.data<float>()[0] = 0.017f;
+    auto out = cg.run({tx, txb, ts, tz, ts1});
+    const auto sc = [&](const std::vector<std::int64_t>& i) { return ts.data<float>()[i[a]]; };
+    const auto zp = [&](const std::vector<std::int64_t>& i) { return tz.data<std::int64_t>()[i[a]]; };
+    CHECK(inexact(out[0], [&](const std::vector<std::int64_t>& i) {
+            return quantize_ref(float(value_at(tx, i)), 1.0f / sc(i), zp(i), -128, 127);
+          }) == 0);
+    CHECK(inexact(out[1], [&](const std::vector<std::int64_t>& i) {
+            return quantize_ref(float(value_at(txb, i)), 1.0f / sc(i), zp(i), 0, 255);
+          }) == 0);
+    CHECK(inexact(out[2], [&](const std::vector<std::int64_t>& i) {
+            return float(double(value_at(out[0], i)) - double(zp(i))) * sc(i);
+          }) == 0);
+    CHECK(out[3].dtype() == DType::bfloat16);
+    CHECK(inexact(out[3], [&](const std::vector<std::int64_t>& i) { return round_to_bf16(float(value_at(out[1], i)) * sc(i)); }) == 0);
+    CHECK(inexact(out[4], [&](const std::vector<std::int64_t>& i) {
+            return quantize_ref(float(value_at(tx, i)), 1.0f / 0.017f, zp(i), -128, 127);
+          }) == 0);
+  }
+}
+
+TEST_CASE("convert_element_type and _to_copy between float32, bfloat16, int64, int8, uint8 and bool") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({3, 4}));
+  Node* b = g.placeholder("b", test::meta({3, 4}, DType::bfloat16));
+  Node* u = g.placeholder("u", test::meta({3, 4}, DType::uint8));
+  const auto conv = [&](Node* in, DType d) { return g.call_function(OpRef("prims.convert_element_type.default"), {in, Arg(d)}); };
+  g.output(ArgList{conv(x, DType::bfloat16), conv(b, DType::float32), conv(b, DType::int64), conv(x, DType::uint8),
+                   conv(x, DType::int8), conv(u, DType::bfloat16), conv(b, DType::bool_), conv(b, DType::bfloat16),
+                   g.call_function(OpRef("aten._to_copy.default"), {b}, {{"dtype", Arg(DType::uint8)}})});
+  auto cg = CompiledGraph::compile(g, {});
+  // Floats half way between two bfloat16 values (ties go to the even one), and
+  // values a uint8 or int8 cast wraps, as PyTorch's casts through int64 do.
+  const std::vector<std::uint32_t> bits{0x3f808000, 0x3f818000, 0x3f818001, 0xbf808000};
+  const std::vector<float> other{-1.5f, 300.7f, -300.2f, 0.0f, 2.99f, -0.5f, 1e-3f, 127.9f};
+  Tensor tx = Tensor::empty({3, 4}, DType::float32);
+  for (int i = 0; i < 4; ++i) tx.data<float>()[i] = std::bit_cast<float>(bits[i]);
+  for (int i = 0; i < 8; ++i) tx.data<float>()[4 + i] = other[i];
+  Tensor tb = Tensor::empty({3, 4}, DType::bfloat16);
+  for (int i = 0; i < 12; ++i) tb.data<std::uint16_t>()[i] = float_to_bf16(tx.data<float>()[i]);
+  Tensor tu = all_quantized_values({3, 4}, DType::uint8);
+  auto out = cg.run({tx, tb, tu});
+  CHECK(out[0].data<std::uint16_t>()[0] == 0x3f80);
+  CHECK(out[0].data<std::uint16_t>()[1] == 0x3f82);
+  CHECK(out[0].data<std::uint16_t>()[2] == 0x3f82);
+  CHECK(out[0].data<std::uint16_t>()[3] == 0xbf80);
+  const auto in = [](const Tensor& t) { return [&t](const std::vector<std::int64_t>& i) { return value_at(t, i); }; };
+  CHECK(inexact(out[0], [&](const std::vector<std::int64_t>& i) { return round_to_bf16(float(value_at(tx, i))); }) == 0);
+  CHECK(inexact(out[1], in(tb)) == 0);
+  CHECK(inexact(out[2], [&](const std::vector<std::int64_t>& i) { return std::trunc(value_at(tb, i)); }) == 0);
+  CHECK(inexact(out[3], [&](const std::vector<std::int64_t>& i) {
+          return double(std::uint8_t(std::int64_t(value_at(tx, i))));
+        }) == 0);
+  CHECK(inexact(out[4], [&](const std::vector<std::int64_t>& i) { return double(std::int8_t(std::int64_t(value_at(tx, i)))); }) == 0);
+  CHECK(int(out[3].data<std::uint8_t>()[4]) == 255);  // -1.5 -> -1 -> 255
+  CHECK(int(out[3].data<std::uint8_t>()[5]) == 44);   // 300.7 -> 300 -> 44
+  CHECK(inexact(out[5], in(tu)) == 0);
+  CHECK(inexact(out[6], [&](const std::vector<std::int64_t>& i) { return double(value_at(tb, i) != 0); }) == 0);
+  CHECK(inexact(out[7], in(tb)) == 0);
+  CHECK(inexact(out[8], [&](const std::vector<std::int64_t>& i) { return double(std::uint8_t(std::int64_t(value_at(tb, i)))); }) == 0);
+}
+
+TEST_CASE("quantize and dequantize refuse, naming the node and the field, what PyTorch refuses and what kiln does not take") {
+  const auto refused = [](const std::function<void(Graph&)>& build, const std::string& message) {
+    CAPTURE(message);
+    Graph g;
+    build(g);
+    CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains(message.c_str()), runtime::CompileError);
+  };
+  // scale and zero_point numbers, or (`.tensor`) placeholders of two elements.
+  const auto per_tensor = [](std::string op, std::int64_t lo, std::int64_t hi, DType q, DType in = DType::float32, ArgDict kw = {}) {
+    return [=](Graph& g) {
+      Node* x = g.placeholder("x", test::meta({2, 3}, in));
+      ArgList args{x, 0.1, 0, lo, hi, Arg(q)};
+      if (op.ends_with(".tensor")) args[1] = args[2] = g.placeholder("s", test::meta({2}));
+      g.output(ArgList{g.call_function(OpRef("quantized_decomposed." + op), args, kw, "qnode")});
+    };
+  };
+  refused(per_tensor("quantize_per_tensor.default", -1, 255, DType::uint8),
+          "node qnode (quantized_decomposed.quantize_per_tensor.default): quant_min -1 is outside uint8's range [0, 255]");
+  refused(per_tensor("quantize_per_tensor.default", -128, 128, DType::int8), "quant_max 128 is outside int8's range [-128, 127]");
+  refused(per_tensor("quantize_per_tensor.default", 0, 9, DType::int32), "quantized dtype int32 is not supported (uint8 and int8 are)");
+  refused(per_tensor("quantize_per_tensor.default", 0, 255, DType::uint8, DType::int64),
+          "the input is int64; quantize takes float32 or bfloat16");
+  refused(per_tensor("quantize_per_tensor.tensor", 0, 255, DType::uint8),
+          "node qnode (quantized_decomposed.quantize_per_tensor.tensor): scale must hold one element, got shape [2]");
+  refused(per_tensor("dequantize_per_tensor.default", 0, 255, DType::uint8, DType::int8),
+          "the input is int8 but dtype says uint8");
+  refused(per_tensor("dequantize_per_tensor.default", 0, 255, DType::uint8, DType::uint8, {{"out_dtype", Arg(DType::float16)}}),
+          "out_dtype must be float32 or bfloat16, got float16");
+  refused(
+      [](Graph& g) {
+        Node* x = g.placeholder("x", test::meta({2}));
+        Node* s = g.placeholder("s", test::meta({}, DType::int64));
+        g.output(ArgList{g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.tensor"),
+                                         {x, s, s, 0, 255, Arg(DType::uint8)})});
+      },
+      "the input is float32 but dtype says uint8");
+  const auto per_channel = [](std::string op, runtime::Shape scales, DType sd, std::int64_t axis, DType in, std::int64_t lo = -128) {
+    return [=](Graph& g) {
+      Node* x = g.placeholder("x", test::meta({4, 6}, in));
+      Node* s = g.placeholder("s", test::meta({scales.begin(), scales.end()}, sd));
+      Node* z = g.placeholder("z", test::meta({scales.begin(), scales.end()}, DType::int64));
+      g.output(ArgList{g.call_function(OpRef("quantized_decomposed." + op), {x, s, z, axis, lo, 127, Arg(DType::int8)}, {}, "qc")});
+    };
+  };
+  refused(per_channel("quantize_per_channel.default", {5}, DType::float32, 1, DType::float32),
+          "node qc (quantized_decomposed.quantize_per_channel.default): scales must have shape [6] (the size of axis 1 of the input), got [5]");
+  refused(per_channel("dequantize_per_channel.default", {4, 1}, DType::float32, 0, DType::int8),
+          "scales must have shape [4] (the size of axis 0 of the input), got [4, 1]");
+  refused(per_channel("dequantize_per_channel.default", {6}, DType::float64, -1, DType::int8), "scales must be float32, got float64");
+  refused(per_channel("quantize_per_channel.default", {6}, DType::float32, 2, DType::float32), "axis 2 is out of range for a tensor of rank 2");
+  refused(per_channel("dequantize_per_channel.default", {6}, DType::float32, 1, DType::int8, -129),
+          "quant_min -129 is outside int8's range [-128, 127]");
 }
 
 TEST_CASE("large maps run over several threads in chunks") {

@@ -85,6 +85,27 @@ TEST_CASE("compare_outputs applies atol + rtol * |expected| and reports shape di
   CHECK(shape.outputs[0].shape_mismatch == "float32 [3] where float32 [1, 3] was expected");
 }
 
+TEST_CASE("random inputs and compare_outputs take bfloat16, held as its bits") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({4, 6}, DType::bfloat16));
+  g.output(ArgList{g.call_function(OpRef("prims.convert_element_type.default"), {x, Arg(DType::float32)})});
+  const auto cg = runtime::CompiledGraph::compile(g, {});
+  const auto in = runtime::random_inputs(cg, 7);
+  REQUIRE(in[0].dtype() == DType::bfloat16);
+  int nonzero = 0;
+  for (std::int64_t i = 0; i < in[0].numel(); ++i) nonzero += in[0].data<std::uint16_t>()[i] != 0;
+  CHECK(nonzero > 20);
+  Tensor near = Tensor::empty({4, 6}, DType::bfloat16);
+  for (std::int64_t i = 0; i < 24; ++i) near.data<std::uint16_t>()[i] = in[0].data<std::uint16_t>()[i];
+  CHECK(runtime::compare_outputs({in[0]}, {near}, {0, 0}).ok);
+  near.data<std::uint16_t>()[5] = float_to_bf16(bf16_to_float(near.data<std::uint16_t>()[5]) + 1.0f);
+  const auto r = runtime::compare_outputs({in[0]}, {near}, {0, 0});
+  CHECK_FALSE(r.ok);
+  CHECK(r.outputs[0].mismatches == 1);
+  const auto out = cg.run(in);
+  for (std::int64_t i = 0; i < 24; ++i) CHECK(out[0].data<float>()[i] == bf16_to_float(in[0].data<std::uint16_t>()[i]));
+}
+
 TEST_CASE("PassManager with the numeric check after each pass names the first pass that changes an output") {
   Graph g = relu_mm();
   runtime::NumericCheck check(g, {});

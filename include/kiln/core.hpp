@@ -1,6 +1,7 @@
 #pragma once
 // The runtime graph: everything in include/kiln/core/.
 #include "kiln/core/arg.hpp"
+#include "kiln/core/bfloat16.hpp"
 #include "kiln/core/dead_code.hpp"
 #include "kiln/core/dot.hpp"
 #include "kiln/core/dtype.hpp"

@@ -4,6 +4,7 @@
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/fuse_addmm.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/passes/quantization/dequant_promotion.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pass.hpp"
 #include "kiln/passes/pass_manager.hpp"

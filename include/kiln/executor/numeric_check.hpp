@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/bfloat16.hpp"
 #include "kiln/executor/compiled_graph.hpp"
 
 namespace kiln::runtime {
@@ -66,8 +67,9 @@ void fill_small_ints(Tensor& t, std::mt19937_64& rng) {
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(d(rng));
 }
 
-// A tensor of `layout` filled from a seeded generator: normal(0, 1) for floats,
-// integers in [0, 10) for integer types (valid indices for small tables), bools at random.
+// A tensor of `layout` filled from a seeded generator: normal(0, 1) for floats
+// (bfloat16 included), integers in [0, 10) for integer types (valid indices for
+// small tables), bools at random.
 inline Tensor random_input(const Layout& layout, std::mt19937_64& rng) {
   Tensor t = Tensor::empty(layout.shape, layout.dtype);
   const std::int64_t n = t.numel();
@@ -80,6 +82,11 @@ inline Tensor random_input(const Layout& layout, std::mt19937_64& rng) {
     case DType::float64: {
       std::normal_distribution<double> d;
       for (std::int64_t i = 0; i < n; ++i) t.data<double>()[i] = d(rng);
+      break;
+    }
+    case DType::bfloat16: {  // normal(0, 1) rounded to bfloat16, held as its bits
+      std::normal_distribution<float> d;
+      for (std::int64_t i = 0; i < n; ++i) t.data<std::uint16_t>()[i] = float_to_bf16(d(rng));
       break;
     }
     case DType::int64: fill_small_ints<std::int64_t>(t, rng); break;
@@ -117,6 +124,7 @@ inline double as_double(const Tensor& t, std::int64_t flat) {
   switch (t.dtype()) {
     case DType::float32: return reinterpret_cast<const float*>(p)[off];
     case DType::float64: return reinterpret_cast<const double*>(p)[off];
+    case DType::bfloat16: return bf16_to_float(reinterpret_cast<const std::uint16_t*>(p)[off]);
     case DType::int64: return static_cast<double>(reinterpret_cast<const std::int64_t*>(p)[off]);
     case DType::int32: return reinterpret_cast<const std::int32_t*>(p)[off];
     case DType::int8: return reinterpret_cast<const std::int8_t*>(p)[off];

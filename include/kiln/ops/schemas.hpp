@@ -5,6 +5,7 @@
 #include "kiln/core/op_schema.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/functional.hpp"
+#include "kiln/ops/prims.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/ops/torch.hpp"
 
@@ -70,9 +71,16 @@ KILN_DECLARE_OP_SCHEMA(torch::mean, "input, dim=None, keepdim=False, *, dtype=No
 KILN_DECLARE_OP_SCHEMA(torch::sum, "input, dim=None, keepdim=False, *, dtype=None");
 
 KILN_DECLARE_OP_SCHEMA(quantized_decomposed::quantize_per_tensor, "input, scale, zero_point, quant_min, quant_max, dtype");
+KILN_DECLARE_OP_SCHEMA(quantized_decomposed::quantize_per_tensor_tensor,
+                       "input, scale, zero_point, quant_min, quant_max, dtype");
 KILN_DECLARE_OP_SCHEMA(quantized_decomposed::dequantize_per_tensor,
                        "input, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None");
+KILN_DECLARE_OP_SCHEMA(quantized_decomposed::dequantize_per_tensor_tensor,
+                       "input, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None");
+KILN_DECLARE_OP_SCHEMA(quantized_decomposed::quantize_per_channel,
+                       "input, scales, zero_points, axis, quant_min, quant_max, dtype");
 KILN_DECLARE_OP_SCHEMA(quantized_decomposed::dequantize_per_channel,
                        "input, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype=None");
+KILN_DECLARE_OP_SCHEMA(prims::convert_element_type, "a, dtype");
 
 }  // namespace kiln::ops_schemas

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/runtime/lower_context.hpp"
@@ -263,6 +264,26 @@ runtime::ValueId lower_map(runtime::LowerContext& ctx, DType out_dtype,
                  run_map<Out, Ins...>(fr, plan, f);
                }),
                std::vector<runtime::ValueId>(ins.begin(), ins.end()), {out});
+  return out;
+}
+
+// A map of one input whose function depends on values only known when the step
+// runs (a scale held in a tensor): make_f(frame) builds it each run; `params`
+// are the values it reads, so that the plan keeps them alive until then.
+template <class Out, class In, class MakeF>
+runtime::ValueId lower_map_late(runtime::LowerContext& ctx, DType out_dtype, runtime::ValueId in,
+                                const std::vector<runtime::ValueId>& params, MakeF make_f) {
+  const runtime::Layout layout = ctx.layout(in);
+  if (layout.rank() > kMaxMapRank + 1)
+    ctx.fail("element-wise ops take tensors of rank <= 9, got " + runtime::shape_str(layout.shape));
+  const auto out = ctx.buffer(runtime::dense_in_order_of(layout, layout.shape, out_dtype));
+  auto plan = plan_map<1>(out, ctx.layout(out), {in}, {layout});
+  std::vector<runtime::ValueId> reads{in};
+  reads.insert(reads.end(), params.begin(), params.end());
+  ctx.add_step(runtime::make_step([plan = std::move(plan), make_f = std::move(make_f)](runtime::Frame& fr) {
+                 run_map<Out, In>(fr, plan, make_f(fr));
+               }),
+               std::move(reads), {out});
   return out;
 }
 

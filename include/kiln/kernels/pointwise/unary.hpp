@@ -254,7 +254,7 @@ inline std::optional<DType> requested_dtype(const runtime::LowerContext& ctx) {
   return std::nullopt;
 }
 
-// aten._to_copy and Tensor.to: a cast (or, for Tensor.to to the same dtype, the tensor itself).
+// aten._to_copy, prims.convert_element_type and Tensor.to: a cast (or, for Tensor.to to the same dtype, the tensor itself).
 template <bool AlwaysCopy>
 struct ToDtypeKernel {
   static void lower(runtime::LowerContext& ctx) {
@@ -341,6 +341,7 @@ using unary_kernels = KernelGroup<
     KernelEntry<"aten.dropout.default", pointwise_detail::DropoutKernel>,
     KernelEntry<"torch.nn.functional.dropout", pointwise_detail::DropoutKernel>,
     KernelEntry<"aten._to_copy.default", pointwise_detail::ToDtypeKernel<true>>,
+    KernelEntry<"prims.convert_element_type.default", pointwise_detail::ToDtypeKernel<true>>,
     KernelEntry<"Tensor.to", pointwise_detail::ToDtypeKernel<false>>,
     KernelEntry<"aten.hardtanh_.default", pointwise_detail::UnaryKernel<pointwise_detail::Hardtanh, true>>,
     KernelEntry<"torch.nn.functional.relu6", pointwise_detail::UnaryKernel<pointwise_detail::Relu6>>,
