@@ -520,4 +520,15 @@ TEST_CASE("fmod keeps the dividend's sign for float32 and int64 tensors and scal
                        doctest::Contains("node bad (aten.fmod.Scalar): fmod: integer division by zero"),
                        runtime::CompileError);
   check_scalar("aten.fmod.Scalar", Arg(0.0), 0.0, fmod);
+  // An integer tensor divisor of zero gives 0 rather than a trap (PyTorch raises).
+  Graph h;
+  Node* p = h.placeholder("p", test::meta({3}, DType::int64));
+  Node* q = h.placeholder("q", test::meta({3}, DType::int64));
+  h.output(ArgList{h.call_function(OpRef("aten.fmod.Tensor"), {p, q})});
+  const Tensor tp = Tensor::from_values<std::int64_t>({3}, std::vector<std::int64_t>{7, -7, 5});
+  const Tensor tq = Tensor::from_values<std::int64_t>({3}, std::vector<std::int64_t>{0, 3, -2});
+  const Tensor r = CompiledGraph::compile(h, {}).run({tp, tq})[0];
+  CHECK(r.data<std::int64_t>()[0] == 0);
+  CHECK(r.data<std::int64_t>()[1] == -1);
+  CHECK(r.data<std::int64_t>()[2] == 1);
 }

@@ -923,3 +923,35 @@ TEST_CASE("torch.export's decomposed shifted-window mask (new_zeros, slice_scatt
     }
   CHECK(bad == 0);
 }
+
+TEST_CASE("functional fill gives self's shape and dtype filled with a number or a 0-d tensor, and refuses a larger value") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({3, 2}));
+  Node* xt = g.call_function(aten::t, {x});  // [2, 3], strided: the result is dense in the same order
+  Node* ints = g.placeholder("ints", meta({4}, DType::int64));
+  Node* v = g.placeholder("v", meta({}));
+  Node* f1 = g.call_function(OpRef("aten.fill.Scalar"), {xt, 2.5});
+  Node* f2 = g.call_function(OpRef("aten.fill.Scalar"), {ints, -2.7});  // truncated into int64
+  Node* f3 = g.call_function(OpRef("aten.fill.Tensor"), {xt, v});
+  g.output(ArgList{f1, f2, f3});
+  auto cg = CompiledGraph::compile(g, {});
+  const Tensor tx = random_tensor({3, 2}, 95), ti = random_tensor({4}, 96, DType::int64), tv = random_tensor({}, 97);
+  const auto out = cg.run({tx, ti, tv});
+  REQUIRE(out[0].shape() == runtime::Shape{2, 3});
+  REQUIRE(out[2].shape() == runtime::Shape{2, 3});
+  CHECK(out[1].dtype() == DType::int64);
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) {
+      bad += at(out[0], {i, j}) != 2.5f;
+      bad += at(out[2], {i, j}) != *tv.data<float>();
+    }
+  for (std::int64_t k = 0; k < 4; ++k) bad += out[1].data<std::int64_t>()[k] != -2;
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* a = h.placeholder("a", meta({2, 3}));
+  Node* b = h.placeholder("b", meta({3}));
+  h.output(ArgList{h.call_function(OpRef("aten.fill.Tensor"), {a, b}, {}, "bad")});
+  CHECK(compile_error(h).find("node bad (aten.fill.Tensor): fill takes a 0-d value tensor, got [3]") != std::string::npos);
+}

@@ -119,6 +119,8 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.arange", shape_detail::TorchArange>,
     KernelEntry<"aten.scalar_tensor.default", shape_detail::ScalarTensor>,
     KernelEntry<"aten.copy.default", shape_detail::CopyFrom>,
+    KernelEntry<"aten.fill.Scalar", shape_detail::FillFunctional>,
+    KernelEntry<"aten.fill.Tensor", shape_detail::FillFunctional>,
     KernelEntry<"aten.slice_scatter.default", shape_detail::SliceScatter>,
     KernelEntry<"aten.lift_fresh_copy.default", shape_detail::LiftFreshCopy>,
     KernelEntry<"aten.lift_fresh.default", shape_detail::Alias>,

@@ -1,13 +1,15 @@
 #pragma once
 // The functional forms of in-place writes that torch.export's functionalization
 // writes: copy(self, src) (self's shape and dtype, src's values broadcast into
-// it) and slice_scatter(self, src, dim, start, end, step) (self with one slice
-// replaced by src). Each makes a new buffer; inputs are never written.
+// it), fill(self, value) (the same with one value) and slice_scatter(self, src,
+// dim, start, end, step) (self with one slice replaced by src). Each makes a
+// new buffer; inputs are never written.
 #include <optional>
 #include <string>
 
 #include "kiln/runtime/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/shape/copies.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
@@ -39,6 +41,25 @@ struct CopyFrom {
                runtime::shape_str(self.shape));
     }
     ctx.set_result(copy_into_new(ctx, ctx.view(src, seen), runtime::dense_like(self, self.dtype)));
+  }
+};
+
+// aten.fill.Scalar(self, value) and fill.Tensor(self, value): a copy of a
+// number, or of a 0-d tensor, into self's shape and dtype.
+struct FillFunctional {
+  static void lower(runtime::LowerContext& ctx) {
+    const runtime::Layout self = ctx.layout(ctx.tensor(0, "self"));
+    if (ctx.value(1, "value").node()) {
+      const runtime::ValueId v = ctx.tensor(1, "value");
+      if (ctx.layout(v).rank() != 0) ctx.fail("fill takes a 0-d value tensor, got " + runtime::shape_str(ctx.layout(v).shape));
+      return CopyFrom::lower(ctx);
+    }
+    const double v = ctx.scalar_arg(1, "value");
+    const runtime::ValueId out = ctx.buffer(runtime::dense_like(self, self.dtype));
+    const DType dt = self.dtype;
+    ctx.add_step(runtime::make_step([out, v, dt](runtime::Frame& f) { fill_elements(f.data(out), f.layout(out).numel(), dt, v); }),
+                 {}, {out});
+    ctx.set_result(out);
   }
 };
 
