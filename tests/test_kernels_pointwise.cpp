@@ -818,3 +818,45 @@ TEST_CASE("operator.iadd on a tensor is in place: refused when the tensor is rea
   auto out = cg.run({tz});
   CHECK(mismatches(out[0], {tz}, [](std::vector<double> v) { return 5 * v[0]; }) == 0);
 }
+
+TEST_CASE("fmod keeps the dividend's sign for float32 and int64 tensors and scalars, against std::fmod") {
+  const Ref2 fmod = [](double a, double b) { return std::fmod(a, b); };
+  for (auto [sa, sb] : std::vector<std::pair<runtime::Shape, runtime::Shape>>{{{33, 7}, {7}}, {{7}, {33, 1}}}) {
+    check_binary("aten.fmod.Tensor", sa, sb, fmod, {}, DType::float32, 1e-5);
+    check_binary("torch.fmod", sa, sb, fmod, {}, DType::int64);
+  }
+  check_binary("fmod", {33, 7}, {7}, fmod, {}, DType::float32, 1e-5, true);
+  check_scalar("aten.fmod.Scalar", Arg(0.75), 0.75, fmod);
+  check_scalar("aten.fmod.Scalar", Arg(-2), -2, fmod);
+  // int64 by an int scalar stays int64 (roll's index math); by a float scalar it computes in float32.
+  for (const Arg& s : {Arg(3), Arg(-3), Arg(2.5)}) {
+    Graph g;
+    Node* a = g.placeholder("a", test::meta({11}, DType::int64));
+    g.output(ArgList{g.call_function(OpRef("aten.fmod.Scalar"), {a, s})});
+    auto cg = CompiledGraph::compile(g, {});
+    Tensor ta = random_tensor({11}, 57, DType::int64);
+    auto out = cg.run({ta});
+    const double d = s.get_if<double>() ? *s.get_if<double>() : double(*s.get_if<std::int64_t>());
+    CHECK(out[0].dtype() == (s.get_if<double>() ? DType::float32 : DType::int64));
+    CHECK(mismatches(out[0], {ta}, [&](std::vector<double> v) { return std::fmod(v[0], d); }) == 0);
+  }
+  // An integer divisor of zero is a compile error; a float one gives NaN as in C.
+  Graph g;
+  Node* a = g.placeholder("a", test::meta({4}, DType::int64));
+  g.output(ArgList{g.call_function(OpRef("aten.fmod.Scalar"), {a, 0}, {}, "bad")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                       doctest::Contains("node bad (aten.fmod.Scalar): fmod: integer division by zero"),
+                       runtime::CompileError);
+  check_scalar("aten.fmod.Scalar", Arg(0.0), 0.0, fmod);
+  // An integer tensor divisor of zero gives 0 rather than a trap (PyTorch raises).
+  Graph h;
+  Node* p = h.placeholder("p", test::meta({3}, DType::int64));
+  Node* q = h.placeholder("q", test::meta({3}, DType::int64));
+  h.output(ArgList{h.call_function(OpRef("aten.fmod.Tensor"), {p, q})});
+  const Tensor tp = Tensor::from_values<std::int64_t>({3}, std::vector<std::int64_t>{7, -7, 5});
+  const Tensor tq = Tensor::from_values<std::int64_t>({3}, std::vector<std::int64_t>{0, 3, -2});
+  const Tensor r = CompiledGraph::compile(h, {}).run({tp, tq})[0];
+  CHECK(r.data<std::int64_t>()[0] == 0);
+  CHECK(r.data<std::int64_t>()[1] == -1);
+  CHECK(r.data<std::int64_t>()[2] == 1);
+}

@@ -646,3 +646,312 @@ TEST_CASE("constant_pad_nd and F.pad pad and crop the last dims, against a loop,
   CHECK(refused(ArgList{-3, -1}, "aten.constant_pad_nd.default", {}).find("leaves dim 1 of [2, 3] with a negative size") != std::string::npos);
   CHECK(refused(ArgList{1, 1}, "torch.nn.functional.pad", {{"mode", Arg("reflect")}}).find("node bad (torch.nn.functional.pad): pad mode 'reflect' has no kernel") != std::string::npos);
 }
+
+namespace {
+// The compile error of a graph holding one node "bad", or "compiled".
+std::string compile_error(const Graph& g) {
+  try {
+    (void)CompiledGraph::compile(g, {});
+  } catch (const runtime::CompileError& e) {
+    return std::string(e.what());
+  }
+  return std::string("compiled");
+}
+// Element i of a row-major tensor as a double, whatever its dtype.
+double value_at(const Tensor& t, std::int64_t i) {
+  switch (t.dtype()) {
+    case DType::float32: return t.data<float>()[i];
+    case DType::int64: return static_cast<double>(t.data<std::int64_t>()[i]);
+    case DType::int32: return t.data<std::int32_t>()[i];
+    default: return t.data<double>()[i];
+  }
+}
+}  // namespace
+
+TEST_CASE("arange at the aten and torch levels is a constant with no step, against a loop") {
+  struct Case {
+    const char* target;
+    ArgList args;
+    ArgDict kwargs;
+    double start, end, step;
+    DType dtype;
+  };
+  const std::vector<Case> cases{
+      {"aten.arange.start_step", {2, 11, 3}, {}, 2, 11, 3, DType::int64},
+      {"aten.arange.start_step", {5, -2, -2}, {}, 5, -2, -2, DType::int64},
+      {"aten.arange.start_step", {0, 1, 0.25}, {}, 0, 1, 0.25, DType::float32},
+      {"aten.arange.start_step", {0, 7, 2}, {{"dtype", Arg(DType::int32)}}, 0, 7, 2, DType::int32},
+      {"aten.arange.start_step", {3, 3}, {}, 3, 3, 1, DType::int64},
+      {"aten.arange.start", {1, 4}, {}, 1, 4, 1, DType::int64},
+      {"aten.arange.default", {4}, {{"dtype", Arg(DType::float32)}}, 0, 4, 1, DType::float32},
+      {"aten.arange.default", {2.5}, {}, 0, 2.5, 1, DType::float32},
+      {"torch.arange", {5}, {}, 0, 5, 1, DType::int64},
+      {"torch.arange", {1, 2.5, 0.5}, {}, 1, 2.5, 0.5, DType::float32},
+      {"torch.arange", {-1}, {{"end", Arg(2)}, {"dtype", Arg(DType::float64)}}, -1, 2, 1, DType::float64},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.target);
+    CAPTURE(c.start);
+    Graph g;
+    g.output(ArgList{g.call_function(OpRef(c.target), c.args, c.kwargs)});
+    auto cg = CompiledGraph::compile(g, {});
+    CHECK(cg.num_steps() == 0);
+    const Tensor out = cg.run({})[0];
+    std::vector<double> want;  // counted the long way: every start + k * step short of end
+    for (double v = c.start; c.step > 0 ? v < c.end : v > c.end; v = c.start + static_cast<double>(want.size()) * c.step)
+      want.push_back(v);
+    CHECK(out.dtype() == c.dtype);
+    REQUIRE(out.shape() == runtime::Shape{static_cast<std::int64_t>(want.size())});
+    for (std::size_t k = 0; k < want.size(); ++k) CHECK(value_at(out, static_cast<std::int64_t>(k)) == want[k]);
+  }
+}
+
+TEST_CASE("arange refuses a zero step, bounds against the step's sign, a dtype it cannot make and a tensor bound") {
+  auto refused = [](ArgList args, ArgDict kwargs = {}) {
+    Graph g;
+    Node* x = g.placeholder("x", meta({2}));
+    for (Arg& a : args)
+      if (a.get_if<std::string>()) a = Arg(x);
+    g.output(ArgList{g.call_function(OpRef("aten.arange.start_step"), std::move(args), std::move(kwargs), "bad")});
+    return compile_error(g);
+  };
+  CHECK(refused({0, 5, 0}).find("node bad (aten.arange.start_step): arange: step must be nonzero") != std::string::npos);
+  CHECK(refused({0, 5, -1}).find("are inconsistent with the sign of step") != std::string::npos);
+  CHECK(refused({0.0, 1.0, 0.0}).find("step must be nonzero") != std::string::npos);
+  CHECK(refused({0, 5, 1}, {{"dtype", Arg(DType::bool_)}}).find("arange to bool is not supported") != std::string::npos);
+  CHECK(refused({0, Arg(std::string("x")), 1}).find("argument 'end' must be a number known when compiling") !=
+        std::string::npos);
+}
+
+TEST_CASE("scalar_tensor is a 0-d constant that where takes as its value, against a loop") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({3, 4}));
+  Node* s = g.call_function(OpRef("aten.scalar_tensor.default"), {-100.0});
+  Node* i = g.call_function(OpRef("aten.scalar_tensor.default"), {7}, {{"dtype", Arg(DType::int64)}});
+  Node* b = g.call_function(OpRef("aten.scalar_tensor.default"), {1}, {{"dtype", Arg(DType::bool_)}});
+  Node* mask = g.call_function(OpRef("aten.gt.Scalar"), {x, 0.25});
+  Node* w = g.call_function(OpRef("aten.where.self"), {mask, s, x});
+  g.output(ArgList{s, i, b, w});
+  auto cg = CompiledGraph::compile(g, {});
+  const Tensor tx = random_tensor({3, 4}, 61);
+  const auto out = cg.run({tx});
+  CHECK(out[0].rank() == 0);
+  CHECK(out[0].dtype() == DType::float32);
+  CHECK(*out[0].data<float>() == -100.0f);
+  CHECK(out[1].dtype() == DType::int64);
+  CHECK(*out[1].data<std::int64_t>() == 7);
+  CHECK(out[2].dtype() == DType::bool_);
+  CHECK(*out[2].data<bool>());
+  REQUIRE(out[3].shape() == runtime::Shape{3, 4});
+  int bad = 0;
+  for (std::int64_t k = 0; k < 12; ++k) {
+    const float v = tx.data<float>()[k];
+    bad += out[3].data<float>()[k] != (v > 0.25f ? -100.0f : v);
+  }
+  CHECK(bad == 0);
+
+  Graph h;
+  h.output(ArgList{h.call_function(OpRef("aten.scalar_tensor.default"), {1.0}, {{"dtype", Arg(DType::float16)}}, "bad")});
+  CHECK(compile_error(h).find("node bad (aten.scalar_tensor.default): scalar_tensor of dtype float16 is not supported") !=
+        std::string::npos);
+}
+
+TEST_CASE("copy gives self's shape and dtype with src broadcast and cast into it, against a loop") {
+  Graph g;
+  Node* self = g.placeholder("self", meta({2, 3, 4}));
+  Node* col = g.placeholder("col", meta({3, 1}));
+  Node* ints = g.placeholder("ints", meta({4}, DType::int64));
+  Node* full = g.placeholder("full", meta({4, 3, 2}));
+  Node* floats = g.placeholder("floats", meta({4}));
+  Node* c1 = g.call_function(OpRef("aten.copy.default"), {self, col});
+  Node* c2 = g.call_function(OpRef("aten.copy.default"), {self, ints});
+  Node* c3 = g.call_function(OpRef("aten.copy.default"), {self, g.call_function(aten::permute, {full, ArgList{2, 1, 0}})});
+  Node* c4 = g.call_function(OpRef("aten.copy.default"), {ints, floats});  // float into int64 truncates
+  g.output(ArgList{c1, c2, c3, c4});
+  auto cg = CompiledGraph::compile(g, {});
+  const Tensor ts = random_tensor({2, 3, 4}, 71), tc = random_tensor({3, 1}, 72), tf = random_tensor({4, 3, 2}, 74);
+  const Tensor ti = random_tensor({4}, 73, DType::int64), tfl = random_tensor({4}, 75);
+  const auto out = cg.run({ts, tc, ti, tf, tfl});
+  REQUIRE(out[0].shape() == runtime::Shape{2, 3, 4});
+  REQUIRE(out[1].shape() == runtime::Shape{2, 3, 4});
+  REQUIRE(out[2].shape() == runtime::Shape{2, 3, 4});
+  CHECK(out[1].dtype() == DType::float32);
+  CHECK(out[3].dtype() == DType::int64);
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) {
+        bad += at(out[0], {i, j, k}) != tc.data<float>()[j];
+        bad += at(out[1], {i, j, k}) != static_cast<float>(ti.data<std::int64_t>()[k]);
+        bad += at(out[2], {i, j, k}) != at3(tf, k, j, i);
+      }
+  REQUIRE(out[3].shape() == runtime::Shape{4});
+  for (std::int64_t k = 0; k < 4; ++k) bad += out[3].data<std::int64_t>()[k] != static_cast<std::int64_t>(tfl.data<float>()[k]);
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* a = h.placeholder("a", meta({2, 3, 4}));
+  Node* b = h.placeholder("b", meta({5}));
+  h.output(ArgList{h.call_function(OpRef("aten.copy.default"), {a, b}, {}, "bad")});
+  CHECK(compile_error(h).find("node bad (aten.copy.default): src of shape [5] does not broadcast to self's shape [2, 3, 4]") !=
+        std::string::npos);
+}
+
+TEST_CASE("slice_scatter replaces a clamped slice of self with src, against a loop, and refuses a src of another shape") {
+  struct Case {
+    std::int64_t dim;
+    Arg start, end;
+    std::int64_t step;
+    std::int64_t lo, hi;  // the slice's bounds after clamping, written out
+  };
+  const std::vector<Case> cases{{1, Arg(1), Arg(), 2, 1, 6},  {0, Arg(-3), Arg(100), 1, 1, 4}, {-1, Arg(), Arg(-2), 1, 0, 4},
+                                {0, Arg(-100), Arg(2), 1, 0, 2}, {1, Arg(4), Arg(2), 1, 4, 4}, {0, Arg(), Arg(), 3, 0, 4}};
+  for (const Case& c : cases) {
+    CAPTURE(c.dim);
+    CAPTURE(c.lo);
+    const std::int64_t d = c.dim < 0 ? c.dim + 2 : c.dim;
+    const std::int64_t n = (c.hi - c.lo + c.step - 1) / c.step;
+    runtime::Shape src_shape{4, 6};
+    src_shape[d] = n;
+    Graph g;
+    Node* self = g.placeholder("self", meta({6, 4}));
+    Node* src = g.placeholder("src", meta({src_shape.begin(), src_shape.end()}));
+    // self is read transposed: [4, 6] with strides [1, 4].
+    Node* st = g.call_function(aten::t, {self});
+    g.output(ArgList{g.call_function(OpRef("aten.slice_scatter.default"), {st, src, c.dim, c.start, c.end, c.step})});
+    auto cg = CompiledGraph::compile(g, {});
+    const Tensor ts = random_tensor({6, 4}, 81), tsrc = random_tensor(src_shape, 82);
+    const Tensor out = cg.run({ts, tsrc})[0];
+    REQUIRE(out.shape() == runtime::Shape{4, 6});
+    int bad = 0;
+    for (std::int64_t i = 0; i < 4; ++i)
+      for (std::int64_t j = 0; j < 6; ++j) {
+        const std::int64_t p = d == 0 ? i : j;  // the position along dim
+        const bool in_slice = p >= c.lo && p < c.hi && (p - c.lo) % c.step == 0;
+        const std::int64_t q = (p - c.lo) / c.step;
+        const float want = !in_slice ? ts.data<float>()[j * 4 + i] : d == 0 ? at(tsrc, {q, j}) : at(tsrc, {i, q});
+        bad += at(out, {i, j}) != want;
+      }
+    CHECK(bad == 0);
+  }
+
+  // An int64 self takes a float src truncated, as copy_ casts.
+  Graph g;
+  Node* self = g.placeholder("self", meta({3, 2}, DType::int64));
+  Node* src = g.placeholder("src", meta({1, 2}));
+  g.output(ArgList{g.call_function(OpRef("aten.slice_scatter.default"), {self, src, 0, 1, 2})});
+  auto cg = CompiledGraph::compile(g, {});
+  const Tensor ts = random_tensor({3, 2}, 83, DType::int64), tsrc = random_tensor({1, 2}, 84);
+  const Tensor out = cg.run({ts, tsrc})[0];
+  CHECK(out.dtype() == DType::int64);
+  for (std::int64_t k = 0; k < 6; ++k)
+    CHECK(out.data<std::int64_t>()[k] ==
+          (k / 2 == 1 ? static_cast<std::int64_t>(tsrc.data<float>()[k % 2]) : ts.data<std::int64_t>()[k]));
+
+  auto refused = [](runtime::Shape src_shape, ArgList rest) {
+    Graph h;
+    Node* a = h.placeholder("a", meta({4, 6}));
+    Node* b = h.placeholder("b", meta({src_shape.begin(), src_shape.end()}));
+    ArgList args{a, b};
+    args.insert(args.end(), rest.begin(), rest.end());
+    h.output(ArgList{h.call_function(OpRef("aten.slice_scatter.default"), std::move(args), {}, "bad")});
+    return compile_error(h);
+  };
+  CHECK(refused({2, 6}, {0, -3}).find("node bad (aten.slice_scatter.default): src has shape [2, 6] but the slice of self [4, 6] along dim 0 has shape [3, 6]") !=
+        std::string::npos);
+  CHECK(refused({4, 3}, {1, 0, 6, 0}).find("slice: step must be positive, got 0") != std::string::npos);
+  CHECK(refused({4, 3}, {2}).find("slice dim 2 is out of range") != std::string::npos);
+}
+
+TEST_CASE("torch.export's decomposed roll (arange, sub, fmod, index) matches a roll, against a loop") {
+  // roll(x, shift, dim=1) as index arithmetic: x[:, fmod(arange(n) - shift, n)], a negative index counting from the end.
+  for (const std::int64_t shift : {2, -1, 7}) {
+    CAPTURE(shift);
+    const std::int64_t n = 5;
+    Graph g;
+    Node* x = g.placeholder("x", meta({2, n, 3}));
+    Node* idx = g.call_function(OpRef("aten.arange.start_step"), {0, n, 1}, {{"dtype", Arg(DType::int64)}});
+    Node* moved = g.call_function(OpRef("aten.sub.Tensor"), {idx, shift});
+    Node* wrapped = g.call_function(OpRef("aten.fmod.Scalar"), {moved, n});
+    g.output(ArgList{g.call_function(OpRef("aten.index.Tensor"), {x, ArgList{Arg(), wrapped}})});
+    auto cg = CompiledGraph::compile(g, {});
+    CHECK(cg.num_steps() == 1);  // the index math folds to constant offsets: only the gather runs
+    const Tensor tx = random_tensor({2, n, 3}, 91);
+    const Tensor out = cg.run({tx})[0];
+    REQUIRE(out.shape() == runtime::Shape{2, n, 3});
+    int bad = 0;
+    for (std::int64_t i = 0; i < 2; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        for (std::int64_t k = 0; k < 3; ++k) bad += at(out, {i, j, k}) != at3(tx, i, ((j - shift) % n + n) % n, k);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("torch.export's decomposed shifted-window mask (new_zeros, slice_scatter, copy, where) against a loop") {
+  // Swin's mask: block (a, b) of the 3 x 3 grid cut at -window and -shift gets a * 3 + b, written
+  // functionally; then where(mask != 0, scalar_tensor(-100), x), as masked_fill decomposes.
+  const std::int64_t size = 6, window = 3, shift = 1;
+  const std::vector<std::pair<Arg, Arg>> cuts{{Arg(0), Arg(-window)}, {Arg(-window), Arg(-shift)}, {Arg(-shift), Arg()}};
+  Graph g;
+  Node* x = g.placeholder("x", meta({size, size}));
+  Node* mask = g.call_function(OpRef("aten.new_zeros.default"), {x, ArgList{size, size}});
+  std::int64_t count = 0;
+  for (const auto& [h0, h1] : cuts)
+    for (const auto& [w0, w1] : cuts) {
+      Node* rows = g.call_function(OpRef("aten.slice.Tensor"), {mask, 0, h0, h1});
+      Node* block = g.call_function(OpRef("aten.slice.Tensor"), {rows, 1, w0, w1});
+      Node* value = g.call_function(OpRef("aten.scalar_tensor.default"), {count++});
+      Node* filled = g.call_function(OpRef("aten.copy.default"), {block, value});
+      Node* new_rows = g.call_function(OpRef("aten.slice_scatter.default"), {rows, filled, 1, w0, w1});
+      mask = g.call_function(OpRef("aten.slice_scatter.default"), {mask, new_rows, 0, h0, h1});
+    }
+  Node* nonzero = g.call_function(OpRef("aten.ne.Scalar"), {mask, 0});
+  Node* fill = g.call_function(OpRef("aten.scalar_tensor.default"), {-100.0});
+  g.output(ArgList{mask, g.call_function(OpRef("aten.where.self"), {nonzero, fill, x})});
+  auto cg = CompiledGraph::compile(g, {});
+  const Tensor tx = random_tensor({size, size}, 92);
+  const auto out = cg.run({tx});
+  REQUIRE(out[0].shape() == runtime::Shape{size, size});
+  REQUIRE(out[1].shape() == runtime::Shape{size, size});
+  auto region = [&](std::int64_t p) { return p < size - window ? 0 : p < size - shift ? 1 : 2; };
+  int bad = 0;
+  for (std::int64_t i = 0; i < size; ++i)
+    for (std::int64_t j = 0; j < size; ++j) {
+      const float want = static_cast<float>(region(i) * 3 + region(j));
+      bad += at(out[0], {i, j}) != want;
+      bad += at(out[1], {i, j}) != (want != 0 ? -100.0f : at(tx, {i, j}));
+    }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("functional fill gives self's shape and dtype filled with a number or a 0-d tensor, and refuses a larger value") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({3, 2}));
+  Node* xt = g.call_function(aten::t, {x});  // [2, 3], strided: the result is dense in the same order
+  Node* ints = g.placeholder("ints", meta({4}, DType::int64));
+  Node* v = g.placeholder("v", meta({}));
+  Node* f1 = g.call_function(OpRef("aten.fill.Scalar"), {xt, 2.5});
+  Node* f2 = g.call_function(OpRef("aten.fill.Scalar"), {ints, -2.7});  // truncated into int64
+  Node* f3 = g.call_function(OpRef("aten.fill.Tensor"), {xt, v});
+  g.output(ArgList{f1, f2, f3});
+  auto cg = CompiledGraph::compile(g, {});
+  const Tensor tx = random_tensor({3, 2}, 95), ti = random_tensor({4}, 96, DType::int64), tv = random_tensor({}, 97);
+  const auto out = cg.run({tx, ti, tv});
+  REQUIRE(out[0].shape() == runtime::Shape{2, 3});
+  REQUIRE(out[2].shape() == runtime::Shape{2, 3});
+  CHECK(out[1].dtype() == DType::int64);
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 3; ++j) {
+      bad += at(out[0], {i, j}) != 2.5f;
+      bad += at(out[2], {i, j}) != *tv.data<float>();
+    }
+  for (std::int64_t k = 0; k < 4; ++k) bad += out[1].data<std::int64_t>()[k] != -2;
+  CHECK(bad == 0);
+
+  Graph h;
+  Node* a = h.placeholder("a", meta({2, 3}));
+  Node* b = h.placeholder("b", meta({3}));
+  h.output(ArgList{h.call_function(OpRef("aten.fill.Tensor"), {a, b}, {}, "bad")});
+  CHECK(compile_error(h).find("node bad (aten.fill.Tensor): fill takes a 0-d value tensor, got [3]") != std::string::npos);
+}

@@ -7,8 +7,10 @@
 #include "kiln/kernels/shape/copies.hpp"
 #include "kiln/kernels/shape/fill_in_place.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
+#include "kiln/kernels/shape/scatter.hpp"
 #include "kiln/kernels/shape/shape_facts.hpp"
 #include "kiln/kernels/shape/shape_values.hpp"
+#include "kiln/kernels/shape/static_factories.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
@@ -111,6 +113,15 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"Tensor.new_empty", shape_detail::NewFilled<-1>>,
     KernelEntry<"aten.new_full.default", shape_detail::NewFull>,
     KernelEntry<"Tensor.new_full", shape_detail::NewFull>,
+    KernelEntry<"aten.arange.default", shape_detail::AtenArange<1>>,
+    KernelEntry<"aten.arange.start", shape_detail::AtenArange<2>>,
+    KernelEntry<"aten.arange.start_step", shape_detail::AtenArange<3>>,
+    KernelEntry<"torch.arange", shape_detail::TorchArange>,
+    KernelEntry<"aten.scalar_tensor.default", shape_detail::ScalarTensor>,
+    KernelEntry<"aten.copy.default", shape_detail::CopyFrom>,
+    KernelEntry<"aten.fill.Scalar", shape_detail::FillFunctional>,
+    KernelEntry<"aten.fill.Tensor", shape_detail::FillFunctional>,
+    KernelEntry<"aten.slice_scatter.default", shape_detail::SliceScatter>,
     KernelEntry<"aten.lift_fresh_copy.default", shape_detail::LiftFreshCopy>,
     KernelEntry<"aten.lift_fresh.default", shape_detail::Alias>,
     KernelEntry<"aten.fill_.Scalar", shape_detail::FillInPlace>,

@@ -1,6 +1,6 @@
 #pragma once
 // Binary element-wise ops with NumPy broadcasting and Python scalars on either
-// side (add/sub with alpha, mul, div and its rounding modes, rsub, pow,
+// side (add/sub with alpha, mul, div and its rounding modes, fmod, rsub, pow,
 // minimum, maximum) and where.self, at the aten, torch, Tensor-method and
 // operator levels. Operands promote as PyTorch does over float32, int64 and
 // bool; a scalar stays a scalar in the expression (no broadcast buffer). When
@@ -120,6 +120,15 @@ struct FloorDiv {
     }
   }
 };
+// fmod: the remainder of a truncating division, with the dividend's sign (C's
+// fmod). An integer divisor of zero gives 0 here (PyTorch raises) rather than a trap.
+struct FMod {
+  auto operator()(auto&& a, auto&& b) const {
+    using T = elem_t<decltype(a / b)>;
+    if constexpr (std::is_integral_v<T>) return a % (b + xt::cast<T>(xt::equal(b, T(0))));
+    else return xt::fmod(a, b);
+  }
+};
 struct Pow {
   auto operator()(auto&& a, auto&& b) const { return xt::pow(a, b); }
 };
@@ -202,6 +211,13 @@ inline runtime::ValueId lower_mul(runtime::LowerContext& ctx, const Operand& a, 
   return lower_map<std::int64_t, std::int64_t>(ctx, dt, {x}, f);
 }
 
+// fmod(a, b); an integer scalar divisor of zero is refused when compiling, as PyTorch raises.
+inline runtime::ValueId lower_fmod(runtime::LowerContext& ctx, const Operand& a, const Operand& b) {
+  if (!b.tensor && b.scalar.dtype != DType::float32 && b.scalar.i == 0 && binary_dtype(ctx, a, b, false, true) == DType::int64)
+    ctx.fail("fmod: integer division by zero");
+  return lower_binary(ctx, FMod{}, a, b);
+}
+
 // Python's arithmetic on two static numbers (ints stay ints, `/` gives a float, `//` floors).
 template <class IntOp, class FloatOp>
 void static_arith(runtime::LowerContext& ctx, const Scalar& a, const Scalar& b, IntOp iop, FloatOp fop) {
@@ -209,7 +225,7 @@ void static_arith(runtime::LowerContext& ctx, const Scalar& a, const Scalar& b, 
   ctx.set_static_result(Arg(fop(a.f, b.f)));
 }
 
-enum class BinaryOp { add, sub, mul, div, floordiv, rsub, pow, minimum, maximum };
+enum class BinaryOp { add, sub, mul, div, floordiv, fmod, rsub, pow, minimum, maximum };
 
 template <BinaryOp K, bool InPlace = false>
 struct BinaryKernel {
@@ -228,6 +244,7 @@ struct BinaryKernel {
     else if constexpr (K == BinaryOp::rsub) out = lower_linear(ctx, a, b, -ctx.scalar_arg(2, "alpha", 1.0), 1);
     else if constexpr (K == BinaryOp::mul) out = lower_mul(ctx, a, b);
     else if constexpr (K == BinaryOp::floordiv) out = lower_binary(ctx, FloorDiv{}, a, b);
+    else if constexpr (K == BinaryOp::fmod) out = lower_fmod(ctx, a, b);
     else if constexpr (K == BinaryOp::pow) out = lower_binary(ctx, Pow{}, a, b, false, false);
     else if constexpr (K == BinaryOp::minimum) out = lower_binary(ctx, Minimum{}, a, b);
     else if constexpr (K == BinaryOp::maximum) out = lower_binary(ctx, Maximum{}, a, b);
@@ -345,6 +362,10 @@ using binary_kernels = KernelGroup<
     KernelEntry<"operator.floordiv", BinaryKernel<BinaryOp::floordiv>>,
     KernelEntry<"aten.floor_divide.default", BinaryKernel<BinaryOp::floordiv>>,
     KernelEntry<"torch.floor_divide", BinaryKernel<BinaryOp::floordiv>>,
+    KernelEntry<"aten.fmod.Scalar", BinaryKernel<BinaryOp::fmod>>,
+    KernelEntry<"aten.fmod.Tensor", BinaryKernel<BinaryOp::fmod>>,
+    KernelEntry<"torch.fmod", BinaryKernel<BinaryOp::fmod>>,
+    KernelEntry<"Tensor.fmod", BinaryKernel<BinaryOp::fmod>>,
     KernelEntry<"aten.pow.Tensor_Scalar", BinaryKernel<BinaryOp::pow>>,
     KernelEntry<"aten.pow.Tensor_Tensor", BinaryKernel<BinaryOp::pow>>,
     KernelEntry<"torch.pow", BinaryKernel<BinaryOp::pow>>,
