@@ -5,7 +5,8 @@
 // placeholders and get_attrs without the call part, and the output node as
 // `return <args[0]>`, where a tuple prints with the one-element trailing comma.
 // kiln writes targets by their canonical names (aten.mm.default) and, like
-// torch.fx's _format_arg, other values with Python's str() (strings bare).
+// torch.fx's _format_arg, other values with Python's str(), but strings as
+// Python's repr (torch.fx prints them bare, so that '0' and 0 look the same).
 #include <doctest/doctest.h>
 
 #include <sstream>
@@ -78,7 +79,7 @@ TEST_CASE("placeholder target and node name may differ") {
   CHECK(format_node(*p) == "%l_x_ : [num_users=0] = placeholder[target=L_x_]");
 }
 
-TEST_CASE("argument values print as torch.fx prints them") {
+TEST_CASE("argument values print as torch.fx prints them, strings quoted") {
   Graph g;
   Node* x = g.placeholder("x");
   Node* n = g.call_function(OpRef("mylib.f.default"),
@@ -86,8 +87,8 @@ TEST_CASE("argument values print as torch.fx prints them") {
                              Arg(DType::float32), Arg(DType::bool_), ArgList{1, ArgList{2, 3}}, ArgList{}},
                             {{"dim", Arg(1)}, {"name", Arg("a")}});
   CHECK(format_node(*n) ==
-        "%f : [num_users=0] = call_function[target=mylib.f.default](args = (%x, x, None, True, False, 1.5, "
-        "1e-05, -3, torch.float32, torch.bool, [1, [2, 3]], []), kwargs = {dim: 1, name: a})");
+        "%f : [num_users=0] = call_function[target=mylib.f.default](args = (%x, 'x', None, True, False, 1.5, "
+        "1e-05, -3, torch.float32, torch.bool, [1, [2, 3]], []), kwargs = {dim: 1, name: 'a'})");
 }
 
 TEST_CASE("floats print as Python's repr") {
@@ -114,8 +115,15 @@ TEST_CASE("other argument forms") {
   CHECK(format_arg(Arg(ArgDict{})) == "{}");
   CHECK(format_arg(Arg(Repr{"<lambda>"})) == "<lambda>");
   CHECK(format_arg(Arg(std::int64_t{-9223372036854775807LL - 1})) == "-9223372036854775808");
-  // torch.fx prints argument values with str(): strings and devices bare.
-  CHECK(format_arg(Arg("back\\slash")) == "back\\slash");
+  // torch.fx prints argument values with str(): devices bare. Strings as
+  // Python's repr, so that '0' is not read as the integer 0.
+  CHECK(format_arg(Arg("0")) == "'0'");
+  CHECK(format_arg(Arg(ArgList{Arg("0"), Arg(0)})) == "['0', 0]");
+  CHECK(format_arg(Arg("back\\slash")) == "'back\\\\slash'");
+  CHECK(format_arg(Arg("it's")) == "\"it's\"");
+  CHECK(format_arg(Arg("it's \"x\"")) == "'it\\'s \"x\"'");
+  CHECK(format_arg(Arg("a\nb\tc\x01")) == "'a\\nb\\tc\\x01'");
+  CHECK(format_arg(Arg("")) == "''");
   CHECK(format_arg(Arg(Device{"cuda:0"})) == "cuda:0");
   CHECK(format_arg(Arg(DType::bfloat16)) == "torch.bfloat16");
   CHECK(format_arg(Arg(DType::float8_e4m3fn)) == "torch.float8_e4m3fn");

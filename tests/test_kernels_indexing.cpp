@@ -66,6 +66,42 @@ TEST_CASE("aten.index.Tensor with one index tensor picks rows, from a constant i
   CHECK(bad == 0);
 }
 
+TEST_CASE("index_select picks along any dim from a constant or an input index, 0-d keeping the dim, against a loop") {
+  // torch.export writes roll as index_select of a folded index along dims 1 and 2.
+  Graph g;
+  Node* x = g.placeholder("x", meta({3, 5, 4}));
+  Node* idx = g.placeholder("idx", meta({6}, DType::int64));
+  Node* cidx = g.get_attr("cidx", meta({3}, DType::int64));
+  Node* one = g.get_attr("one", meta({}, DType::int64));
+  Node* a = g.call_function(OpRef("aten.index_select.default"), {x, 1, idx});
+  Node* b = g.call_function(OpRef("aten.index_select.default"), {x, -1, cidx});
+  Node* c = g.call_function(OpRef("torch.index_select"), {x, 0, one});
+  g.output(ArgList{a, b, c});
+  const std::vector<std::int64_t> iv{4, 0, -1, 2, 2, -5}, cv{3, 0, -2}, two{2};
+  auto cg = CompiledGraph::compile(g, {{"cidx", Tensor::from_values<std::int64_t>({3}, cv)},
+                                       {"one", Tensor::from_values<std::int64_t>(runtime::Shape{}, two)}});
+  const Tensor tx = random_tensor({3, 5, 4}, 2);
+  auto out = cg.run({tx, Tensor::from_values<std::int64_t>({6}, iv)});
+  REQUIRE(out[0].shape() == runtime::Shape{3, 6, 4});
+  REQUIRE(out[1].shape() == runtime::Shape{3, 5, 3});
+  REQUIRE(out[2].shape() == runtime::Shape{1, 5, 4});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 6; ++j)
+      for (std::int64_t k = 0; k < 4; ++k) bad += getf(out[0], {i, j, k}) != getf(tx, {i, wrap(iv[j], 5), k});
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 5; ++j)
+      for (std::int64_t k = 0; k < 3; ++k) bad += getf(out[1], {i, j, k}) != getf(tx, {i, j, wrap(cv[k], 4)});
+  for (std::int64_t j = 0; j < 5; ++j)
+    for (std::int64_t k = 0; k < 4; ++k) bad += getf(out[2], {0, j, k}) != getf(tx, {2, j, k});
+  CHECK(bad == 0);
+  Graph h;
+  Node* y = h.placeholder("y", meta({3, 5}));
+  Node* i2 = h.placeholder("i2", meta({2, 2}, DType::int64));
+  h.output(ArgList{h.call_function(OpRef("aten.index_select.default"), {y, 1, i2}, {}, "pick")});
+  CHECK(contains(compile_error(h), "node pick (aten.index_select.default): index must be 1-d or 0-d, got [2, 2]"));
+}
+
 TEST_CASE("aten.index.Tensor with several index tensors broadcasts them, None keeps a dim, apart they lead the result") {
   Graph g;
   Node* x = g.placeholder("x", meta({5, 4, 3}));

@@ -57,8 +57,32 @@ inline std::string format_meta_val(const MetaVal& v) {
   return s + (l.size() == 1 ? ",)" : ")");
 }
 
+// A string as Python's repr() writes it: in single quotes, or double quotes
+// when it holds a single quote and no double one; backslashes, the quote and
+// control characters escaped.
+inline std::string python_str_repr(std::string_view s) {
+  const char q = s.find('\'') != std::string_view::npos && s.find('"') == std::string_view::npos ? '"' : '\'';
+  std::string out(1, q);
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\' || c == q) out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (u < 0x20 || u == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\x", out += hex[u >> 4], out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + q;
+}
+
 // One argument as torch.fx's _format_arg prints it: nodes as %name, everything
-// else as Python's str() (strings unquoted, torch.float32, cpu), lists in [].
+// else as Python's str() (torch.float32, cpu), lists in []; except strings,
+// which torch.fx prints bare (add(%x, '0') as add(%x, 0), the same as the
+// integer) and kiln prints as Python's repr, as the graph's Python code has them.
 inline std::string format_arg(const Arg& a, bool node_percent = true) {
   struct V {
     bool pct;
@@ -66,7 +90,7 @@ inline std::string format_arg(const Arg& a, bool node_percent = true) {
     std::string operator()(bool b) const { return b ? "True" : "False"; }
     std::string operator()(std::int64_t i) const { return std::to_string(i); }
     std::string operator()(double d) const { return format_float_repr(d); }
-    std::string operator()(const std::string& s) const { return s; }
+    std::string operator()(const std::string& s) const { return python_str_repr(s); }
     std::string operator()(const ArgList& l) const {
       std::string s = "[";
       for (std::size_t i = 0; i < l.size(); ++i) s += (i ? ", " : "") + format_arg(l[i], pct);

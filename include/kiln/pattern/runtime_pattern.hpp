@@ -184,8 +184,8 @@ class RuntimePattern {
       case ElementKind::exclusive_arg: s += "ExclusiveKeywordArg('" + e.name + "')"; return;
       case ElementKind::ignored: s += "Ignored()"; return;
       case ElementKind::arg: s += "Arg()"; return;
-      case ElementKind::constant:  // strings as Python's repr quotes them
-        s += e.value.is<std::string>() ? "'" + *e.value.get_if<std::string>() + "'" : format_arg(e.value);
+      case ElementKind::constant:
+        s += format_arg(e.value);
         return;
       case ElementKind::list:
         s += "[";

@@ -2,7 +2,7 @@
 // Kernels that move data into a new buffer: contiguous and clone, cat and
 // stack (each input copied into its slice of the result, unless the inputs
 // already lie in place in one buffer: then a view), tensor factories
-// (empty, zeros, ones, full) and gathers (embedding, index_select).
+// (empty, zeros, ones, full) and the row gather of embedding.
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -325,19 +325,6 @@ struct AtenEmbedding {
 struct FEmbedding {
   static void lower(runtime::LowerContext& ctx) { gather_rows(ctx, ctx.tensor(1, "weight"), ctx.tensor(0, "input")); }
 };
-// index_select(x, dim, index) on dim 0 of a 2-d tensor is the same gather; other dims go through a view.
-struct IndexSelect {
-  static void lower(runtime::LowerContext& ctx) {
-    const auto in = ctx.tensor(0, "self");
-    const auto index = ctx.tensor(2, "index");
-    const auto& l = ctx.layout(in);
-    const auto d = checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(1, "dim"), static_cast<std::int64_t>(l.rank())); });
-    if (l.rank() != 2 || d != 0 || ctx.layout(index).rank() != 1)
-      ctx.fail("index_select is supported on dim 0 of a 2-d tensor with 1-d indices");
-    gather_rows(ctx, in, index);
-  }
-};
-
 }  // namespace shape_detail
 
 }  // namespace kiln::kernels

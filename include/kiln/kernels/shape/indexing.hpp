@@ -1,7 +1,7 @@
 #pragma once
 // Advanced indexing by integer tensors (aten.index.Tensor, x[idx] with tensor
-// indices) and roll: kernels that move whole sub-blocks of their input to new
-// places, one strided copy per block.
+// indices, index_select) and roll: kernels that move whole sub-blocks of their
+// input to new places, one strided copy per block.
 #include <algorithm>
 #include <array>
 #include <optional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/shape/copies.hpp"
 #include "kiln/kernels/shape/views.hpp"
 #include "kiln/runtime/strided_copy.hpp"
 
@@ -283,6 +284,29 @@ struct Roll {
                  }),
                  {in}, {out});
     ctx.set_result(out);
+  }
+};
+
+// index_select(x, dim, index): x's dim replaced by the picked entries, index 1-d
+// (or 0-d, one entry). Rows of a 2-d table are embedding's gather; any other
+// dim is aten.index with the index at `dim` (torch.export writes roll as an
+// index_select of a folded index).
+struct IndexSelect {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = ctx.tensor(0, "self");
+    auto index = ctx.tensor(2, "index");
+    const auto& l = ctx.layout(in);
+    const auto d = static_cast<std::size_t>(
+        checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(1, "dim"), static_cast<std::int64_t>(l.rank())); }));
+    const runtime::Layout il = ctx.layout(index);
+    if (il.rank() > 1) ctx.fail("index must be 1-d or 0-d, got " + runtime::shape_str(il.shape));
+    if (il.dtype != DType::int64 && il.dtype != DType::int32)
+      ctx.fail("index is " + std::string(dtype_name(il.dtype)) + "; it must be int64 or int32");
+    if (l.rank() == 2 && d == 0 && il.rank() == 1) return gather_rows(ctx, in, index);
+    if (il.rank() == 0) index = ctx.view(index, runtime::Layout{il.dtype, {1}, {1}});
+    const runtime::Shape bshape{ctx.layout(index).shape[0]};
+    IndexOperand op{d, l.shape[d], l.strides[d], index, il.dtype == DType::int64, ctx.layout(index).strides};
+    IndexTensor::lower_gather(ctx, in, {op}, bshape);
   }
 };
 
