@@ -280,15 +280,17 @@ if(KILN_HAVE_TORCH)
   endfunction()
   # torch.nn's attention layers, stock (tests/python/attention_models.py): a
   # TransformerEncoder of two layers (its optional masks are no inputs), a
-  # small torchvision VisionTransformer and a sequence-first
-  # MultiheadAttention returning its averaged weights, at both levels. At aten
+  # small torchvision VisionTransformer, a sequence-first
+  # MultiheadAttention returning its averaged weights and a
+  # TransformerDecoderLayer (self- and cross-attention), at both levels. At aten
   # level the batch-first ones are PyTorch's fused _transformer_encoder_layer_fwd
   # and _native_multi_head_attention, the sequence-first one its decomposition.
   if(TARGET kiln-run)
     set(_attention
       "encoder|Encoder|2,10,32"
       "small_vit|SmallViT|2,3,32,32"
-      "self_attention_seq_first|SelfAttentionSeqFirst|6,2,32")
+      "self_attention_seq_first|SelfAttentionSeqFirst|6,2,32"
+      "decoder_layer|DecoderLayer|2,10,32")
     foreach(_entry ${_attention})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _name)
