@@ -126,7 +126,9 @@ struct QuantizePerTensorKernel {
   static void lower(runtime::LowerContext& ctx) {
     const auto in = float_input(ctx);
     const DType q = quantized_dtype(ctx, 5);
-    const auto [lo, hi] = quant_bounds(ctx, 3, q, true);
+    // Named, not a structured binding: clang cannot capture one in a lambda before C++20 P1091 lands.
+    const std::pair<float, float> bounds = quant_bounds(ctx, 3, q, true);
+    const float lo = bounds.first, hi = bounds.second;
     const PerTensorParams p = per_tensor_params<FromTensors>(ctx);
     ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
       using Q = typename decltype(tag)::type;
@@ -200,7 +202,9 @@ struct QuantizePerChannelKernel {
     const auto in = float_input(ctx);
     const std::size_t axis = channel_axis(ctx, in);
     const DType q = quantized_dtype(ctx, 6);
-    const auto [lo, hi] = quant_bounds(ctx, 4, q, true);
+    // Named, not a structured binding: clang cannot capture one in a lambda before C++20 P1091 lands.
+    const std::pair<float, float> bounds = quant_bounds(ctx, 4, q, true);
+    const float lo = bounds.first, hi = bounds.second;
     const auto s = along_axis(ctx, 1, "scales", DType::float32, in, axis);
     const auto z = along_axis(ctx, 2, "zero_points", DType::int64, in, axis);
     ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
