@@ -295,7 +295,7 @@ struct IndexSelect {
   static void lower(runtime::LowerContext& ctx) {
     const auto in = ctx.tensor(0, "self");
     auto index = ctx.tensor(2, "index");
-    const auto& l = ctx.layout(in);
+    const runtime::Layout l = ctx.layout(in);  // a copy: ctx.view below adds a value, which may move the table
     const auto d = static_cast<std::size_t>(
         checked(ctx, [&] { return runtime::normalize_dim(ctx.int_arg(1, "dim"), static_cast<std::int64_t>(l.rank())); }));
     const runtime::Layout il = ctx.layout(index);
