@@ -30,8 +30,7 @@ inline ReluAfter relu_after(const runtime::LowerContext& ctx) {
   if (!ctx.may_fuse_users()) return r;
   const Node* next = onednn::detail::only_user(&ctx.node());
   if (next && onednn::detail::target_is(next, {"operator.getitem"})) {
-    const auto* i = next->args().size() > 1 ? next->arg(1).get_if<std::int64_t>() : nullptr;
-    if (!i || *i != 0) return r;
+    if (onednn::item_index(*next) != 0) return r;
     r.getitem = next;
     next = onednn::detail::only_user(next);
   }

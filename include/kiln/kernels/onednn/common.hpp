@@ -218,11 +218,18 @@ class PrimitiveStep final : public runtime::Step {
   dnnl::reorder dst_reorder_, fill_reorder_;
 };
 
+// The constant index a getitem-like user reads (its second argument); nothing
+// when there is none, as for a user that is not a getitem.
+inline std::optional<std::int64_t> item_index(const Node& getitem) {
+  const auto* i = getitem.args().size() > 1 ? getitem.arg(1).get_if<std::int64_t>() : nullptr;
+  return i ? std::optional<std::int64_t>(*i) : std::nullopt;
+}
+
 // Whether only item 0 of a multi-output node (native_batch_norm,
 // max_pool2d_with_indices, ...) is read: the kernels give the others no value.
 inline bool only_first_result_read(const Node& n) {
   for (const Node* u : n.users()) {
-    const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
+    const auto i = item_index(*u);
     if (!i || (*i != 0 && u->num_users() > 0)) return false;
   }
   return true;

@@ -190,7 +190,7 @@ inline bool fold_batch_norm(const runtime::LowerContext& ctx, const Node& bn, st
   if (tuple) {
     for (const Node* u : bn.users()) {
       if (!target_is(u, {"operator.getitem"})) return false;
-      const auto* i = u->args().size() > 1 ? u->arg(1).get_if<std::int64_t>() : nullptr;
+      const auto i = item_index(*u);
       if (!i) return false;
       if (*i == 0) first = u;
       else if (u->num_users() > 0) return false;
