@@ -102,6 +102,36 @@ TEST_CASE("index_select picks along any dim from a constant or an input index, 0
   CHECK(contains(compile_error(h), "node pick (aten.index_select.default): index must be 1-d or 0-d, got [2, 2]"));
 }
 
+TEST_CASE("Python indexing with integer tensors, as torch.fx records table[index] and x[:, idx], is a gather") {
+  Graph g;
+  Node* table = g.get_attr("table", meta({9, 2}));
+  Node* index = g.get_attr("index", meta({16}, DType::int64));
+  Node* x = g.placeholder("x", meta({3, 5, 4}));
+  Node* cols = g.placeholder("cols", meta({2}, DType::int64));
+  Node* rows = g.call_function(OpRef("operator.getitem"), {table, index});
+  Node* picked = g.call_function(OpRef("operator.getitem"), {x, ArgList{Slice{{Arg(), Arg(), Arg()}}, cols}});
+  g.output(ArgList{rows, picked});
+  Tensor tt = random_tensor({9, 2}, 21), ti = Tensor::empty({16}, DType::int64);
+  for (std::int64_t i = 0; i < 16; ++i) ti.data<std::int64_t>()[i] = (i * 5) % 9 - (i % 3 == 0 ? 9 : 0);  // some negative
+  auto cg = CompiledGraph::compile(g, {{"table", tt}, {"index", ti}});
+  Tensor tx = random_tensor({3, 5, 4}, 22), tc = Tensor::from_values<std::int64_t>({2}, std::vector<std::int64_t>{4, -1});
+  auto out = cg.run({tx, tc});
+  REQUIRE(out[0].shape() == runtime::Shape{16, 2});
+  REQUIRE(out[1].shape() == runtime::Shape{3, 2, 4});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 16; ++i)
+    for (std::int64_t j = 0; j < 2; ++j) bad += getf(out[0], {i, j}) != getf(tt, {wrap(ti.data<std::int64_t>()[i], 9), j});
+  for (std::int64_t a = 0; a < 3; ++a)
+    for (std::int64_t b = 0; b < 2; ++b)
+      for (std::int64_t c = 0; c < 4; ++c) bad += getf(out[1], {a, b, c}) != getf(tx, {a, wrap(tc.data<std::int64_t>()[b], 5), c});
+  CHECK(bad == 0);
+  Graph h;
+  Node* y = h.placeholder("y", meta({3, 5}));
+  Node* k = h.placeholder("k", meta({2}, DType::int64));
+  h.output(ArgList{h.call_function(OpRef("operator.getitem"), {y, ArgList{Arg(1), k}}, {}, "mixed")});
+  CHECK(contains(compile_error(h), "node mixed (operator.getitem): indexing with tensors is supported with full slices"));
+}
+
 TEST_CASE("aten.index.Tensor with several index tensors broadcasts them, None keeps a dim, apart they lead the result") {
   Graph g;
   Node* x = g.placeholder("x", meta({5, 4, 3}));
@@ -310,6 +340,33 @@ TEST_CASE("fill_ of a slice of a run's buffer is a step after earlier readers, w
       bad += getf(out[1], {i, j}) != (j == 1 ? -9.0f : tx.data<float>()[i * 3 + j]);
     }
   CHECK(bad == 0);
+}
+
+TEST_CASE("zero_ of the middle third of a cloned weight, as Swin V2 clears its key bias, and of a run's buffer") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 9}));
+  Node* b = g.call_function(aten::clone, {g.get_attr("qkv_bias", meta({9}))});
+  g.call_function(OpRef("aten.zero_.default"), {g.call_function(aten::slice_Tensor, {b, 0, 3, 6})});
+  Node* c = g.call_function(aten::clone, {x});
+  g.call_function(OpRef("aten.zero_.default"), {g.call_function(aten::slice_Tensor, {c, 1, 0, 2})}, {}, "z");
+  g.output(ArgList{g.call_function(aten::add_Tensor, {x, b}), c});
+  Tensor tb = random_tensor({9}, 11);
+  auto cg = CompiledGraph::compile(g, {{"qkv_bias", tb}});
+  Tensor tx = random_tensor({2, 9}, 12);
+  auto out = cg.run({tx});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 9; ++j) {
+      const float bias = j >= 3 && j < 6 ? 0.0f : tb.data<float>()[j];
+      bad += getf(out[0], {i, j}) != tx.data<float>()[i * 9 + j] + bias;
+      bad += getf(out[1], {i, j}) != (j < 2 ? 0.0f : tx.data<float>()[i * 9 + j]);
+    }
+  CHECK(bad == 0);
+  CHECK(tb.data<float>()[4] != 0.0f);  // the weight itself is untouched
+  Graph h;
+  Node* w = h.get_attr("w", meta({4}));
+  h.output(ArgList{h.call_function(OpRef("aten.zero_.default"), {w}, {}, "z")});
+  CHECK(contains(compile_error(h, {{"w", random_tensor({4}, 13)}}), "node z (aten.zero_.default): fill_ writes in place into the weight w"));
 }
 
 TEST_CASE("fill_ refuses writing into an input, a weight, a folded constant from a value of the run, and after a run-time read") {

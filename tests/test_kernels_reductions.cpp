@@ -1,5 +1,6 @@
-// Reductions (sum, mean, amax, amin) at every level against naive loops, over
-// dim lists with negative dims and keepdim, on transposed and odd-sized inputs.
+// Reductions (sum, mean, amax, amin, the p-norms and F.normalize) at every level
+// against naive loops, over dim lists with negative dims and keepdim, on
+// transposed and odd-sized inputs.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -17,7 +18,7 @@ using test::random_tensor;
 
 namespace {
 
-enum class Kind { sum, mean, amax, amin };
+enum class Kind { sum, mean, amax, amin, norm1, norm2, norm_inf };
 
 // The naive reduction of `in` over `dims` (all when empty), as a contiguous tensor of the kept shape.
 std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind kind, runtime::Shape& out_shape,
@@ -32,7 +33,8 @@ std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind
   std::int64_t out_n = 1;
   for (std::size_t k = 0; k < in.rank(); ++k)
     if (!red[k]) out_n *= in.shape()[k];
-  const double init = kind == Kind::amax ? -std::numeric_limits<double>::infinity()
+  const double init = kind == Kind::norm_inf ? 0.0
+                      : kind == Kind::amax ? -std::numeric_limits<double>::infinity()
                       : kind == Kind::amin ? std::numeric_limits<double>::infinity()
                                            : 0.0;
   std::vector<double> acc(out_n, init);
@@ -46,26 +48,31 @@ std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind
     }
     for (std::int64_t k = rank - 1; k >= 0; --k)
       if (!red[k]) o += idx[k] * mul, mul *= in.shape()[k];
-    const double v = in.dtype() == DType::float32 ? double(in.at<float>(idx)) : double(in.at<std::int64_t>(idx));
-    if (kind == Kind::amax) acc[o] = std::max(acc[o], v);
+    double v = in.dtype() == DType::float32 ? double(in.at<float>(idx)) : double(in.at<std::int64_t>(idx));
+    if (kind == Kind::norm1 || kind == Kind::norm_inf) v = std::abs(v);
+    if (kind == Kind::norm2) v = v * v;
+    if (kind == Kind::amax || kind == Kind::norm_inf) acc[o] = std::max(acc[o], v);
     else if (kind == Kind::amin) acc[o] = std::min(acc[o], v);
     else acc[o] += v;
     ++count[o];
   }
   if (kind == Kind::mean)
     for (std::int64_t o = 0; o < out_n; ++o) acc[o] /= double(count[o]);
+  if (kind == Kind::norm2)
+    for (std::int64_t o = 0; o < out_n; ++o) acc[o] = std::sqrt(acc[o]);
   return acc;
 }
 
 void check_reduce(std::string_view target, Kind kind, runtime::Shape shape, std::optional<std::vector<std::int64_t>> dims,
                   bool keepdim, bool transposed = true, DType dt = DType::float32, bool method = false,
-                  int threads = 1) {
+                  int threads = 1, std::optional<Arg> p = std::nullopt) {
   CAPTURE(target);
   CAPTURE(runtime::shape_str(shape));
   CAPTURE(keepdim);
   Graph g;
   Node* x = g.placeholder("x", test::meta({shape.begin(), shape.end()}, dt));
   ArgList args{x};
+  if (p) args.push_back(*p);  // a norm's p (or ord) comes before its dims
   ArgDict kwargs;
   if (dims) {
     ArgList l;
@@ -164,4 +171,78 @@ TEST_CASE("a reduction over a dim out of range, or a mean of int64, is refused n
   h.output(ArgList{h.call_function(OpRef("torch.mean"), {y}, {}, "int_mean")});
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node int_mean (torch.mean): input is int64"),
                        runtime::CompileError);
+}
+
+TEST_CASE("the 1-, 2- and max-norms over dims, keepdim, at the aten, torch and method levels") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (bool keepdim : {false, true}) {
+    check_reduce("aten.norm.ScalarOpt_dim", Kind::norm2, {2, 3, 7}, std::vector<std::int64_t>{-1}, keepdim, true,
+                 DType::float32, false, 1, Arg(2));
+    check_reduce("aten.linalg_vector_norm.default", Kind::norm1, {5, 33, 7}, std::vector<std::int64_t>{0, 2}, keepdim,
+                 true, DType::float32, false, 1, Arg(1.0));
+    check_reduce("torch.norm", Kind::norm_inf, {33, 7}, std::vector<std::int64_t>{0}, keepdim, true, DType::float32,
+                 false, 1, Arg(inf));
+    check_reduce("norm", Kind::norm2, {4, 9}, std::vector<std::int64_t>{1}, keepdim, true, DType::float32, true, 1,
+                 Arg(std::string("fro")));
+  }
+  check_reduce("aten.norm.Scalar", Kind::norm2, {6, 5}, std::nullopt, false, true, DType::float32, false, 1, Arg(2.0));
+  check_reduce("torch.linalg.vector_norm", Kind::norm2, {300, 257}, std::vector<std::int64_t>{1}, false, true,
+               DType::float32, false, 4, Arg());  // ord None is 2; several threads
+}
+
+TEST_CASE("norms refuse other p, and integer inputs, naming the node") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({3, 5}));
+  g.output(ArgList{g.call_function(OpRef("aten.norm.ScalarOpt_dim"), {x, 3, ArgList{Arg(1)}}, {}, "p3")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("node p3 (aten.norm.ScalarOpt_dim): p 3"),
+                       runtime::CompileError);
+  Graph h;
+  Node* y = h.placeholder("y", test::meta({3, 5}, DType::int64));
+  h.output(ArgList{h.call_function(OpRef("aten.linalg_vector_norm.default"), {y}, {}, "int_norm")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node int_norm (aten.linalg_vector_norm.default): input is int64"),
+                       runtime::CompileError);
+}
+
+TEST_CASE("F.normalize divides by the p-norm along dim, at least eps, against a loop") {
+  struct Case {
+    ArgList args;
+    ArgDict kwargs;
+    std::int64_t dim;
+    double p, eps;
+  };
+  const std::vector<Case> cases{
+      {{}, {}, 1, 2.0, 1e-12},
+      {{}, {{"dim", Arg(-1)}}, 2, 2.0, 1e-12},
+      {{Arg(1.0), Arg(0)}, {{"eps", Arg(0.5)}}, 0, 1.0, 0.5},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.dim);
+    Graph g;
+    Node* x = g.placeholder("x", test::meta({3, 4, 5}));
+    ArgList args{x};
+    for (const Arg& a : c.args) args.push_back(a);
+    g.output(ArgList{g.call_function(OpRef("torch.nn.functional.normalize"), args, c.kwargs)});
+    auto cg = CompiledGraph::compile(g, {});
+    Tensor in = random_tensor({3, 4, 5}, 9);
+    for (std::int64_t j = 0; j < 5; ++j) in.data<float>()[j] = 0.0f;  // a zero row: the norm is clamped to eps
+    const Tensor out = cg.run({in})[0];
+    REQUIRE(out.shape() == in.shape());
+    int bad = 0;
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 4; ++j)
+        for (std::int64_t k = 0; k < 5; ++k) {
+          std::vector<std::int64_t> at{i, j, k};
+          double norm = 0;
+          for (std::int64_t t = 0; t < in.shape()[c.dim]; ++t) {
+            std::vector<std::int64_t> o = at;
+            o[c.dim] = t;
+            const double v = in.at<float>(o);
+            norm += c.p == 1.0 ? std::abs(v) : v * v;
+          }
+          if (c.p == 2.0) norm = std::sqrt(norm);
+          const double want = in.at<float>(at) / std::max(norm, c.eps);
+          bad += std::abs(out.at<float>(at) - want) > 1e-5 * (1 + std::abs(want));
+        }
+    CHECK(bad == 0);
+  }
 }

@@ -48,6 +48,35 @@ TEST_CASE("aten.permute, transpose and t are views with no step") {
   CHECK(bad == 0);
 }
 
+TEST_CASE("swapaxes and swapdims, as functions with named axes and as methods, are transposes") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 7, 33}));
+  Node* a = g.call_function(OpRef("torch.swapaxes"), {x}, {{"axis0", Arg(-2)}, {"axis1", Arg(-1)}});
+  Node* d = g.call_method("swapdims", {x, 0, 1});
+  Node* m = g.call_method("swapaxes", {x, 2, 0});
+  g.output(ArgList{a, d, m});
+  auto cg = CompiledGraph::compile(g, {});
+  CHECK(cg.num_steps() == 0);
+  Tensor tx = random_tensor({2, 7, 33}, 3);
+  auto out = cg.run({tx});
+  CHECK(out[0].shape() == runtime::Shape{2, 33, 7});
+  CHECK(out[1].shape() == runtime::Shape{7, 2, 33});
+  CHECK(out[2].shape() == runtime::Shape{33, 7, 2});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 2; ++i)
+    for (std::int64_t j = 0; j < 7; ++j)
+      for (std::int64_t k = 0; k < 33; ++k) {
+        bad += at(out[0], {i, k, j}) != at3(tx, i, j, k);
+        bad += at(out[1], {j, i, k}) != at3(tx, i, j, k);
+        bad += at(out[2], {k, j, i}) != at3(tx, i, j, k);
+      }
+  CHECK(bad == 0);
+  Graph h;
+  Node* y = h.placeholder("y", meta({2, 3}));
+  h.output(ArgList{h.call_function(OpRef("torch.swapaxes"), {y}, {{"axis0", Arg(0)}}, "sw")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("axis1"), kiln::Error);
+}
+
 TEST_CASE("view of a contiguous tensor is a view, reshape of a transposed one copies, view of it fails") {
   Graph g;
   Node* x = g.placeholder("x", meta({6, 4}));

@@ -38,9 +38,10 @@ struct SwaCase {
   std::vector<std::int64_t> ws, shift;
 };
 
-// shifted_window_attention written as loops over one [B, H, W, C] input.
+// shifted_window_attention written as loops over one [B, H, W, C] input; with
+// `logit_scale`, Swin V2's cosine attention (and its key bias cleared).
 std::vector<double> reference(const SwaCase& k, const Tensor& x, const Tensor& wqkv, const Tensor& bqkv, const Tensor& wp,
-                              const Tensor& bp, const Tensor& bias) {
+                              const Tensor& bp, const Tensor& bias, const Tensor* logit_scale = nullptr) {
   const std::int64_t ws0 = k.ws[0], ws1 = k.ws[1], C = k.C, hd = C / k.heads;
   const std::int64_t ph = k.H + (ws0 - k.H % ws0) % ws0, pw = k.W + (ws1 - k.W % ws1) % ws1;
   const std::int64_t s0 = ws0 >= ph ? 0 : k.shift[0], s1 = ws1 >= pw ? 0 : k.shift[1];
@@ -64,7 +65,7 @@ std::vector<double> reference(const SwaCase& k, const Tensor& x, const Tensor& w
         std::vector<double> qkv(static_cast<std::size_t>(n * 3 * C));
         for (std::int64_t t = 0; t < n; ++t)
           for (std::int64_t o = 0; o < 3 * C; ++o) {
-            double s = bqkv.data<float>()[o];
+            double s = logit_scale && o >= C && o < 2 * C ? 0.0 : bqkv.data<float>()[o];
             for (std::int64_t c = 0; c < C; ++c) s += map(b, row(t), col(t), c) * wqkv.data<float>()[o * C + c];
             qkv[t * 3 * C + o] = s;
           }
@@ -74,9 +75,18 @@ std::vector<double> reference(const SwaCase& k, const Tensor& x, const Tensor& w
             std::vector<double> a(static_cast<std::size_t>(n));
             double top = -1e300;
             for (std::int64_t j = 0; j < n; ++j) {
-              double s = 0;
-              for (std::int64_t d = 0; d < hd; ++d)
-                s += qkv[i * 3 * C + h * hd + d] * std::pow(double(hd), -0.5) * qkv[j * 3 * C + C + h * hd + d];
+              double s = 0, nq = 0, nk = 0;
+              for (std::int64_t d = 0; d < hd; ++d) {
+                const double qd = qkv[i * 3 * C + h * hd + d], kd = qkv[j * 3 * C + C + h * hd + d];
+                s += qd * kd;
+                nq += qd * qd;
+                nk += kd * kd;
+              }
+              if (logit_scale)
+                s = s / (std::max(std::sqrt(nq), 1e-12) * std::max(std::sqrt(nk), 1e-12)) *
+                    std::exp(std::min(double(logit_scale->data<float>()[h]), std::log(100.0)));
+              else
+                s *= std::pow(double(hd), -0.5);
               s += bias.data<float>()[(h * n + i) * n + j];
               if (shifted && region(row(i), col(i)) != region(row(j), col(j))) s -= 100.0;
               a[j] = s;
@@ -153,7 +163,41 @@ TEST_CASE("shifted_window_attention matches its loops, shifted with padding, uns
   }
 }
 
-TEST_CASE("shifted_window_attention refuses Swin V2's logit_scale, dropout, heads that do not divide C and a bad window") {
+TEST_CASE("Swin V2's shifted_window_attention (cosine attention, logit_scale per head, key bias cleared) matches its loops") {
+  const std::vector<SwaCase> cases{{2, 5, 6, 4, 2, {3, 3}, {1, 1}}, {1, 4, 6, 6, 3, {2, 3}, {0, 0}}};
+  unsigned seed = 200;
+  for (const SwaCase& k : cases) {
+    CAPTURE(k.H);
+    const std::int64_t n = k.ws[0] * k.ws[1];
+    Graph g;
+    Node* x = g.placeholder("x", meta({k.B, k.H, k.W, k.C}));
+    Node* wqkv = g.placeholder("wqkv", meta({3 * k.C, k.C}));
+    Node* bqkv = g.get_attr("bqkv", meta({3 * k.C}));
+    Node* wp = g.placeholder("wp", meta({k.C, k.C}));
+    Node* bp = g.placeholder("bp", meta({k.C}));
+    Node* bias = g.placeholder("bias", meta({k.heads, n, n}));
+    Node* ls = g.get_attr("logit_scale", meta({k.heads, 1, 1}));
+    ArgList ws{k.ws[0], k.ws[1]}, shift{k.shift[0], k.shift[1]};
+    g.output(ArgList{g.call_function(OpRef(kSwa), {x, wqkv, wp, bias, ws, k.heads},
+                                     {{"shift_size", Arg(shift)}, {"attention_dropout", Arg(0.0)}, {"dropout", Arg(0.0)},
+                                      {"qkv_bias", Arg(bqkv)}, {"proj_bias", Arg(bp)}, {"logit_scale", Arg(ls)}})});
+    Tensor tb = random_tensor({3 * k.C}, seed++), tls = random_tensor({k.heads, 1, 1}, seed++);
+    tls.data<float>()[0] = 5.0f;  // above log(100): clamped
+    auto cg = CompiledGraph::compile(g, {{"bqkv", tb}, {"logit_scale", tls}});
+    std::vector<Tensor> ins{random_tensor({k.B, k.H, k.W, k.C}, seed++), random_tensor({3 * k.C, k.C}, seed++),
+                            random_tensor({k.C, k.C}, seed++), random_tensor({k.C}, seed++), random_tensor({k.heads, n, n}, seed++)};
+    const auto want = reference(k, ins[0], ins[1], tb, ins[2], ins[3], ins[4], &tls);
+    auto out = cg.run(ins);
+    REQUIRE(out[0].shape() == runtime::Shape{k.B, k.H, k.W, k.C});
+    double worst = 0;
+    for (std::int64_t i = 0; i < out[0].numel(); ++i)
+      worst = std::max(worst, std::abs(test::element(out[0], i) - want[static_cast<std::size_t>(i)]));
+    CHECK(worst < 1e-4);
+    CHECK(tb.data<float>()[k.C] != 0.0f);  // the bias weight itself is untouched
+  }
+}
+
+TEST_CASE("shifted_window_attention refuses a logit_scale of the wrong size, dropout, heads that do not divide C and a bad window") {
   auto refused = [](std::int64_t heads, ArgDict extra, ArgList ws) {
     Graph g;
     Node* x = g.placeholder("x", meta({1, 4, 4, 4}));
@@ -164,8 +208,17 @@ TEST_CASE("shifted_window_attention refuses Swin V2's logit_scale, dropout, head
     return compile_error(g);
   };
   const std::string node = std::string("node swa (") + kSwa + "): ";
-  CHECK(refused(1, {{"shift_size", Arg(ArgList{0, 0})}, {"logit_scale", Arg(1.0)}}, ArgList{2, 2}).find(node + "logit_scale") !=
-        std::string::npos);
+  {
+    Graph g;
+    Node* x = g.placeholder("x", meta({1, 4, 4, 4}));
+    Node* w = g.placeholder("w", meta({12, 4}));
+    Node* p = g.placeholder("p", meta({4, 4}));
+    Node* b = g.placeholder("b", meta({1, 1, 4, 4}));
+    Node* ls = g.placeholder("ls", meta({2, 1, 1}));
+    g.output(ArgList{g.call_function(OpRef(kSwa), {x, w, p, b, ArgList{2, 2}, 1},
+                                     {{"shift_size", Arg(ArgList{0, 0})}, {"logit_scale", Arg(ls)}}, "swa")});
+    CHECK(compile_error(g).find(node + "logit_scale must hold one float32 per head (1), got float32 [2, 1, 1]") != std::string::npos);
+  }
   CHECK(refused(1, {{"shift_size", Arg(ArgList{0, 0})}, {"dropout", Arg(0.1)}}, ArgList{2, 2}).find("dropout is not 0") != std::string::npos);
   CHECK(refused(3, {{"shift_size", Arg(ArgList{0, 0})}}, ArgList{2, 2}).find("num_heads 3 does not divide the 4 channels") !=
         std::string::npos);

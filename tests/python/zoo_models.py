@@ -19,8 +19,8 @@ import torchvision
 # (tests/extra_tests.cmake, label zoo; bench/zoo_run.sh on other machines), as
 # (test name, factory, input shape). Inputs are the smallest each model takes
 # (Inception-v3 needs 75x75); AlexNet at 96x96 so that its average pool
-# up-samples 2x2 to 6x6; Swin-T at 64x64 (16x16 patches, then 8, 4, 2); the
-# segmentation heads up-sample their logits to the input's size.
+# up-samples 2x2 to 6x6; Swin-T and Swin-V2-T at 64x64 (16x16 patches, then 8,
+# 4, 2); the segmentation heads up-sample their logits to the input's size.
 _ZOO_SIZES = {
     "resnet18": 32, "resnext50_32x4d": 32, "wide_resnet50_2": 32, "squeezenet1_0": 32, "squeezenet1_1": 32,
     "densenet121": 32, "googlenet": 32, "inception_v3": 80, "mobilenet_v2": 32, "mobilenet_v3_small": 32,
@@ -32,6 +32,7 @@ ZOO = [("zoo_%s" % name, "tests.python.zoo_models:%s" % name, "1,3,%d,%d" % (siz
        for name, size in _ZOO_SIZES.items()] + [
     ("alexnet", "torchvision.models:alexnet", "1,3,96,96"),
     ("swin_t", "torchvision.models:swin_t", "1,3,64,64"),
+    ("swin_v2_t", "torchvision.models:swin_v2_t", "1,3,64,64"),
     ("deeplabv3_mobilenet", "tests.python.vision_models:DeepLabV3MobileNetV3", "1,3,64,64"),
     ("lraspp_mobilenet", "tests.python.vision_models:LRASPPMobileNetV3", "1,3,64,64"),
 ]

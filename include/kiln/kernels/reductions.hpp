@@ -1,25 +1,28 @@
 #pragma once
-// Reductions (sum, mean, amax, amin over a list of dims, keepdim) at the aten,
-// torch-function and Tensor-method levels. Lowering splits the input's dims
+// Reductions (sum, mean, amax, amin, and the 1-, 2- and max-norms over a list
+// of dims, keepdim) at the aten, torch-function and Tensor-method levels. Lowering splits the input's dims
 // into kept (outer) and reduced (inner) ones and merges inner dims that are
 // contiguous with each other, so the common cases (a row, or the H*W plane of
 // NCHW) reduce one contiguous run with a SIMD loop; outer positions spread
 // over OpenMP threads. Loops, not xtensor reducers: those allocate per call.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
+#include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
 
 namespace reduction_detail {
 
-enum class Reduce { sum, mean, amax, amin };
+enum class Reduce { sum, mean, amax, amin, norm1, norm2, norm_inf };
 
 inline constexpr std::size_t kMaxReduceRank = 8;
 inline constexpr std::int64_t kParallelReduceElements = 32768;
@@ -31,10 +34,18 @@ struct ReducePlan {
   std::int64_t outer_numel = 1, inner_numel = 1;
 };
 
+constexpr bool integers_ok_for(Reduce k) { return k == Reduce::sum || k == Reduce::amax || k == Reduce::amin; }
+
 // Folds the inner elements starting at `base`.
 template <class T, Reduce K>
 T reduce_inner(const T* base, const ReducePlan& p) {
   T acc = K == Reduce::amax ? std::numeric_limits<T>::lowest() : K == Reduce::amin ? std::numeric_limits<T>::max() : T(0);
+  // What each element adds: itself, or its magnitude or square for the norms.
+  const auto term = [](T v) {
+    if constexpr (K == Reduce::norm1 || K == Reduce::norm_inf) return std::abs(v);
+    else if constexpr (K == Reduce::norm2) return v * v;
+    else return v;
+  };
   const std::int64_t run = p.inner_rank ? p.inner_shape[p.inner_rank - 1] : 1;
   const std::int64_t step = p.inner_rank ? p.inner_strides[p.inner_rank - 1] : 1;
   std::array<std::int64_t, kMaxReduceRank> idx{};
@@ -42,20 +53,20 @@ T reduce_inner(const T* base, const ReducePlan& p) {
   for (std::int64_t done = 0; done < p.inner_numel; done += run) {
     const T* x = base + off;
     if (step == 1) {
-      if constexpr (K == Reduce::amax) {
+      if constexpr (K == Reduce::amax || K == Reduce::norm_inf) {
 #pragma omp simd reduction(max : acc)
-        for (std::int64_t i = 0; i < run; ++i) acc = std::max(acc, x[i]);
+        for (std::int64_t i = 0; i < run; ++i) acc = std::max(acc, term(x[i]));
       } else if constexpr (K == Reduce::amin) {
 #pragma omp simd reduction(min : acc)
         for (std::int64_t i = 0; i < run; ++i) acc = std::min(acc, x[i]);
       } else {
 #pragma omp simd reduction(+ : acc)
-        for (std::int64_t i = 0; i < run; ++i) acc += x[i];
+        for (std::int64_t i = 0; i < run; ++i) acc += term(x[i]);
       }
     } else {
       for (std::int64_t i = 0; i < run; ++i) {
-        const T v = x[i * step];
-        if constexpr (K == Reduce::amax) acc = std::max(acc, v);
+        const T v = term(x[i * step]);
+        if constexpr (K == Reduce::amax || K == Reduce::norm_inf) acc = std::max(acc, v);
         else if constexpr (K == Reduce::amin) acc = std::min(acc, v);
         else acc += v;
       }
@@ -71,6 +82,7 @@ T reduce_inner(const T* base, const ReducePlan& p) {
     }
   }
   if constexpr (K == Reduce::mean) acc = acc / static_cast<T>(p.inner_numel);
+  if constexpr (K == Reduce::norm2) acc = std::sqrt(acc);
   return acc;
 }
 
@@ -94,75 +106,156 @@ void run_reduce(const runtime::Frame& fr, const ReducePlan& p) {
   }
 }
 
+inline runtime::ValueId reduction_input(runtime::LowerContext& ctx) {
+  const auto in = ctx.find_arg(0, "input") ? ctx.tensor(0, "input") : ctx.tensor(0, "self");
+  if (ctx.has(1000, "dtype")) {
+    const Arg d = ctx.value(1000, "dtype");
+    if (!d.get_if<DType>() || *d.get_if<DType>() != ctx.layout(in).dtype)
+      ctx.fail("a dtype argument that changes the dtype is not supported");
+  }
+  return in;
+}
+
+// Reduces `in` over `dims` (empty: every dim) into a new buffer, the node's result.
+template <Reduce K>
+void lower_reduction(runtime::LowerContext& ctx, runtime::ValueId in, const std::vector<std::int64_t>& dims, bool keepdim) {
+  const runtime::Layout l = ctx.layout(in);  // a copy: ctx.buffer() below may move the value table
+  const auto rank = static_cast<std::int64_t>(l.rank());
+  if (l.rank() > kMaxReduceRank) ctx.fail("reductions take tensors of rank <= 8, got " + runtime::shape_str(l.shape));
+  constexpr bool integers_ok = integers_ok_for(K);
+  if (l.dtype != DType::float32 && !(integers_ok && l.dtype == DType::int64))
+    ctx.fail("input is " + std::string(dtype_name(l.dtype)) + "; this reduction takes float32" +
+             (integers_ok ? " or int64" : ""));
+
+  std::vector<bool> reduced(l.rank(), false);
+  if (dims.empty()) std::fill(reduced.begin(), reduced.end(), true);
+  for (auto d : dims) {
+    std::int64_t k = 0;
+    try {
+      k = runtime::normalize_dim(d, rank, "dim");
+    } catch (const runtime::ShapeError& e) {
+      ctx.fail(std::string(e.what()) + " (input " + runtime::shape_str(l.shape) + ")");
+    }
+    if (rank > 0 && reduced[k] && dims.size() > 1) ctx.fail("dim " + std::to_string(d) + " appears twice");
+    if (rank > 0) reduced[k] = true;
+  }
+
+  ReducePlan p;
+  p.in = in;
+  runtime::Shape out_shape;
+  for (std::size_t k = 0; k < l.rank(); ++k) {
+    if (!reduced[k]) {
+      out_shape.push_back(l.shape[k]);
+      p.outer_shape[p.outer_rank] = l.shape[k];
+      p.outer_strides[p.outer_rank++] = l.strides[k];
+      p.outer_numel *= l.shape[k];
+      continue;
+    }
+    if (keepdim) out_shape.push_back(1);
+    p.inner_numel *= l.shape[k];
+    if (l.shape[k] == 1) continue;
+    // Merge with the previous inner dim when together they are one strided run.
+    if (p.inner_rank && p.inner_strides[p.inner_rank - 1] == l.shape[k] * l.strides[k]) {
+      p.inner_shape[p.inner_rank - 1] *= l.shape[k];
+      p.inner_strides[p.inner_rank - 1] = l.strides[k];
+    } else {
+      p.inner_shape[p.inner_rank] = l.shape[k];
+      p.inner_strides[p.inner_rank++] = l.strides[k];
+    }
+  }
+  if (p.inner_rank == 0) {
+    p.inner_shape[0] = 1;
+    p.inner_strides[0] = 1;
+    p.inner_rank = 1;
+  }
+  if (p.inner_numel == 0 && (K == Reduce::amax || K == Reduce::amin))
+    ctx.fail("amax/amin of an empty dimension (input " + runtime::shape_str(l.shape) + ")");
+  p.out = ctx.buffer(out_shape, l.dtype);
+  if constexpr (integers_ok_for(K)) {
+    if (l.dtype == DType::int64) {
+      ctx.add_step(runtime::make_step([p](runtime::Frame& fr) { run_reduce<std::int64_t, K>(fr, p); }), {in}, {p.out});
+      return ctx.set_result(p.out);
+    }
+  }
+  ctx.add_step(runtime::make_step([p](runtime::Frame& fr) { run_reduce<float, K>(fr, p); }), {in}, {p.out});
+  ctx.set_result(p.out);
+}
+
+// sum, mean, amax, amin(input, dim, keepdim): dim absent, None or [] reduces every dim.
 template <Reduce K>
 struct ReduceKernel {
   static void lower(runtime::LowerContext& ctx) {
-    const auto in = ctx.find_arg(0, "input") ? ctx.tensor(0, "input") : ctx.tensor(0, "self");
-    const runtime::Layout& l = ctx.layout(in);
-    const auto rank = static_cast<std::int64_t>(l.rank());
-    if (l.rank() > kMaxReduceRank) ctx.fail("reductions take tensors of rank <= 8, got " + runtime::shape_str(l.shape));
-    if (ctx.has(1000, "dtype")) {
-      const Arg d = ctx.value(1000, "dtype");
-      if (!d.get_if<DType>() || *d.get_if<DType>() != l.dtype)
-        ctx.fail("a dtype argument that changes the dtype is not supported");
-    }
-    const bool integers_ok = K != Reduce::mean;
-    if (l.dtype != DType::float32 && !(integers_ok && l.dtype == DType::int64))
-      ctx.fail("input is " + std::string(dtype_name(l.dtype)) + "; this reduction takes float32" +
-               (integers_ok ? " or int64" : ""));
-
-    // dim: absent, None or [] reduce every dim.
-    std::vector<bool> reduced(l.rank(), false);
+    const auto in = reduction_input(ctx);
     const auto dims = ctx.has(1, "dim") ? ctx.ints_arg(1, "dim") : std::vector<std::int64_t>{};
-    if (dims.empty()) std::fill(reduced.begin(), reduced.end(), true);
-    for (auto d : dims) {
-      std::int64_t k = 0;
-      try {
-        k = runtime::normalize_dim(d, rank, "dim");
-      } catch (const runtime::ShapeError& e) {
-        ctx.fail(std::string(e.what()) + " (input " + runtime::shape_str(l.shape) + ")");
-      }
-      if (rank > 0 && reduced[k] && dims.size() > 1) ctx.fail("dim " + std::to_string(d) + " appears twice");
-      if (rank > 0) reduced[k] = true;
-    }
-    const bool keepdim = ctx.bool_arg(2, "keepdim", false);
+    lower_reduction<K>(ctx, in, dims, ctx.bool_arg(2, "keepdim", false));
+  }
+};
 
-    ReducePlan p;
-    p.in = in;
-    runtime::Shape out_shape;
-    for (std::size_t k = 0; k < l.rank(); ++k) {
-      if (!reduced[k]) {
-        out_shape.push_back(l.shape[k]);
-        p.outer_shape[p.outer_rank] = l.shape[k];
-        p.outer_strides[p.outer_rank++] = l.strides[k];
-        p.outer_numel *= l.shape[k];
-        continue;
-      }
-      if (keepdim) out_shape.push_back(1);
-      p.inner_numel *= l.shape[k];
-      if (l.shape[k] == 1) continue;
-      // Merge with the previous inner dim when together they are one strided run.
-      if (p.inner_rank && p.inner_strides[p.inner_rank - 1] == l.shape[k] * l.strides[k]) {
-        p.inner_shape[p.inner_rank - 1] *= l.shape[k];
-        p.inner_strides[p.inner_rank - 1] = l.strides[k];
+// norm(input, p, dim, keepdim) and linalg_vector_norm(input, ord, dim, keepdim):
+// p 1, 2 (also None and "fro", the default) or inf, in float32.
+struct NormKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    const auto in = reduction_input(ctx);
+    const bool ord = ctx.node().target_name().find("vector_norm") != std::string_view::npos;
+    const char* p_name = ord ? "ord" : "p";
+    double p = 2.0;
+    if (ctx.has(1, p_name)) {
+      const Arg a = ctx.value(1, p_name);
+      if (const auto* s = a.get_if<std::string>()) {
+        if (*s != "fro") ctx.fail(std::string(p_name) + " '" + *s + "' is not supported; 1, 2, inf and 'fro' are");
       } else {
-        p.inner_shape[p.inner_rank] = l.shape[k];
-        p.inner_strides[p.inner_rank++] = l.strides[k];
+        p = ctx.scalar_arg(1, p_name);
       }
     }
-    if (p.inner_rank == 0) {
-      p.inner_shape[0] = 1;
-      p.inner_strides[0] = 1;
-      p.inner_rank = 1;
+    const auto dims = ctx.has(2, "dim") ? ctx.ints_arg(2, "dim") : std::vector<std::int64_t>{};
+    lower_norm(ctx, in, p, p_name, dims, ctx.bool_arg(3, "keepdim", false));
+  }
+  static void lower_norm(runtime::LowerContext& ctx, runtime::ValueId in, double p, const char* p_name,
+                         const std::vector<std::int64_t>& dims, bool keepdim) {
+    if (p == 2.0) return lower_reduction<Reduce::norm2>(ctx, in, dims, keepdim);
+    if (p == 1.0) return lower_reduction<Reduce::norm1>(ctx, in, dims, keepdim);
+    if (p == std::numeric_limits<double>::infinity()) return lower_reduction<Reduce::norm_inf>(ctx, in, dims, keepdim);
+    std::ostringstream v;
+    v << p;
+    ctx.fail(std::string(p_name) + " " + v.str() + " is not supported; 1, 2, inf and 'fro' are");
+  }
+};
+
+// F.normalize(input, p, dim, eps): input / max(norm_p over dim, eps), the
+// division PyTorch does (not a product with the reciprocal).
+struct NormalizeKernel {
+  static void lower(runtime::LowerContext& ctx) {
+    runtime::ValueId in = ctx.tensor(0, "input");
+    if (ctx.has(4, "out")) ctx.fail("out= is not supported");
+    const runtime::Layout l = ctx.layout(in);
+    if (l.dtype != DType::float32) ctx.fail("normalize takes float32, got " + std::string(dtype_name(l.dtype)));
+    std::int64_t dim = 0;
+    try {
+      dim = runtime::normalize_dim(ctx.int_arg(2, "dim", 1), static_cast<std::int64_t>(l.rank()), "dim");
+    } catch (const runtime::ShapeError& e) {
+      ctx.fail(std::string(e.what()) + " (input " + runtime::shape_str(l.shape) + ")");
     }
-    if (p.inner_numel == 0 && (K == Reduce::amax || K == Reduce::amin))
-      ctx.fail("amax/amin of an empty dimension (input " + runtime::shape_str(l.shape) + ")");
-    p.out = ctx.buffer(out_shape, l.dtype);
-    if (l.dtype == DType::float32)
-      ctx.add_step(runtime::make_step([p](runtime::Frame& fr) { run_reduce<float, K>(fr, p); }), {in}, {p.out});
-    else
-      ctx.add_step(runtime::make_step([p](runtime::Frame& fr) { run_reduce<std::int64_t, K>(fr, p); }), {in}, {p.out});
-    ctx.set_result(p.out);
+    const auto eps = static_cast<float>(ctx.scalar_arg(3, "eps", 1e-12));
+    if (!l.is_contiguous()) in = shape_detail::copy_into_new(ctx, in, runtime::Layout::contiguous(l.shape, l.dtype));
+    NormKernel::lower_norm(ctx, in, ctx.scalar_arg(1, "p", 2.0), "p", {dim}, true);
+    const runtime::ValueId norm = ctx.take_result().id;
+    const runtime::ValueId out = ctx.buffer(l.shape, l.dtype);
+    std::int64_t outer = 1, inner = 1;
+    for (std::int64_t k = 0; k < dim; ++k) outer *= l.shape[k];
+    for (auto k = static_cast<std::size_t>(dim) + 1; k < l.rank(); ++k) inner *= l.shape[k];
+    const std::int64_t d = l.rank() ? l.shape[dim] : 1;
+    ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
+                   const float* x = f.data_as<float>(in);
+                   const float* n = f.data_as<float>(norm);
+                   float* y = f.data_as<float>(out);
+#pragma omp parallel for num_threads(f.threads()) schedule(static) if (f.threads() > 1 && outer * d * inner >= kParallelReduceElements)
+                   for (std::int64_t o = 0; o < outer; ++o)
+                     for (std::int64_t t = 0; t < d; ++t)
+                       for (std::int64_t i = 0; i < inner; ++i)
+                         y[(o * d + t) * inner + i] = x[(o * d + t) * inner + i] / std::max(n[o * inner + i], eps);
+                 }),
+                 {in, norm}, {out});
+    ctx.set_result(out);
   }
 };
 
@@ -182,6 +275,14 @@ using reductions_kernels = KernelGroup<
     KernelEntry<"Tensor.amax", reduction_detail::ReduceKernel<reduction_detail::Reduce::amax>>,
     KernelEntry<"aten.amin.default", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>,
     KernelEntry<"torch.amin", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>,
-    KernelEntry<"Tensor.amin", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>>;
+    KernelEntry<"Tensor.amin", reduction_detail::ReduceKernel<reduction_detail::Reduce::amin>>,
+    KernelEntry<"aten.norm.ScalarOpt_dim", reduction_detail::NormKernel>,
+    KernelEntry<"aten.norm.Scalar", reduction_detail::NormKernel>,
+    KernelEntry<"aten.linalg_vector_norm.default", reduction_detail::NormKernel>,
+    KernelEntry<"torch.norm", reduction_detail::NormKernel>,
+    KernelEntry<"Tensor.norm", reduction_detail::NormKernel>,
+    KernelEntry<"torch.linalg.vector_norm", reduction_detail::NormKernel>,
+    KernelEntry<"torch.functional.norm", reduction_detail::NormKernel>,
+    KernelEntry<"torch.nn.functional.normalize", reduction_detail::NormalizeKernel>>;
 
 }  // namespace kiln::kernels

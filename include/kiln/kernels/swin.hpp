@@ -1,7 +1,8 @@
 #pragma once
 // torchvision's Swin Transformer functions that torch.fx keeps as leaves
 // (torch.fx.wrap): _get_relative_position_bias, _patch_merging_pad and
-// shifted_window_attention (Swin V1: no logit_scale). Each is lowered as the
+// shifted_window_attention (Swin V1, and V2's cosine attention with its
+// logit_scale). Each is lowered as the
 // ops torchvision's code runs, through the kernels of those ops (lower_piece);
 // the shifted-window mask depends only on shapes and is made when lowering.
 #include <algorithm>
@@ -138,15 +139,15 @@ inline runtime::Tensor shifted_window_mask(std::int64_t ph, std::int64_t pw, con
 struct ShiftedWindowAttention {
   struct Args {
     ValueId in, qkv_w, proj_w, bias;
-    std::optional<ValueId> qkv_b, proj_b;
+    std::optional<ValueId> qkv_b, proj_b, logit_scale;
     std::vector<std::int64_t> ws, shift;
     std::int64_t heads;
   };
   static Args read(runtime::LowerContext& ctx) {
     Args a{ctx.tensor(0, "input"), ctx.tensor(1, "qkv_weight"), ctx.tensor(2, "proj_weight"),
            ctx.tensor(3, "relative_position_bias"), ctx.optional_tensor(9, "qkv_bias"), ctx.optional_tensor(10, "proj_bias"),
-           ctx.ints_arg(4, "window_size"), ctx.ints_arg(6, "shift_size"), ctx.int_arg(5, "num_heads")};
-    if (ctx.has(11, "logit_scale")) ctx.fail("logit_scale (Swin V2's cosine attention) is not supported");
+           ctx.optional_tensor(11, "logit_scale"), ctx.ints_arg(4, "window_size"), ctx.ints_arg(6, "shift_size"),
+           ctx.int_arg(5, "num_heads")};
     // torchvision calls F.dropout with training left on: only p = 0 is deterministic.
     for (auto [pos, name] : std::initializer_list<std::pair<std::size_t, const char*>>{{7, "attention_dropout"}, {8, "dropout"}})
       if (ctx.scalar_arg(pos, name, 0.0) != 0.0) ctx.fail(std::string(name) + " is not 0: dropout drops at random while the graph runs");
@@ -175,15 +176,15 @@ struct ShiftedWindowAttention {
     x = reshaped(ctx, x, {B, ph / ws[0], ws[0], pw / ws[1], ws[1], C});
     x = reshaped(ctx, permuted(ctx, x, {0, 1, 3, 2, 4, 5}), {B * nw, n, C});
     auto opt = [](std::optional<ValueId> v) { return v ? CallArg::of_tensor(*v) : CallArg::of(Arg()); };
+    if (a.logit_scale && a.qkv_b) a.qkv_b = key_bias_cleared(ctx, *a.qkv_b);
     ValueId qkv = piece(ctx, "torch.nn.functional.linear", {CallArg::of_tensor(x), CallArg::of_tensor(a.qkv_w), opt(a.qkv_b)});
     qkv = permuted(ctx, reshaped(ctx, qkv, {B * nw, n, 3, a.heads, hd}), {2, 0, 3, 1, 4});
     auto part = [&](std::int64_t i) {
       auto s = runtime::selected(ctx.layout(qkv), 0, i);
       return ctx.view(qkv, s.layout, s.offset);
     };
-    const ValueId q = scaled(ctx, part(0), std::pow(static_cast<double>(hd), -0.5));
-    const ValueId kt = ctx.view(part(1), runtime::transposed(ctx.layout(part(1)), -2, -1));
-    const ValueId attn = piece(ctx, "torch.matmul", {CallArg::of_tensor(q), CallArg::of_tensor(kt)});
+    const ValueId attn = a.logit_scale ? cosine_scores(ctx, part(0), part(1), *a.logit_scale)
+                                       : dot_scores(ctx, part(0), part(1), std::pow(static_cast<double>(hd), -0.5));
     std::optional<ValueId> mask;
     if (shifted) mask = ctx.constant_value(shifted_window_mask(ph, pw, ws, shift), ctx.node().name() + ".attn_mask");
     add_bias_and_mask(ctx, attn, a.bias, mask, nw);
@@ -199,6 +200,58 @@ struct ShiftedWindowAttention {
     const ValueId kept = ctx.view(o, cols.layout, rows.offset + cols.offset);
     ctx.set_result(ctx.layout(kept).is_contiguous() ? kept
                                                     : shape_detail::copy_into_new(ctx, kept, Layout::contiguous(cols.layout.shape, l.dtype)));
+  }
+
+  // V1: (q * scale) @ k^T (PyTorch scales q before the product).
+  static ValueId dot_scores(runtime::LowerContext& ctx, ValueId q, ValueId k, double scale) {
+    const ValueId kt = ctx.view(k, runtime::transposed(ctx.layout(k), -2, -1));
+    return piece(ctx, "torch.matmul", {CallArg::of_tensor(scaled(ctx, q, scale)), CallArg::of_tensor(kt)});
+  }
+
+  // V2: normalize(q) @ normalize(k)^T, times exp(min(logit_scale, log 100)) per head.
+  static ValueId cosine_scores(runtime::LowerContext& ctx, ValueId q, ValueId k, ValueId logit_scale) {
+    auto normalized = [&](ValueId v) {
+      return piece(ctx, "torch.nn.functional.normalize", {CallArg::of_tensor(v), CallArg::of(Arg(2.0)), CallArg::of(Arg(std::int64_t{-1}))});
+    };
+    const ValueId qn = normalized(q), kn = normalized(k);
+    const ValueId attn = piece(ctx, "torch.matmul", {CallArg::of_tensor(qn), CallArg::of_tensor(ctx.view(kn, runtime::transposed(ctx.layout(kn), -2, -1)))});
+    scale_by_head(ctx, attn, logit_scale);
+    return attn;
+  }
+
+  // attn [B * windows, heads, N, N] *= exp(min(logit_scale[head], log 100)), in float32 as PyTorch computes it.
+  static void scale_by_head(runtime::LowerContext& ctx, ValueId attn, ValueId logit_scale) {
+    const Layout al = ctx.layout(attn);
+    Layout sl = ctx.layout(logit_scale);
+    if (sl.dtype != DType::float32 || sl.numel() != al.shape[1])
+      ctx.fail("logit_scale must hold one float32 per head (" + std::to_string(al.shape[1]) + "), got " +
+               std::string(dtype_name(sl.dtype)) + " " + runtime::shape_str(sl.shape));
+    if (!sl.is_contiguous()) logit_scale = shape_detail::copy_into_new(ctx, logit_scale, Layout::contiguous(sl.shape, sl.dtype));
+    ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
+                   float* a = f.data_as<float>(attn);
+                   const float* ls = f.data_as<float>(logit_scale);
+                   const float cap = static_cast<float>(std::log(100.0));
+                   for (std::int64_t h = 0; h < al.shape[1]; ++h) {
+                     const float s = std::exp(std::min(ls[h], cap));
+                     for (std::int64_t bw = 0; bw < al.shape[0]; ++bw)
+                       for (std::int64_t i = 0; i < al.shape[2]; ++i)
+                         for (std::int64_t j = 0; j < al.shape[3]; ++j)
+                           a[bw * al.strides[0] + h * al.strides[1] + i * al.strides[2] + j * al.strides[3]] *= s;
+                   }
+                 }),
+                 {attn, logit_scale}, {attn});
+  }
+
+  // V2 zeroes the key third of its qkv bias, in a copy (the weight stays as it is).
+  static ValueId key_bias_cleared(runtime::LowerContext& ctx, ValueId bias) {
+    const Layout bl = ctx.layout(bias);
+    if (bl.rank() != 1 || bl.dtype != DType::float32)
+      ctx.fail("qkv_bias must be a 1-d float32 tensor, got " + std::string(dtype_name(bl.dtype)) + " " + runtime::shape_str(bl.shape));
+    const ValueId out = shape_detail::copy_into_new(ctx, bias, Layout::contiguous(bl.shape, bl.dtype));
+    const std::int64_t third = bl.shape[0] / 3;
+    ctx.add_step(runtime::make_step([out, third](runtime::Frame& f) { std::fill_n(f.data_as<float>(out) + third, third, 0.0f); }),
+                 {out}, {out});
+    return out;
   }
 
   // q * scale into a new buffer (PyTorch scales q before the product).

@@ -1,5 +1,5 @@
 #pragma once
-// fill_(self, value): the one in-place write kiln follows through views. A
+// fill_(self, value) and zero_(self): the one in-place write kiln follows through views. A
 // slice assignment (`mask[a:b, c:d] = k`, traced as fill_ of a slice) writes
 // into the buffer the slice views, and later readers of that buffer must see
 // it. Into a buffer of the run it is a step; into a constant lowering folded
@@ -26,12 +26,6 @@ inline void fill_strided(std::byte* p, const runtime::Layout& target, double v, 
 struct FillInPlace {
   static void lower(runtime::LowerContext& ctx) {
     const auto target = ctx.tensor(0, "self");
-    const runtime::Layout tl = ctx.layout(target);
-    switch (tl.dtype) {
-      case DType::float32: case DType::float64: case DType::int64: case DType::int32:
-      case DType::bool_: case DType::uint8: case DType::int8: break;
-      default: ctx.fail("fill_ of a " + std::string(dtype_name(tl.dtype)) + " tensor is not supported");
-    }
     // The value: a number, or a 0-d tensor (known now when it is a constant).
     std::optional<double> value;
     std::optional<runtime::ValueId> value_tensor;
@@ -43,6 +37,17 @@ struct FillInPlace {
       else value_tensor = v;
     } else {
       value = ctx.scalar_arg(1, "value");
+    }
+    fill(ctx, target, value, value_tensor);
+  }
+
+  // Writes `value` (or the 0-d `value_tensor`) into every element of `target`.
+  static void fill(runtime::LowerContext& ctx, runtime::ValueId target, std::optional<double> value,
+                   std::optional<runtime::ValueId> value_tensor) {
+    switch (ctx.layout(target).dtype) {
+      case DType::float32: case DType::float64: case DType::int64: case DType::int32:
+      case DType::bool_: case DType::uint8: case DType::int8: break;
+      default: ctx.fail("fill_ of a " + std::string(dtype_name(ctx.layout(target).dtype)) + " tensor is not supported");
     }
     const runtime::ValueInfo& ti = ctx.info(target);
     const runtime::ValueId root = ti.storage == runtime::Storage::view ? ti.base : target;
@@ -122,6 +127,11 @@ struct FillInPlace {
       }
     }
   }
+};
+
+// zero_(self): fill_ with 0 (Swin V2 zeroes the key third of a cloned qkv bias).
+struct ZeroInPlace {
+  static void lower(runtime::LowerContext& ctx) { FillInPlace::fill(ctx, ctx.tensor(0, "self"), 0.0, std::nullopt); }
 };
 
 }  // namespace shape_detail

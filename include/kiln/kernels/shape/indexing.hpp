@@ -86,10 +86,15 @@ inline std::int64_t read_index(const std::byte* p, bool i64, std::int64_t off) {
 struct IndexTensor {
   static void lower(runtime::LowerContext& ctx) {
     const auto in = ctx.tensor(0, "self");
-    const runtime::Layout& l = ctx.layout(in);
     const Arg indices = ctx.value(1, "indices");
     const ArgList* list = indices.list();
     if (!list) ctx.fail("indices is not a list of tensors");
+    lower_indices(ctx, in, list);
+  }
+
+  // `list`: per leading dim of `in`, a tensor node or None.
+  static void lower_indices(runtime::LowerContext& ctx, runtime::ValueId in, const ArgList* list) {
+    const runtime::Layout l = ctx.layout(in);
     if (list->size() > l.rank())
       ctx.fail(std::to_string(list->size()) + " indices for a tensor of " + std::to_string(l.rank()) + " dims");
     std::vector<IndexOperand> ops;

@@ -2,8 +2,12 @@
 // What a traced model asks of a tensor's shape (`x.shape`, `x.size(1)`,
 // `x.dim()`) is known when lowering: these kernels give static values, which
 // shape arithmetic (operator.mul on ints, ...) and view sizes then read.
-// Also Python indexing of a tensor (`x[0]`, `x[:, 1:3]`, `x[None]`), as views.
+// Also Python indexing of a tensor (`x[0]`, `x[:, 1:3]`, `x[None]`), as views,
+// and with integer tensors (`table[index]`), as aten.index.Tensor's gather.
+#include <algorithm>
+
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/shape/indexing.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
@@ -60,6 +64,8 @@ struct GetItem {
       const auto* e = a.get_if<EnumConst>();
       return e && (e->name == "Ellipsis" || e->name == "...");
     };
+    if (std::any_of(parts.begin(), parts.end(), [](const Arg& a) { return a.node() != nullptr; }))
+      return lower_tensor_index(ctx, in, parts);
     // Dims the index consumes (ints and slices); None and Ellipsis consume none.
     std::int64_t consumed = 0;
     int ellipses = 0;
@@ -97,6 +103,19 @@ struct GetItem {
       }
     }
     ctx.set_result(ctx.view(in, std::move(l), offset));
+  }
+
+  // x[t] or x[:, t, u] with integer tensors: aten.index.Tensor's gather, a
+  // full slice standing for a dim taken whole (None in aten's list).
+  static void lower_tensor_index(runtime::LowerContext& ctx, runtime::ValueId in, const ArgList& parts) {
+    ArgList indices;
+    for (const Arg& p : parts) {
+      const auto* s = p.get_if<Slice>();
+      if (p.node()) indices.push_back(p);
+      else if (s && s->parts[0].is_none() && s->parts[1].is_none() && s->parts[2].is_none()) indices.push_back(Arg());
+      else ctx.fail("indexing with tensors is supported with full slices (:) beside them, not with ints, partial slices, None or ...");
+    }
+    IndexTensor::lower_indices(ctx, in, &indices);
   }
 };
 

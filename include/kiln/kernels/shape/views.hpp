@@ -216,7 +216,9 @@ struct Permute {
 struct Transpose {
   static void lower(runtime::LowerContext& ctx) {
     const auto in = ctx.tensor(0, "input");
-    const auto a = ctx.int_arg(1, "dim0"), b = ctx.int_arg(2, "dim1");
+    // swapaxes (numpy's name, as MaxViT calls it) names the dims axis0/axis1.
+    const bool axes = ctx.node().target_name().find("swapaxes") != std::string_view::npos;
+    const auto a = ctx.int_arg(1, axes ? "axis0" : "dim0"), b = ctx.int_arg(2, axes ? "axis1" : "dim1");
     ctx.set_result(ctx.view(in, checked(ctx, [&] { return runtime::transposed(ctx.layout(in), a, b); })));
   }
 };
