@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The zoo's table for bench/README.md, on any machine with PyTorch: every entry
-# of tests/python/zoo_models.py's ZOO exported at each level with this
-# machine's PyTorch, then run by kiln-run against PyTorch's outputs. Writes
+# of tests/python/zoo_models.py's ZOO (and ZOO_LARGE with ZOO_SETS) exported at
+# each level with this machine's PyTorch, then run by kiln-run against PyTorch's outputs. Writes
 # OUT_DIR/zoo.jsonl (one line per model and level: kiln-run's --json, or the
 # export's or kiln-run's last error line) and prints a markdown row each: model,
 # level, max relative error, steps, compile time and median run time.
@@ -10,7 +10,8 @@
 # libraries it needs); LEVELS defaults to "torch aten export". PYTHON picks the
 # interpreter (default python3), JOBS the exports run side by side (default 4);
 # kiln-run runs alone, one model at a time. ZOO_FILTER (an extended regular
-# expression) keeps the entries whose line matches it.
+# expression) keeps the entries whose line matches it; ZOO_SETS names the
+# lists of zoo_models.py to run (default ZOO; ZOO,ZOO_LARGE adds the large ones).
 set -uo pipefail
 bin=${1:?usage: zoo_run.sh BIN_DIR OUT_DIR [THREADS] [LEVELS]}
 out=${2:?usage: zoo_run.sh BIN_DIR OUT_DIR [THREADS] [LEVELS]}
@@ -20,8 +21,8 @@ py=${PYTHON:-python3}
 export LD_LIBRARY_PATH="$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$out"
 jobs_file=$out/jobs.txt
-$py -c "from tests.python.zoo_models import ZOO
-for name, factory, shape in ZOO:
+$py -c "from tests.python import zoo_models
+for name, factory, shape in sum((getattr(zoo_models, s) for s in '${ZOO_SETS:-ZOO}'.split(',')), []):
     for level in '$levels'.split():
         print(name, factory, shape, level)" | grep -E -- "${ZOO_FILTER:-.}" >"$jobs_file" || exit 1
 

@@ -37,6 +37,14 @@ ZOO = [("zoo_%s" % name, "tests.python.zoo_models:%s" % name, "1,3,%d,%d" % (siz
     ("lraspp_mobilenet", "tests.python.vision_models:LRASPPMobileNetV3", "1,3,64,64"),
 ]
 
+# Beyond CI's two cores (a 224x224 input, ResNet-50 backbones, video clips):
+# bench/zoo_run.sh runs these with ZOO_SETS=ZOO,ZOO_LARGE.
+ZOO_LARGE = [("zoo_%s" % name, "tests.python.zoo_models:%s" % name, shape) for name, shape in (
+    ("vgg11_bn", "1,3,32,32"), ("efficientnet_b1", "1,3,32,32"), ("regnet_y_800mf", "1,3,32,32"),
+    ("shufflenet_v2_x0_5", "1,3,32,32"), ("maxvit_t", "1,3,224,224"), ("fcn_resnet50", "1,3,64,64"),
+    ("deeplabv3_resnet50", "1,3,64,64"), ("r3d_18", "1,3,4,32,32"), ("mc3_18", "1,3,4,32,32"),
+    ("r2plus1d_18", "1,3,4,32,32"))]
+
 # Factories that need an argument beyond weights=None.
 _KWARGS = {
     "googlenet": {"aux_logits": False, "init_weights": False},
@@ -52,22 +60,29 @@ def _reinitialize(model):
                 m.weight.normal_(0.0, math.sqrt(1.0 / fan_in))
                 if m.bias is not None:
                     m.bias.uniform_(-0.1, 0.1)
-            elif isinstance(m, (torch.nn.BatchNorm2d, torch.nn.LayerNorm, torch.nn.GroupNorm)):
+            elif isinstance(m, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d, torch.nn.LayerNorm, torch.nn.GroupNorm)):
                 if getattr(m, "weight", None) is not None:
                     m.weight.uniform_(0.5, 1.5)
                     m.bias.uniform_(-0.2, 0.2)
-                if isinstance(m, torch.nn.BatchNorm2d):
+                if isinstance(m, (torch.nn.BatchNorm2d, torch.nn.BatchNorm3d)):
                     m.running_mean.uniform_(-0.2, 0.2)
                     m.running_var.uniform_(0.5, 2.0)
     return model.eval()
 
 
 def __getattr__(name):
-    if name.startswith("_") or not hasattr(torchvision.models, name):
+    # Classification models live in torchvision.models, the others in its
+    # segmentation and video modules (segmentation without backbone weights).
+    for where, extra in ((torchvision.models, {}),
+                         (torchvision.models.segmentation, {"weights_backbone": None, "aux_loss": False}),
+                         (torchvision.models.video, {})):
+        if not name.startswith("_") and hasattr(where, name):
+            break
+    else:
         raise AttributeError(name)
 
     def factory():
-        return _reinitialize(getattr(torchvision.models, name)(weights=None, **_KWARGS.get(name, {})))
+        return _reinitialize(getattr(where, name)(weights=None, **extra, **_KWARGS.get(name, {})))
 
     factory.__name__ = name
     return factory
