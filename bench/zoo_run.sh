@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The zoo's table for bench/README.md, on any machine with PyTorch: every entry
 # of tests/python/zoo_models.py's ZOO (and ZOO_LARGE with ZOO_SETS) exported at
-# each level with this machine's PyTorch, then run by kiln-run against PyTorch's outputs. Writes
-# OUT_DIR/zoo.jsonl (one line per model and level: kiln-run's --json, or the
-# export's or kiln-run's last error line) and prints a markdown row each: model,
-# level, max relative error, steps, compile time and median run time.
+# each level with this machine's PyTorch, then run by kiln-run against
+# PyTorch's outputs. Writes OUT_DIR/zoo.jsonl (one line per model and level:
+# kiln-run's --json, or the export's or kiln-run's last error line) and prints a
+# markdown row each: model, level, max relative error, steps, compile time and
+# median run time.
 #   bash bench/zoo_run.sh BIN_DIR OUT_DIR [THREADS] [LEVELS]
 # BIN_DIR holds kiln-run (and, away from the build machine, the shared
 # libraries it needs); LEVELS defaults to "torch aten export". PYTHON picks the
