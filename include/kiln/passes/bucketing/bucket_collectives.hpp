@@ -44,7 +44,9 @@ inline std::size_t bucket_collectives(Graph& g, const BucketingPass& pass, const
     read_bucket(b, pass.kind);  // throws before anything changes
     merged += b.size();
   }
-  for (const Bucket& b : buckets) merge_bucket(g, read_bucket(b, pass.kind), pass.kind);
+  PendingMerge pending;
+  for (const Bucket& b : buckets) merge_bucket(g, read_bucket(b, pass.kind), pass.kind, pending);
+  pending.finish(g);
   stable_topological_sort(g);
   if (counters) {
     counters->increment(pass.name + "_buckets", static_cast<std::int64_t>(buckets.size()));

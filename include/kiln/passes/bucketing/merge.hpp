@@ -188,9 +188,21 @@ inline std::vector<Node*> emit_merge(Graph& g, const BucketArgs& b, Collective k
 
 }  // namespace detail
 
-// Merges a bucket read by read_bucket; the graph may be unsorted afterwards
-// (users of the old waits that came before the new wait).
-inline void merge_bucket(Graph& g, const BucketArgs& b, Collective kind) {
+// What merging leaves to do: point each old wait's users at its view, then
+// erase the old nodes. Done for all buckets at once, since a graph output
+// holding every wait would otherwise be rewritten once per bucket.
+struct PendingMerge {
+  std::vector<Node*> old_waits, views, erase;  // erase: in an order that leaves no user behind
+  void finish(Graph& g) {
+    Node::replace_all_uses_of(old_waits, views);
+    for (Node* n : erase) g.erase_node(n);
+  }
+};
+
+// Emits a bucket read by read_bucket right after its last collective; the old
+// nodes go on `pending`. The graph may be unsorted afterwards (users of the
+// old waits that came before the new wait).
+inline void merge_bucket(Graph& g, const BucketArgs& b, Collective kind, PendingMerge& pending) {
   std::vector<Node*> outs;
   {
     auto at = g.inserting_before(b.members.back().coll->next());
@@ -198,10 +210,11 @@ inline void merge_bucket(Graph& g, const BucketArgs& b, Collective kind) {
   }
   for (std::size_t j = 0; j < b.members.size(); ++j) {
     const Member& m = b.members[j];
-    m.wait->replace_all_uses_with(outs[j]);
-    g.erase_node(m.wait);
-    g.erase_node(m.coll);
-    if (m.pre_convert) g.erase_node(m.pre_convert);
+    pending.old_waits.push_back(m.wait);
+    pending.views.push_back(outs[j]);
+    pending.erase.push_back(m.wait);
+    pending.erase.push_back(m.coll);
+    if (m.pre_convert) pending.erase.push_back(m.pre_convert);
   }
 }
 
