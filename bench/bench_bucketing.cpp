@@ -6,7 +6,8 @@
 // reduce-scattered, its wait a graph output. Shard sizes are log-uniform over
 // 1 KB..16 MB from a fixed seed. Prints, per size, the bucket counts at the
 // cap and the best time of bucket_fsdp_all_gather and bucket_fsdp_reduce_scatter
-// (planning, merging and the final sort), then a fitted power-law exponent.
+// (planning, merging and the final sort), and of a bare walk of the graph, then
+// each one's fitted power-law exponent.
 //   kiln-bench-bucketing [--params 200] [--cap-mb 10] [--sizes 500,2000,8000] [--reps 3]
 #include <algorithm>
 #include <chrono>
@@ -99,6 +100,22 @@ std::pair<double, std::size_t> time_pass(std::int64_t params, const char* name, 
   return {best, buckets};
 }
 
+// Best seconds of a bare walk of a fresh graph (each node and its inputs' order
+// keys): a linear pass whose growth is the machine's alone (caches), for scale.
+double time_walk(std::int64_t params, int reps) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    Graph g = fsdp_graph(params);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::uint64_t sum = 0;
+    for (const Node* n : g.nodes())
+      for (const Node* in : n->all_input_nodes()) sum += in->order_key();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (sum == 42) std::cout << "";
+  }
+  return best;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,13 +139,15 @@ int main(int argc, char** argv) {
   const auto rs = time_pass(params, "bucket_fsdp_reduce_scatter", cap, 1);
   std::cout << "{\"params\": " << params << ", \"cap_mb\": " << cap_mb << ", \"all_gather_buckets\": " << ag.second
             << ", \"reduce_scatter_buckets\": " << rs.second << "}\n";
-  std::vector<double> xs, ys, zs;
+  std::vector<double> xs, ys, zs, ws;
   for (std::int64_t n : sizes) {
     const auto a = time_pass(n, "bucket_fsdp_all_gather", cap, reps);
     const auto r = time_pass(n, "bucket_fsdp_reduce_scatter", cap, reps);
+    const double walk = time_walk(n, reps);
+    ws.push_back(std::log(walk));
     std::cout << "{\"collectives\": " << n << ", \"all_gather_ms\": " << a.first * 1e3
               << ", \"all_gather_buckets\": " << a.second << ", \"reduce_scatter_ms\": " << r.first * 1e3
-              << ", \"reduce_scatter_buckets\": " << r.second << "}\n";
+              << ", \"reduce_scatter_buckets\": " << r.second << ", \"walk_ms\": " << walk * 1e3 << "}\n";
     xs.push_back(std::log(double(n)));
     ys.push_back(std::log(a.first));
     zs.push_back(std::log(r.first));
@@ -142,5 +161,5 @@ int main(int argc, char** argv) {
   };
   if (xs.size() >= 2)
     std::cout << "{\"all_gather_time_exponent\": " << slope(ys) << ", \"reduce_scatter_time_exponent\": " << slope(zs)
-              << "}\n";
+              << ", \"walk_time_exponent\": " << slope(ws) << "}\n";
 }

@@ -56,24 +56,24 @@ inline std::vector<std::vector<Node*>> candidate_runs(const Graph& g, Collective
 }
 
 // For each candidate (by its index in wait order), the largest index of a
-// candidate among its ancestors, -1 when none.
-inline std::vector<std::int64_t> latest_candidate_ancestor(const Graph& g,
+// candidate among its ancestors, -1 when none. One walk in graph order; each
+// node's scratch holds 1 + the largest candidate index at or above it (0: none),
+// which is all its users need.
+inline std::vector<std::int64_t> latest_candidate_ancestor(const Graph& g, Collective kind,
                                                            const std::vector<std::vector<Node*>>& runs) {
-  std::unordered_map<const Node*, std::int64_t> index;  // candidate -> wait-order index
-  std::int64_t k = 0;
+  std::unordered_map<const Node*, std::uint32_t> index;  // candidate -> wait-order index
   for (const auto& run : runs)
-    for (const Node* c : run) index.emplace(c, k++);
-  std::vector<std::int64_t> result(static_cast<std::size_t>(k), -1);
-  std::unordered_map<const Node*, std::int64_t> latest;  // node -> largest candidate index above it
-  latest.reserve(g.size());
+    for (const Node* c : run) index.emplace(c, static_cast<std::uint32_t>(index.size()));
+  std::vector<std::int64_t> result(index.size(), -1);
   for (const Node* n : g.nodes()) {
-    std::int64_t m = -1;
-    for (const Node* in : n->all_input_nodes()) {
-      if (auto it = latest.find(in); it != latest.end()) m = std::max(m, it->second);
-      if (auto it = index.find(in); it != index.end()) m = std::max(m, it->second);
-    }
-    if (auto it = index.find(n); it != index.end()) result[static_cast<std::size_t>(it->second)] = m;
-    if (m >= 0) latest.emplace(n, m);
+    std::uint32_t m = 0;
+    for (const Node* in : n->all_input_nodes()) m = std::max(m, in->scratch());
+    if (is_collective(n, kind))
+      if (auto it = index.find(n); it != index.end()) {
+        result[it->second] = static_cast<std::int64_t>(m) - 1;
+        m = std::max(m, it->second + 1);
+      }
+    n->scratch() = m;
   }
   return result;
 }
@@ -81,10 +81,11 @@ inline std::vector<std::int64_t> latest_candidate_ancestor(const Graph& g,
 }  // namespace detail
 
 // The buckets (each two or more collectives, in wait order) Inductor would merge.
+// Uses the nodes' scratch space.
 inline std::vector<Bucket> plan_buckets(const Graph& g, Collective kind, const BucketCap& cap,
                                         const WaitFilter& filter = {}) {
   const auto runs = detail::candidate_runs(g, kind, filter);
-  const auto ancestor = detail::latest_candidate_ancestor(g, runs);
+  const auto ancestor = detail::latest_candidate_ancestor(g, kind, runs);
   std::vector<Bucket> buckets;
   std::int64_t index = 0;
   for (const auto& run : runs) {
