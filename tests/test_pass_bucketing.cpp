@@ -233,6 +233,30 @@ TEST_CASE("bucketing skips a collective that depends on a member of the current 
   CHECK(one.g.size() == before);
 }
 
+TEST_CASE("bucketing merges a bucket whose member gathers the wait of an earlier bucket's member") {
+  Builder b;
+  Node* p0 = b.input({4});
+  Node* p1 = b.input({8});
+  Node* p2 = b.input({8});
+  Node* w0 = b.ag(p0);  // 32 bytes gathered
+  b.use(b.ag(p1));      // 64
+  b.use(b.ag(p2));      // 64: the first bucket is full at 128
+  b.use(b.ag(w0));      // 64, reads the first bucket's wait: joins the second
+  b.finish();
+  const BucketCap cap({128.0 / (1024 * 1024)});
+  CHECK(plan(b.g, "bucket_all_gather", cap) == Names{{"p0", "p1"}, {"p2", "wait_tensor"}});
+  CHECK(bucket_collectives(b.g, pass_named("bucket_all_gather"), cap) == 2);
+  lint(b.g);
+  CHECK(sorted(b.g));
+  auto ags = b.g.find_nodes(OpKind::call_function, c10d::all_gather_into_tensor);
+  REQUIRE(ags.size() == 2);
+  // The second bucket's buffer flattens the first bucket's view of p0's result.
+  const Node* cat2 = ags[1]->arg(0).node();
+  const Node* flat_view = cat2->arg(0).list()->at(1).node();
+  CHECK(flat_view->arg(0).node()->is_call(aten::reshape));
+  CHECK(flat_view->arg(0).node()->meta.val.tensor()->shape == std::vector<Dim>{8});
+}
+
 TEST_CASE("bucket_fsdp_all_gather takes all-gathers of graph inputs or of a convert of one, and folds the convert") {
   Builder b;
   Node* p0 = b.input({8});
