@@ -330,6 +330,17 @@ TEST_CASE("bucketing changes nothing when a bucket cannot be merged, and says wh
                     "node all_gather_into_tensor_1: group_size 4 differs from the bucket's 2");
   CHECK(to_string(b.g) == before);
 
+  Builder wrong;
+  wrong.use(wrong.ag(wrong.input({8})));
+  Node* bad = wrong.ag(wrong.input({8}));
+  bad->arg(0).node()->meta.val = meta({8});  // the collective's recorded shape disagrees with its input
+  wrong.use(bad);
+  wrong.finish();
+  const std::string wrong_before = to_string(wrong.g);
+  CHECK_THROWS_WITH(bucket_collectives(wrong.g, pass_named("bucket_all_gather")),
+                    "node all_gather_into_tensor_1: its meta shape [8] is not what its input gives, [16]");
+  CHECK(to_string(wrong.g) == wrong_before);
+
   Builder two;
   Node* c = two.g.call_function(c10d::all_gather_into_tensor, {two.input({8}), Arg(2), Arg("0")});
   two.with_rule(c);

@@ -75,7 +75,14 @@ inline BucketArgs read_bucket(const Bucket& bucket, Collective kind) {
     m.numel = static_bytes(m.in_meta, m.in) / static_cast<std::int64_t>(dtype_itemsize(m.in_meta.dtype));
     static_bytes(m.out_meta, c);
     if (m.in_meta.rank() == 0) throw Error("node " + c->name() + ": bucketing needs an input of rank >= 1");
-    if (kind == Collective::reduce_scatter) c10d_meta::reduce_scatter_tensor(m.in_meta, b.group_size);
+    // The views are shaped from the input; a recorded output that disagrees would be read wrongly.
+    const TensorMeta want = kind == Collective::all_gather ? c10d_meta::all_gather_into_tensor(m.in_meta, b.group_size)
+                            : kind == Collective::reduce_scatter
+                                ? c10d_meta::reduce_scatter_tensor(m.in_meta, b.group_size)
+                                : c10d_meta::all_reduce(m.in_meta);
+    if (want.shape != m.out_meta.shape)
+      throw Error("node " + c->name() + ": its meta shape " + c10d_meta::detail::shape_text(m.out_meta.shape) +
+                  " is not what its input gives, " + c10d_meta::detail::shape_text(want.shape));
     // Inductor's pick_bucket_dtype: the smallest item size, the first on a tie.
     if (!have_dtype || dtype_itemsize(m.out_meta.dtype) < dtype_itemsize(b.dtype)) b.dtype = m.out_meta.dtype;
     have_dtype = true;
