@@ -1,5 +1,6 @@
 #pragma once
 // Pass infrastructure and every pass family kiln ships.
+#include "kiln/passes/bucketing/bucket_collectives.hpp"
 #include "kiln/passes/builtin_passes.hpp"
 #include "kiln/passes/default_registry.hpp"
 #include "kiln/passes/fuse_addmm.hpp"

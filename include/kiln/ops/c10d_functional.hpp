@@ -5,6 +5,7 @@
 namespace kiln::c10d_functional {
 
 KILN_DECLARE_OP(all_gather_into_tensor, "_c10d_functional.all_gather_into_tensor.default");
+KILN_DECLARE_OP(all_gather_into_tensor_out, "_c10d_functional.all_gather_into_tensor_out.default");
 KILN_DECLARE_OP(all_gather_into_tensor_coalesced, "_c10d_functional.all_gather_into_tensor_coalesced.default");
 KILN_DECLARE_OP(reduce_scatter_tensor, "_c10d_functional.reduce_scatter_tensor.default");
 KILN_DECLARE_OP(reduce_scatter_tensor_coalesced, "_c10d_functional.reduce_scatter_tensor_coalesced.default");

@@ -14,6 +14,7 @@ namespace kiln {
 PassRegistry default_pass_registry();  // defined where KILN_DEFAULT_REGISTRY_IMPLEMENTATION is
 }  // namespace kiln
 #else
+#include "kiln/passes/bucketing/bucket_collectives.hpp"
 #include "kiln/passes/builtin_passes.hpp"
 #include "kiln/passes/fuse_addmm.hpp"
 #include "kiln/passes/group_batch_fusion.hpp"
@@ -46,6 +47,7 @@ PassRegistry default_pass_registry() {
   register_conv_bn_passes(r);
   register_pre_grad_pipeline(r);
   register_quantization_passes(r);
+  register_bucketing_passes(r);
   return r;
 }
 
