@@ -18,7 +18,7 @@ done
 # What the headers, tools, tests and benchmarks use (versions in docs/DEPENDENCIES.md).
 packages=(cmake ninja-build g++ python3 libboost-dev xtensor-dev xtl-dev libxsimd-dev libdnnl-dev
           ocl-icd-opencl-dev doctest-dev nlohmann-json3-dev libbenchmark-dev zlib1g-dev
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev libopenmpi-dev openmpi-bin)
 # PyTorch links the reference BLAS on Debian; OpenBLAS makes it a fair baseline;
 # matplotlib draws bench/compare.py's chart.
 torch_packages=(python3-torch python3-numpy libopenblas0-pthread python3-matplotlib)
