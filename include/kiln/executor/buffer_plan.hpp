@@ -4,6 +4,9 @@
 // reads it (through any view of it; graph outputs live to the end), and
 // buffers are placed greedily, largest first, at the lowest offset where no
 // buffer alive at the same time sits. A step's scratch lives for that step only.
+// A collective (kernels/collectives.hpp) runs from its step to its wait's: the
+// wait step lists the collective's input, output and request among its reads,
+// so those buffers live, unmoved, until MPI has finished with them.
 #include <algorithm>
 #include <cstddef>
 #include <limits>

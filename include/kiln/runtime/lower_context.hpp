@@ -308,12 +308,22 @@ class LowerContext {
       todo.pop_back();
       for (const Node* u : n->users()) {
         if (u == &last_reader) continue;
-        if (!lowered_.contains(u)) return false;
+        if (!lowered_.contains(u) || collective_in_flight(*u)) return false;
         visit(u);
       }
       for (const Node* a : n->all_input_nodes()) visit(a);
     }
     return true;
+  }
+  // Whether `n` is a collective whose wait is not lowered yet: MPI may still
+  // read its input then (kernels/collectives.hpp), so nothing overwrites it.
+  bool collective_in_flight(const Node& n) const {
+    const std::string_view t = n.target_name();
+    if (n.op() != OpKind::call_function || !t.starts_with("_c10d_functional.") || t.starts_with("_c10d_functional.wait_tensor"))
+      return false;
+    for (const Node* w : n.users())
+      if (!lowered_.contains(w)) return true;
+    return false;
   }
   // A new buffer in the arena for this node.
   ValueId buffer(Layout layout) {
