@@ -2,6 +2,7 @@
 // compare its outputs. All of it is kiln::run_main (kiln/run_main.hpp);
 // `kiln-run --help` lists the options.
 #include <cstdio>
+#include <optional>
 
 #include "kiln/kernels/registry.hpp"  // the kernels themselves: tools/kernels_*.cpp
 #include "kiln/run_main.hpp"
@@ -13,8 +14,9 @@ int main(int argc, char** argv) {
 #ifdef KILN_HAVE_MPI
   // Under mpirun every rank runs the graph (its collectives need them all);
   // rank 0 reports, the others keep their standard output quiet.
-  kiln::kernels::mpi::World world(&argc, &argv);
-  if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 2;
+  std::optional<kiln::kernels::mpi::World> world;
+  if (kiln::kernels::mpi::launched()) world.emplace(&argc, &argv);
+  if (world && world->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 2;
 #endif
   kiln::PassRegistry registry = kiln::default_pass_registry();
   return kiln::run_main(argc, argv, registry);

@@ -85,7 +85,7 @@ inline MPI_Op reduce_op(runtime::LowerContext& ctx, const std::string& op, DType
 
 // The group's communicator; the group must be every rank the launcher started.
 inline MPI_Comm group_comm(runtime::LowerContext& ctx, std::int64_t group_size, const std::string& group) {
-  if (!mpi::initialized()) ctx.fail("MPI is not initialized: run the graph in a program that holds a kiln::kernels::mpi::World");
+  if (!mpi::initialized()) ctx.fail("MPI is not initialized: run it under mpirun (kiln-run), in a program holding a kiln::kernels::mpi::World");
   if (group_size != mpi::world_size())
     ctx.fail("group_size " + std::to_string(group_size) + " of group '" + group + "' is not the number of ranks (" +
              std::to_string(mpi::world_size()) + "): only groups of every rank are supported");

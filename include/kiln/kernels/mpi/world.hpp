@@ -6,6 +6,7 @@
 // gets its own communicator, a duplicate of MPI_COMM_WORLD made the first time
 // a collective of that group is lowered (every rank lowers the same graph, so
 // the duplicates are made in the same order everywhere) and freed by World.
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -39,6 +40,14 @@ inline int world_rank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+// Whether an MPI launcher (mpirun, mpiexec, srun with PMIx) started this
+// process: a tool makes a World only then, so a run without one never touches MPI.
+inline bool launched() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
 }
 
 // The communicator of `group` (a collective's group_name).
