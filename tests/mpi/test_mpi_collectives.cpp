@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "kiln/core/bfloat16.hpp"
 #include "kiln/io/fx_json_write.hpp"
 #include "kiln/io/npy_weights.hpp"
 #include "kiln/executor/compiled_graph.hpp"
@@ -234,6 +235,51 @@ TEST_CASE("mpi collectives run again in a second run and in a second context of 
       check_equal(out[1], scattered);
     }
   }
+}
+
+TEST_CASE("mpi all_gather_into_tensor of bfloat16 moves each rank's bits unchanged") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({5}, DType::bfloat16));
+  Node* ag = g.call_function(c10d::all_gather_into_tensor, {x, Arg(std::int64_t{ranks()}), Arg("0")});
+  ag->meta.val = *c10d_meta::infer(*ag);
+  Node* w = g.call_function(c10d::wait_tensor, {ag});
+  w->meta.val = *c10d_meta::infer(*w);
+  g.output(Arg(ArgList{Arg(w)}));
+  Tensor in = Tensor::empty({5}, DType::bfloat16);
+  for (std::int64_t i = 0; i < 5; ++i) in.data<std::uint16_t>()[i] = float_to_bf16(value(0, my_rank(), i));
+  const auto out = run(g, {in});
+  REQUIRE(out[0].numel() == 5L * ranks());
+  REQUIRE(out[0].is_contiguous());
+  std::int64_t bad = 0;
+  for (int r = 0; r < ranks(); ++r)
+    for (std::int64_t i = 0; i < 5; ++i) bad += out[0].data<std::uint16_t>()[r * 5 + i] != float_to_bf16(value(0, r, i));
+  CHECK(bad == 0);
+}
+
+TEST_CASE("mpi collective buffers stay alive until the wait while other ops run in between") {
+  // a = relu(x) is gathered; ops between the collective and its wait make new
+  // buffers and read a last (add in place could reuse it); then the wait.
+  Builder b;
+  Node* x = b.input({8, 4});
+  Node* a = b.relu(x);
+  Node* ag = b.with_rule(b.g.call_function(c10d::all_gather_into_tensor, {a, Arg(std::int64_t{ranks()}), Arg("0")}));
+  Node* t = a;
+  for (int k = 0; k < 4; ++k) {
+    Node* n = b.g.call_function(aten::add_Tensor, {t, t});
+    n->meta.val = a->meta.val;
+    t = n;
+  }
+  Node* w = b.wait(ag);
+  b.outs.push_back(w);
+  b.outs.push_back(t);
+  b.finish();
+  const auto out = run(b.g, b.inputs(my_rank()));
+  std::vector<float> gathered, sixteen;
+  for (int r = 0; r < ranks(); ++r)
+    for (std::int64_t i = 0; i < 32; ++i) gathered.push_back(std::max(0.0f, value(0, r, i)));
+  for (std::int64_t i = 0; i < 32; ++i) sixteen.push_back(16 * std::max(0.0f, value(0, my_rank(), i)));
+  check_equal(out[0], gathered);
+  check_equal(out[1], sixteen);
 }
 
 TEST_CASE("mpi collectives refuse a group that is not every rank, a bf16 reduction, an unknown reduce_op and a missing wait") {
