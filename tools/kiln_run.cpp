@@ -3,6 +3,8 @@
 // `kiln-run --help` lists the options.
 #include <cstdio>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "kiln/kernels/registry.hpp"  // the kernels themselves: tools/kernels_*.cpp
 #include "kiln/run_main.hpp"
@@ -17,6 +19,18 @@ int main(int argc, char** argv) {
   std::optional<kiln::kernels::mpi::World> world;
   if (kiln::kernels::mpi::launched()) world.emplace(&argc, &argv);
   if (world && world->rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 2;
+  // Every rank's outputs are the same: only rank 0 writes them (--outputs).
+  std::vector<char*> args(argv, argv + argc);
+  if (world && world->rank() != 0)
+    for (std::size_t i = 1; i < args.size();) {
+      const std::string_view a = args[i];
+      if (a == "--outputs" && i + 1 < args.size()) args.erase(args.begin() + i, args.begin() + i + 2);
+      else if (a.starts_with("--outputs=")) args.erase(args.begin() + i);
+      else ++i;
+    }
+  argc = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  argv = args.data();
 #endif
   kiln::PassRegistry registry = kiln::default_pass_registry();
   return kiln::run_main(argc, argv, registry);
