@@ -1,6 +1,7 @@
 // Reflect, replicate and circular padding (kernels/shape/pad_modes.hpp) at the
 // torch-function and aten levels against a naive index mapping, over 1 to 3
-// padded dims, asymmetric pads and transposed inputs; the size errors.
+// padded dims, asymmetric pads and transposed inputs; the size errors. flip
+// (kernels/shape/flip.hpp), which gathers the same way.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -104,4 +105,28 @@ TEST_CASE("padding modes refuse pads too large and values") {
         std::string::npos);
   CHECK(error(x, "torch.nn.functional.pad", {ints({1, 1, 1})}, {{"mode", Arg("replicate")}})
             .find("replicate padding [1, 1, 1] must hold a (before, after) pair") != std::string::npos);
+}
+
+TEST_CASE("flip along one or several dims, negative dims, strided input") {
+  const Tensor x = random_tensor({2, 3, 4, 5}, 4).transpose(1, 3);  // [2, 5, 4, 3]
+  for (const Dims& dims : {Dims{1}, Dims{0, -1}, Dims{1, 2, 3}}) {
+    CAPTURE(runtime::shape_str(dims));
+    for (const char* t : {"aten.flip.default", "torch.flip"}) {
+      const Tensor y = run(x, t, {ints(dims)});
+      REQUIRE(y.shape() == x.shape());
+      std::vector<bool> f(4, false);
+      for (std::int64_t d : dims) f[d < 0 ? d + 4 : d] = true;
+      for (std::int64_t i = 0; i < y.numel(); ++i) {
+        std::int64_t r = i, src = 0, mul = 1;
+        for (std::size_t d = 4; d-- > 0;) {
+          const std::int64_t s = x.shape()[d], o = r % s;
+          src += (f[d] ? s - 1 - o : o) * mul;
+          mul *= s;
+          r /= s;
+        }
+        REQUIRE(test::element(y, i) == test::element(x, src));
+      }
+    }
+  }
+  CHECK_THROWS_WITH_AS(run(x, "aten.flip.default", {ints({1, -3})}), doctest::Contains("node pad (aten.flip.default): flip: dim -3 appears twice"), Error);
 }

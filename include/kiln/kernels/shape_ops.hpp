@@ -7,6 +7,7 @@
 #include "kiln/kernels/shape/copies.hpp"
 #include "kiln/kernels/shape/dead_copy.hpp"
 #include "kiln/kernels/shape/fill_in_place.hpp"
+#include "kiln/kernels/shape/flip.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
 #include "kiln/kernels/shape/repeat.hpp"
 #include "kiln/kernels/shape/scatter.hpp"
@@ -53,6 +54,9 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"aten.broadcast_to.default", shape_detail::Expand>,
     KernelEntry<"torch.broadcast_to", shape_detail::Expand>,
     KernelEntry<"aten.repeat.default", shape_detail::Repeat>,
+    KernelEntry<"aten.flip.default", shape_detail::Flip>,
+    KernelEntry<"torch.flip", shape_detail::Flip>,
+    KernelEntry<"Tensor.flip", shape_detail::Flip>,
     KernelEntry<"torch.pixel_shuffle", shape_detail::PixelShuffle<false>>,
     KernelEntry<"torch.nn.functional.pixel_shuffle", shape_detail::PixelShuffle<false>>,
     KernelEntry<"aten.pixel_shuffle.default", shape_detail::PixelShuffle<false>>,
