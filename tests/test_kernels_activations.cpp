@@ -2,7 +2,8 @@
 // torch-function and aten levels against naive per-element formulas: elu,
 // selu, celu, softplus (beta, threshold), mish, softsign, tanhshrink, the
 // shrinks, threshold, log-sigmoid (and aten's tuple form), rrelu in eval,
-// prelu with 1 and C slopes, glu along a dim, softmin; the errors.
+// prelu with 1 and C slopes, glu along a dim, softmin, sign; LP pooling
+// against a naive window loop; the errors.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -25,6 +26,12 @@ using Dims = std::vector<std::int64_t>;
 std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
 
 // Values spread over [-6, 6], so that thresholds and both branches are hit.
+ArgList ints(const Dims& v) {
+  ArgList l;
+  for (std::int64_t x : v) l.push_back(Arg(x));
+  return l;
+}
+
 Tensor wide_input(const Dims& shape, unsigned seed = 7) {
   Tensor t = random_tensor(shape, seed);
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 2.5f;
@@ -188,4 +195,35 @@ TEST_CASE("glu along a dim and softmin") {
     for (std::int64_t c = 0; c < 6; ++c) sum += std::exp(-x.data<float>()[n * 72 + c * 12 + rest]);
     REQUIRE(s.data<float>()[i] == doctest::Approx(std::exp(-x.data<float>()[i]) / sum));
   }
+}
+
+TEST_CASE("sign, and lp_pool1d and lp_pool2d as average pooling of powers") {
+  const Tensor x = wide_input({2, 3, 6, 7});
+  check_elementwise(run_op("aten.sign.default", x), x, [](double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; });
+  // lp_pool2d with p = 2, a 3x2 window, stride (2, 3), ceil_mode off: sqrt of the window's sum of squares.
+  const Tensor y = run_op("torch.nn.functional.lp_pool2d", x, {2.0, ints({3, 2})}, {{"stride", Arg(ints({2, 3}))}});
+  REQUIRE(y.shape() == runtime::Shape{2, 3, 2, 2});
+  for (std::int64_t i = 0; i < y.numel(); ++i) {
+    const std::int64_t nc = i / 4, oh = (i / 2) % 2, ow = i % 2;
+    double sum = 0;
+    for (std::int64_t kh = 0; kh < 3; ++kh)
+      for (std::int64_t kw = 0; kw < 2; ++kw) sum += std::pow(x.data<float>()[nc * 42 + (oh * 2 + kh) * 7 + ow * 3 + kw], 2);
+    REQUIRE(y.data<float>()[i] == doctest::Approx(std::sqrt(sum)));
+  }
+  // lp_pool1d with p = 3 on positive values, stride defaulting to the kernel size, as a module.
+  Tensor pos = random_tensor({2, 3, 7}, 5);
+  for (std::int64_t i = 0; i < pos.numel(); ++i) pos.data<float>()[i] = std::abs(pos.data<float>()[i]) + 0.1f;
+  Graph g;
+  g.modules().set(ModuleInfo{"m", "torch.nn.modules.pooling.LPPool1d",
+                             {{"attrs", R"({"norm_type": 3.0, "kernel_size": 2, "stride": null, "ceil_mode": false})"}}});
+  Node* xn = g.placeholder("x", meta({2, 3, 7}));
+  g.output(ArgList{g.call_module("m", {Arg(xn)})});
+  const Tensor z = CompiledGraph::compile(g, {}).run({pos})[0];
+  REQUIRE(z.shape() == runtime::Shape{2, 3, 3});
+  for (std::int64_t i = 0; i < z.numel(); ++i) {
+    const float* w = pos.data<float>() + (i / 3) * 7 + (i % 3) * 2;
+    REQUIRE(z.data<float>()[i] == doctest::Approx(std::cbrt(std::pow(w[0], 3) + std::pow(w[1], 3))));
+  }
+  CHECK(compile_error([](Graph& g, Node* x) { g.output(ArgList{call(g, "torch.nn.functional.lp_pool1d", {x, 0.0, 2}, {}, "lp")}); }, {1, 2, 4})
+            .find("node lp (torch.nn.functional.lp_pool1d): lp_pool: norm_type must not be 0") != std::string::npos);
 }

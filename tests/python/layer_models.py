@@ -13,7 +13,7 @@ Softsign, the shrinks, Threshold, LogSigmoid, PReLU (1 and C slopes),
 Hardsigmoid, RReLU in eval, Softmin, Softmax2d, LogSoftmax and GLU.
 PadShuffleNet: Conv1d/Conv2d with padding_mode reflect and replicate, the
 zero, constant, reflection and replication padding layers, PixelShuffle,
-PixelUnshuffle, ChannelShuffle and Identity.
+PixelUnshuffle, ChannelShuffle, Identity, LPPool1d/2d and flip.
 PoolConvNet (a survey, not under CTest: several of its layers have no kernel
 yet): LP and adaptive max pooling, max pooling with ceil_mode and dilation,
 divisor_override, padding modes, transposed 1-d and 3-d convolution,
@@ -30,7 +30,8 @@ LEAF_MODULES = ",".join("torch.nn." + c for c in (
     "LayerNorm", "LocalResponseNorm", "ReLU", "ELU", "SELU", "CELU", "GELU", "Mish", "Softplus", "Softsign", "Softshrink", "Hardshrink",
     "Tanhshrink", "Threshold", "LogSigmoid", "PReLU", "Hardsigmoid", "RReLU", "Softmin", "Softmax2d", "LogSoftmax",
     "GLU", "ZeroPad2d", "ConstantPad1d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
-    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle"))
+    "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
+    "LPPool1d", "LPPool2d"))
 
 
 def _randomize(model):
@@ -97,13 +98,16 @@ class _PadShuffleNet(nn.Module):
         self.layers = nn.ModuleList([
             nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect"), nn.Conv2d(4, 4, 3, padding=(2, 1), padding_mode="replicate"),
             nn.ZeroPad2d((1, 2, 0, 1)), nn.ReflectionPad2d(2), nn.ReplicationPad2d((1, 0, 2, 1)),
-            nn.PixelShuffle(2), nn.PixelUnshuffle(2), nn.ChannelShuffle(2), nn.Identity()])
+            nn.PixelShuffle(2), nn.PixelUnshuffle(2), nn.ChannelShuffle(2), nn.Identity(),
+            nn.LPPool2d(2, 3, stride=2)])
         self.seq = nn.ModuleList([nn.ReflectionPad1d((2, 1)), nn.ReplicationPad1d(1), nn.ConstantPad1d(2, 0.5),
+                                  nn.LPPool1d(3, 2),
                                   nn.Conv1d(4, 3, 3, padding=1, padding_mode="reflect")])
         self.vol = nn.ModuleList([nn.ReplicationPad3d(1), nn.ConstantPad3d((1, 0, 0, 1, 1, 0), -1.0)])
 
     def forward(self, x, seq, vol):
-        return tuple([m(x) for m in self.layers] + [m(seq) for m in self.seq] + [m(vol) for m in self.vol])
+        outs = [m(x) for m in self.layers] + [m(seq.abs()) for m in self.seq] + [m(vol) for m in self.vol]
+        return tuple(outs + [x.flip(1, -1)])
 
 
 class _PoolConvNet(nn.Module):

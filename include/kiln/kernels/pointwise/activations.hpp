@@ -3,7 +3,8 @@
 // them: the element-wise ones as unary.hpp's functors (elu and its selu and
 // celu forms, softplus, mish, the shrinks, threshold, log-sigmoid, rrelu in
 // eval), PReLU as a map of the input and its weight broadcast along dim 1,
-// GLU as a loop over the two halves, softmin as softmax of the negation.
+// GLU as a loop over the two halves, softmin as softmax of the negation;
+// sign, and LP pooling as average pooling of the powers.
 #include <cmath>
 #include <string>
 
@@ -97,6 +98,40 @@ struct RreluEval : LeakyRelu {
     LeakyRelu op;
     op.slope = static_cast<float>((ctx.scalar_arg(lo, "lower", 1.0 / 8) + ctx.scalar_arg(lo + 1, "upper", 1.0 / 3)) / 2);
     return op;
+  }
+};
+
+struct Sign : FloatOnly {  // aten's LPPool decomposition writes it
+  static Sign read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::where(x > 0.0f, 1.0f, xt::where(x < 0.0f, -1.0f, 0.0f)); }
+};
+
+// lp_pool{1,2}d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+// (avg_pool(x^p) * kernel elements)^(1/p), as PyTorch computes it (its
+// sign(a) * relu(|a|) is a itself).
+template <std::size_t ND>
+struct LpPool {
+  static void lower(runtime::LowerContext& ctx) {
+    const double p = ctx.scalar_arg(1, "norm_type");
+    if (p == 0.0) ctx.fail("lp_pool: norm_type must not be 0");
+    const Arg k = ctx.value(2, "kernel_size");
+    std::int64_t elements = 1;
+    if (const auto* i = k.get_if<std::int64_t>()) {
+      for (std::size_t d = 0; d < ND; ++d) elements *= *i;
+    } else {
+      for (std::int64_t v : ctx.ints_arg(2, "kernel_size")) elements *= v;
+    }
+    using runtime::CallArg;
+    const auto in = ctx.tensor(0, "input");
+    if (ctx.layout(in).dtype != DType::float32) ctx.fail("lp_pool takes float32");
+    const float pf = static_cast<float>(p);
+    const auto powered = lower_map<float, float>(ctx, DType::float32, {in}, [pf](auto&& x) { return xt::pow(x, pf); });
+    const auto pooled = ctx.lower_piece(ND == 1 ? "torch.nn.functional.avg_pool1d" : "torch.nn.functional.avg_pool2d",
+                                        {CallArg::of_tensor(powered), CallArg::of(k), CallArg::of(ctx.value(3, "stride")),
+                                         CallArg::of(Arg(std::int64_t{0})), CallArg::of(Arg(ctx.bool_arg(4, "ceil_mode", false)))});
+    const float scale = static_cast<float>(elements), inv = static_cast<float>(1.0 / p);
+    ctx.set_result(lower_map<float, float>(ctx, DType::float32, {pooled.id},
+                                           [scale, inv](auto&& a) { return xt::pow(a * scale, inv); }));
   }
 };
 
@@ -220,6 +255,13 @@ using activation_kernels = KernelGroup<
     KernelEntry<"torch.nn.functional.glu", pointwise_detail::Glu>,
     KernelEntry<"aten.glu.default", pointwise_detail::Glu>,
     KernelEntry<"torch.nn.functional.softmin", pointwise_detail::Softmin>,
-    KernelEntry<"aten.empty_like.default", pointwise_detail::EmptyLike>>;
+    KernelEntry<"aten.empty_like.default", pointwise_detail::EmptyLike>,
+    KernelEntry<"aten.sign.default", pointwise_detail::UnaryKernel<pointwise_detail::Sign>>,
+    KernelEntry<"torch.sign", pointwise_detail::UnaryKernel<pointwise_detail::Sign>>,
+    KernelEntry<"Tensor.sign", pointwise_detail::UnaryKernel<pointwise_detail::Sign>>,
+    KernelEntry<"aten.sqrt_.default", pointwise_detail::UnaryKernel<pointwise_detail::Sqrt, true>>,
+    KernelEntry<"aten.clamp_min_.default", pointwise_detail::UnaryKernel<pointwise_detail::ClampMin, true>>,
+    KernelEntry<"torch.nn.functional.lp_pool1d", pointwise_detail::LpPool<1>>,
+    KernelEntry<"torch.nn.functional.lp_pool2d", pointwise_detail::LpPool<2>>>;
 
 }  // namespace kiln::kernels
