@@ -343,7 +343,8 @@ if(KILN_HAVE_TORCH)
   endif()
   # Stock torch.nn layers beyond those above (tests/python/layer_models.py):
   # group and instance norms and the other norms, the remaining activations,
-  # padding modes and the shuffles; at torch and aten level and as call_module leaves.
+  # padding modes, shuffles, LP pooling and flip; at torch and aten level and as
+  # call_module leaves.
   if(TARGET kiln-run)
     execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "from tests.python.layer_models import LEAF_MODULES; print(LEAF_MODULES)"
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _layer_leaves OUTPUT_STRIP_TRAILING_WHITESPACE)
