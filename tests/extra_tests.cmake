@@ -263,12 +263,20 @@ if(KILN_HAVE_TORCH)
   # Exports FACTORY at LEVEL (export_NAME_LEVEL) and compares kiln-run's
   # outputs with PyTorch's (kiln_run_NAME_LEVEL); EXPORT_REGEX: what the
   # export must print.
+  # SHAPE may hold several input shapes split by "/"; LEAF_MODULES: exported at
+  # torch level with those modules kept as call_module nodes (LEVEL names the test).
   function(kiln_export_and_compare name factory shape level)
-    cmake_parse_arguments(PARSE_ARGV 4 _opt "" "EXPORT_REGEX" "")
+    cmake_parse_arguments(PARSE_ARGV 4 _opt "" "EXPORT_REGEX;LEAF_MODULES" "")
     set(dir ${CMAKE_CURRENT_BINARY_DIR}/export_${name}_${level})
+    kiln_input_shape_args(_shape_args "${shape}")
+    if(_opt_LEAF_MODULES)
+      set(_level_args --level torch --leaf-modules ${_opt_LEAF_MODULES})
+    else()
+      set(_level_args --level ${level})
+    endif()
     add_test(NAME export_${name}_${level}
       COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${factory}
-              --input-shape ${shape} --level ${level} --seed 0 --out ${dir}
+              ${_shape_args} ${_level_args} --seed 0 --out ${dir}
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(export_${name}_${level} PROPERTIES FIXTURES_SETUP ${name}_${level} LABELS torch TIMEOUT 300)
     if(_opt_EXPORT_REGEX)
@@ -331,6 +339,24 @@ if(KILN_HAVE_TORCH)
         COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --iterations 1 --warmup 0)
       set_tests_properties(kiln_run_modules_${_factory} PROPERTIES FIXTURES_REQUIRED modules_${_factory}
         LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
+  endif()
+  # Stock torch.nn layers beyond those above (tests/python/layer_models.py):
+  # group and instance norms and the other norms, the remaining activations,
+  # padding modes, shuffles, LP pooling and flip; at torch and aten level and as
+  # call_module leaves.
+  if(TARGET kiln-run)
+    execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "from tests.python.layer_models import LEAF_MODULES; print(LEAF_MODULES)"
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _layer_leaves OUTPUT_STRIP_TRAILING_WHITESPACE)
+    foreach(_entry "NormNet|2,6,5,7/2,6,9/1,4,3,4,5" "ActivationNet|2,6,5,7" "PadShuffleNet|2,4,6,8/2,4,7/1,2,3,4,5")
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _factory)
+      list(GET _parts 1 _shapes)
+      foreach(level torch aten)
+        kiln_export_and_compare(layers_${_factory} tests.python.layer_models:${_factory} ${_shapes} ${level})
+      endforeach()
+      kiln_export_and_compare(layers_${_factory} tests.python.layer_models:${_factory} ${_shapes} leaf
+                              LEAF_MODULES ${_layer_leaves})
     endforeach()
   endif()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the

@@ -1,7 +1,9 @@
 #pragma once
 // Kernels on oneDNN 2.6 primitives, created once when lowering: matrix products, convolution, normalization, pooling, softmax,
 // and attention composed of them.
+#include "kiln/kernels/instance_norm.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/local_response_norm.hpp"
 #include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/onednn/attention.hpp"
 #include "kiln/kernels/onednn/batch_norm.hpp"
@@ -74,6 +76,17 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"torch.batch_norm", onednn_detail::AtenBatchNorm<false>>,
     KernelEntry<"aten.native_batch_norm.default", onednn_detail::AtenBatchNorm<true>>,
     KernelEntry<"aten._native_batch_norm_legit_no_training.default", onednn_detail::LegitNoTraining>,
+    KernelEntry<"aten._native_batch_norm_legit.default", onednn_detail::Legit>,
+    KernelEntry<"aten._native_batch_norm_legit.no_stats", onednn_detail::LegitNoStats>,
+    // norms by the input's own statistics (group_norm.hpp, instance_norm.hpp)
+    KernelEntry<"torch.nn.functional.group_norm", norm_detail::GroupNorm>,
+    KernelEntry<"torch.group_norm", norm_detail::GroupNorm>,
+    KernelEntry<"aten.group_norm.default", norm_detail::GroupNorm>,
+    KernelEntry<"aten.native_group_norm.default", norm_detail::NativeGroupNorm>,
+    KernelEntry<"torch.nn.functional.instance_norm", norm_detail::FInstanceNorm>,
+    KernelEntry<"torch.instance_norm", norm_detail::AtenInstanceNorm>,
+    KernelEntry<"aten.instance_norm.default", norm_detail::AtenInstanceNorm>,
+    KernelEntry<"torch.nn.functional.local_response_norm", norm_detail::LocalResponseNorm>,
     // pooling (onednn/pooling.hpp)
     KernelEntry<"torch.nn.functional.max_pool2d", onednn_detail::MaxPool<2, false>>,
     KernelEntry<"torch.max_pool2d", onednn_detail::MaxPool<2, false>>,
