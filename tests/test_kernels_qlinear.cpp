@@ -157,11 +157,14 @@ TEST_CASE("qlinear_pointwise with the weight, scales and zero points as inputs, 
   Node* ws = g.placeholder("ws", meta({N}));
   Node* wz = g.placeholder("wz", meta({N}, DType::int64));
   Node* b = g.placeholder("b", meta({N}));
-  g.output(ArgList{g.call_function(OpRef("onednn.qlinear_pointwise.default"),
-                                   {x, XS, XZ, g.call_function(OpRef("onednn.qlinear_prepack.default"), {w, Arg()}), ws, wz, b, OS, OZ,
-                                    Arg(), "relu", ArgList{}, ""})});
+  Node* other = g.placeholder("other", meta({M0, M1, N}));
+  Node* packed = g.call_function(OpRef("onednn.qlinear_prepack.default"), {w, Arg()});
+  g.output(ArgList{g.call_function(OpRef("onednn.qlinear_pointwise.default"), {x, XS, XZ, packed, ws, wz, b, OS, OZ, Arg(), "relu", ArgList{}, ""}),
+                   g.call_function(OpRef("onednn.qlinear_pointwise.binary"), {x, XS, XZ, packed, ws, wz, other, b, 1.0, 0,
+                                                                              Arg(DType::float32), 1.0, 0, "sum", 1.0, "relu", ArgList{}, ""})});
   auto cg = CompiledGraph::compile(g, {});
-  auto out = cg.run({p.x, p.w, p.ws, p.wz, p.b});
+  auto out = cg.run({p.x, p.w, p.ws, p.wz, p.b, p.other});
+  std::vector<double> ref_sum(M0 * M1 * N);
   std::vector<double> ref(M0 * M1 * N);
   for (std::int64_t r = 0; r < M0 * M1; ++r)
     for (std::int64_t n = 0; n < N; ++n) {
@@ -170,8 +173,10 @@ TEST_CASE("qlinear_pointwise with the weight, scales and zero points as inputs, 
         acc += double(float(double(p.x.data<std::uint8_t>()[r * K + k]) - double(XZ)) * float(XS)) *
                double(float(double(p.w.data<std::int8_t>()[n * K + k]) - double(n - 2)) * p.ws.data<float>()[n]);
       ref[r * N + n] = quantize(std::max(acc, 0.0));
+      ref_sum[r * N + n] = std::max(acc + p.other.data<float>()[r * N + n], 0.0);
     }
   CHECK(worst(ref, out[0]) <= 1.0);
+  CHECK(worst(ref_sum, out[1]) < 1e-4);
 }
 
 TEST_CASE("qlinear_pointwise refuses, naming the node, the post-ops and quantization it does not take") {

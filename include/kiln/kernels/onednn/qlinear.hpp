@@ -162,6 +162,23 @@ inline runtime::ValueId piece(runtime::LowerContext& ctx, std::string_view targe
   return r.id;
 }
 
+// a + b of float32 tensors of one shape, into a new buffer (the binary kernel
+// reads its operands from the node, which a piece cannot give it).
+inline runtime::ValueId add_float(runtime::LowerContext& ctx, runtime::ValueId a, runtime::ValueId b) {
+  const runtime::Layout la = ctx.layout(a), lb = ctx.layout(b);
+  if (!la.is_contiguous() || !lb.is_contiguous()) ctx.fail("a strided addend is not supported");
+  const auto out = ctx.buffer(la.shape, DType::float32);
+  const std::int64_t n = la.numel();
+  ctx.add_step(runtime::make_step([a, b, out, n](runtime::Frame& f) {
+                 const auto* x = reinterpret_cast<const float*>(f.data(a));
+                 const auto* y = reinterpret_cast<const float*>(f.data(b));
+                 auto* z = reinterpret_cast<float*>(f.data(out));
+                 for (std::int64_t i = 0; i < n; ++i) z[i] = x[i] + y[i];
+               }),
+               {a, b}, {out});
+  return out;
+}
+
 // The unfused computation, through the q/dq and float kernels: for weights,
 // scales or zero points known only when the graph runs (a graph whose buffers
 // are inputs, as kiln-opt's numeric check feeds them), asymmetric weights, and
@@ -188,7 +205,7 @@ inline void lower_qlinear_composed(runtime::LowerContext& ctx, bool tensors, con
     return v;
   };
   y = unary_op(y, unary, algorithm);
-  if (tail.other) y = piece(ctx, "aten.add.Tensor", {CallArg::of_tensor(y), CallArg::of_tensor(*tail.other)});
+  if (tail.other) y = add_float(ctx, y, *tail.other);
   y = unary_op(y, after_add, "none");
   if (tail.out == DType::uint8 || tail.out == DType::int8) {
     const std::int64_t olo = tail.out == DType::uint8 ? 0 : -128, ohi = tail.out == DType::uint8 ? 255 : 127;
