@@ -7,9 +7,14 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "kiln/executor/compiled_graph.hpp"
+#include "kiln/io.hpp"
+#include "kiln/passes/pass_manager.hpp"
+#include "kiln/passes/quantization/quantization_pipeline.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
@@ -216,4 +221,38 @@ TEST_CASE("qlinear_pointwise with full-range int8 weights stays within one step 
   auto out = cg.run({p.x});
   CHECK(worst(reference(p, [](double y, double) { return quantize(std::max(y, 0.0)); }, false), out[0]) <= 1.0);
   CHECK(worst(reference(p, [](double y, double) { return y; }, false), out[1]) < 1e-4);
+}
+
+TEST_CASE("the qmlp fixture after the quantization pipeline, its buffers bound as weights, matches the unfused graph on the int8 kernels") {
+  auto file = io::read_fx_json(std::string(KILN_FIXTURES_DIR) + "/inductor/qmlp_exported.json.gz");
+  Graph fused = file.graph.clone();
+  PassRegistry registry;
+  register_quantization_passes(registry);
+  register_quantization_pipeline(registry);
+  PassManager(registry).run(fused, {"quantization"});
+  // Weights within [-64, 64], so the int8 primitive runs on any CPU.
+  runtime::Weights w;
+  const std::vector<std::pair<std::string, std::pair<std::int64_t, std::int64_t>>> layers{
+      {"l1", {64, 32}}, {"l2", {64, 64}}, {"l3", {64, 64}}, {"l4", {16, 64}}};
+  unsigned seed = 20;
+  for (const auto& layer : layers) {
+    const std::string l = layer.first;
+    const std::int64_t n = layer.second.first, k = layer.second.second;
+    w.emplace("b_" + l + "_wq", ints({n, k}, DType::int8, -64, 64, seed++));
+    Tensor s = Tensor::empty({n}), b = test::random_tensor({n}, seed++);
+    for (std::int64_t j = 0; j < n; ++j) s.data<float>()[j] = 0.002f + 0.0001f * float(j % 13);
+    w.emplace("b_" + l + "_ws", s);
+    w.emplace("b_" + l + "_wz", ints({n}, DType::int64, 0, 0, seed++));
+    w.emplace("b_" + l + "_b", b);
+  }
+  const Tensor x = test::random_tensor({4, 8, 32}, 30);
+  auto unfused = CompiledGraph::compile(file.graph, w).run({x});
+  auto out = CompiledGraph::compile(fused, w).run({x});
+  REQUIRE(out[0].shape() == runtime::Shape{4, 8, 16});
+  double err = 0, scale = 1e-12;
+  for (std::int64_t i = 0; i < out[0].numel(); ++i) {
+    err = std::max(err, std::abs(double(test::element(out[0], i)) - test::element(unfused[0], i)));
+    scale = std::max(scale, std::abs(double(test::element(unfused[0], i))));
+  }
+  CHECK(err / scale < 1e-3);
 }
