@@ -53,6 +53,17 @@ if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
   set_tests_properties(kiln_numeric_check_qmlp_dequant_promotion PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,")
 endif()
+# The whole quantization pipeline on it (prepack, unary and binary fusion into
+# onednn.qlinear_pointwise) changes no output and counts what Inductor 2.11
+# counted for its passes; pattern_matcher_* are kiln's own count (Inductor's 20/52
+# include matches on its decomposed graph that kiln's graph has no counterpart for).
+if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
+  add_test(NAME kiln_numeric_check_qmlp_quantization
+    COMMAND kiln-opt ${KILN_FIXTURES_DIR}/inductor/qmlp_exported.json.gz --passes quantization --numeric-check --atol 1e-4 --quiet --counters)
+  set_tests_properties(kiln_numeric_check_qmlp_quantization PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":[0-9]+,\"pattern_matcher_nodes\":[0-9]+,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":10,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}"
+    FAIL_REGULAR_EXPRESSION "error|mismatch")
+endif()
 
 # tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
 # installs (Debian's, for /usr/bin/python3), read back in C++.

@@ -1,6 +1,6 @@
 #pragma once
 // Kernels on oneDNN 2.6 primitives, created once when lowering: matrix products, convolution, normalization, pooling, softmax,
-// and attention composed of them.
+// int8 linear, and attention composed of them.
 #include "kiln/kernels/instance_norm.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/local_response_norm.hpp"
@@ -11,6 +11,7 @@
 #include "kiln/kernels/onednn/layer_norm.hpp"
 #include "kiln/kernels/onednn/matmul.hpp"
 #include "kiln/kernels/onednn/pooling.hpp"
+#include "kiln/kernels/onednn/qlinear.hpp"
 #include "kiln/kernels/onednn/softmax.hpp"
 
 namespace kiln::kernels {
@@ -120,6 +121,12 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"aten.adaptive_avg_pool1d.default", onednn_detail::AdaptiveAvgPool<1>>,
     KernelEntry<"torch.nn.functional.adaptive_avg_pool3d", onednn_detail::AdaptiveAvgPool<3>>,
     KernelEntry<"aten.adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
-    KernelEntry<"aten._adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>>;
+    KernelEntry<"aten._adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
+    // int8 linear (onednn/qlinear.hpp)
+    KernelEntry<"onednn.qlinear_prepack.default", onednn_detail::QLinearPrepack>,
+    KernelEntry<"onednn.qlinear_pointwise.default", onednn_detail::QLinearPointwise<false>>,
+    KernelEntry<"onednn.qlinear_pointwise.tensor", onednn_detail::QLinearPointwise<true>>,
+    KernelEntry<"onednn.qlinear_pointwise.binary", onednn_detail::QLinearPointwiseBinary<false>>,
+    KernelEntry<"onednn.qlinear_pointwise.binary_tensor", onednn_detail::QLinearPointwiseBinary<true>>>;
 
 }  // namespace kiln::kernels
