@@ -64,6 +64,10 @@ def main():
     cap = float(sys.argv[4]) if len(sys.argv) > 4 else 10.0
     if os.environ.get("KEEP_SOURCE"):
         for m in (bucketing, fsdp): shutil.copy(m.__file__, os.environ["KEEP_SOURCE"])
+    # The merge asks the group for this rank: a fake process group of the
+    # graphs' 8 ranks, registered under the name "0" the graphs use.
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    torch.distributed.init_process_group("fake", store=FakeStore(), rank=0, world_size=8)
     mode = FakeTensorMode()
     plans = {}
     for kind, planner, wait_filter in (("all_gather", bucketing.bucket_all_gather_by_mb, fsdp.is_fsdp_all_gather_wait),
