@@ -8,7 +8,10 @@
 // cap and the best time of bucket_fsdp_all_gather and bucket_fsdp_reduce_scatter
 // (planning, merging and the final sort), and of a bare walk of the graph, then
 // each one's fitted power-law exponent.
-//   kiln-bench-bucketing [--params 200] [--cap-mb 10] [--sizes 500,2000,8000] [--reps 3]
+// With --write-graphs DIR, also writes each graph as DIR/fsdp_<n>.json and
+// prints the buckets of the --params graph by collective name, which
+// bench/inductor/bucketing_inductor.py compares with Inductor's on the same files.
+//   kiln-bench-bucketing [--params 200] [--cap-mb 10] [--sizes 500,2000,8000] [--reps 3] [--write-graphs DIR]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +22,7 @@
 #include <vector>
 
 #include "kiln/core.hpp"
+#include "kiln/io/fx_json_write.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/prims.hpp"
 #include "kiln/passes/bucketing/bucket_collectives.hpp"
@@ -116,6 +120,19 @@ double time_walk(std::int64_t params, int reps) {
   return best;
 }
 
+// The buckets of `name` on the graph, by collective name, as a JSON list of lists.
+std::string plan_json(std::int64_t params, const char* name, const bucketing::BucketCap& cap) {
+  Graph g = fsdp_graph(params);
+  const auto& pass = pass_named(name);
+  std::string out = "[";
+  for (const auto& b : bucketing::plan_buckets(g, pass.kind, cap, pass.filter)) {
+    out += out.size() > 1 ? ", [" : "[";
+    for (std::size_t i = 0; i < b.size(); ++i) out += (i ? ", \"" : "\"") + std::string(b[i]->name()) + "\"";
+    out += "]";
+  }
+  return out + "]";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -123,18 +140,27 @@ int main(int argc, char** argv) {
   double cap_mb = 10;
   std::vector<std::int64_t> sizes{500, 2000, 8000};
   int reps = 3;
+  std::string graphs_dir;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--params") params = std::stoll(v);
     else if (a == "--cap-mb") cap_mb = std::stod(v);
     else if (a == "--sizes") sizes = parse_list(v);
     else if (a == "--reps") reps = std::stoi(v);
+    else if (a == "--write-graphs") graphs_dir = v;
     else {
       std::cerr << "unknown option " << a << "\n";
       return 2;
     }
   }
   const bucketing::BucketCap cap({cap_mb});
+  if (!graphs_dir.empty()) {
+    std::vector<std::int64_t> all = sizes;
+    all.push_back(params);
+    for (std::int64_t n : all) io::write_fx_json(fsdp_graph(n), graphs_dir + "/fsdp_" + std::to_string(n) + ".json");
+    std::cout << "{\"params\": " << params << ", \"all_gather_plan\": " << plan_json(params, "bucket_fsdp_all_gather", cap)
+              << ", \"reduce_scatter_plan\": " << plan_json(params, "bucket_fsdp_reduce_scatter", cap) << "}\n";
+  }
   const auto ag = time_pass(params, "bucket_fsdp_all_gather", cap, 1);
   const auto rs = time_pass(params, "bucket_fsdp_reduce_scatter", cap, 1);
   std::cout << "{\"params\": " << params << ", \"cap_mb\": " << cap_mb << ", \"all_gather_buckets\": " << ag.second

@@ -53,6 +53,17 @@ if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
   set_tests_properties(kiln_numeric_check_qmlp_dequant_promotion PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,")
 endif()
+# The whole quantization pipeline on it (prepack, unary and binary fusion into
+# onednn.qlinear_pointwise) changes no output and counts what Inductor 2.11
+# counted for its passes; pattern_matcher_* are kiln's own count (Inductor's 20/52
+# include matches on its decomposed graph that kiln's graph has no counterpart for).
+if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
+  add_test(NAME kiln_numeric_check_qmlp_quantization
+    COMMAND kiln-opt ${KILN_FIXTURES_DIR}/inductor/qmlp_exported.json.gz --passes quantization --numeric-check --atol 1e-4 --quiet --counters)
+  set_tests_properties(kiln_numeric_check_qmlp_quantization PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":[0-9]+,\"pattern_matcher_nodes\":[0-9]+,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":10,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}"
+    FAIL_REGULAR_EXPRESSION "error|mismatch")
+endif()
 
 # tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
 # installs (Debian's, for /usr/bin/python3), read back in C++.
@@ -263,12 +274,20 @@ if(KILN_HAVE_TORCH)
   # Exports FACTORY at LEVEL (export_NAME_LEVEL) and compares kiln-run's
   # outputs with PyTorch's (kiln_run_NAME_LEVEL); EXPORT_REGEX: what the
   # export must print.
+  # SHAPE may hold several input shapes split by "/"; LEAF_MODULES: exported at
+  # torch level with those modules kept as call_module nodes (LEVEL names the test).
   function(kiln_export_and_compare name factory shape level)
-    cmake_parse_arguments(PARSE_ARGV 4 _opt "" "EXPORT_REGEX" "")
+    cmake_parse_arguments(PARSE_ARGV 4 _opt "" "EXPORT_REGEX;LEAF_MODULES" "")
     set(dir ${CMAKE_CURRENT_BINARY_DIR}/export_${name}_${level})
+    kiln_input_shape_args(_shape_args "${shape}")
+    if(_opt_LEAF_MODULES)
+      set(_level_args --level torch --leaf-modules ${_opt_LEAF_MODULES})
+    else()
+      set(_level_args --level ${level})
+    endif()
     add_test(NAME export_${name}_${level}
       COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${factory}
-              --input-shape ${shape} --level ${level} --seed 0 --out ${dir}
+              ${_shape_args} ${_level_args} --seed 0 --out ${dir}
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(export_${name}_${level} PROPERTIES FIXTURES_SETUP ${name}_${level} LABELS torch TIMEOUT 300)
     if(_opt_EXPORT_REGEX)
@@ -331,6 +350,24 @@ if(KILN_HAVE_TORCH)
         COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --iterations 1 --warmup 0)
       set_tests_properties(kiln_run_modules_${_factory} PROPERTIES FIXTURES_REQUIRED modules_${_factory}
         LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
+  endif()
+  # Stock torch.nn layers beyond those above (tests/python/layer_models.py):
+  # group and instance norms and the other norms, the remaining activations,
+  # padding modes, shuffles, LP pooling and flip; at torch and aten level and as
+  # call_module leaves.
+  if(TARGET kiln-run)
+    execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "from tests.python.layer_models import LEAF_MODULES; print(LEAF_MODULES)"
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _layer_leaves OUTPUT_STRIP_TRAILING_WHITESPACE)
+    foreach(_entry "NormNet|2,6,5,7/2,6,9/1,4,3,4,5" "ActivationNet|2,6,5,7" "PadShuffleNet|2,4,6,8/2,4,7/1,2,3,4,5")
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _factory)
+      list(GET _parts 1 _shapes)
+      foreach(level torch aten)
+        kiln_export_and_compare(layers_${_factory} tests.python.layer_models:${_factory} ${_shapes} ${level})
+      endforeach()
+      kiln_export_and_compare(layers_${_factory} tests.python.layer_models:${_factory} ${_shapes} leaf
+                              LEAF_MODULES ${_layer_leaves})
     endforeach()
   endif()
   # --leaf-modules keeps the conv and the linear as call_module nodes: the

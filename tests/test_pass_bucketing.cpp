@@ -304,18 +304,38 @@ TEST_CASE("bucket_fsdp_reduce_scatter takes reduce-scatters whose wait feeds onl
   CHECK(plan(b.g, "bucket_reduce_scatter") == Names{{"p0", "p1", "p2", "p3", "p4", "p5"}});
 }
 
-TEST_CASE("bucketing leaves all_gather_into_tensor_out alone, and its wait does not break a run") {
-  Builder b;
-  Node* p0 = b.input({8});
-  Node* p1 = b.input({8});
-  Node* p2 = b.input({8});
-  Node* buf = b.input({16});
-  b.use(b.ag(p0));
-  b.use(b.wait(b.with_rule(
-      b.g.call_function(c10d::all_gather_into_tensor_out, {p1, Arg(2), Arg("0")}, ArgDict{{"out", Arg(buf)}}))));
-  b.use(b.ag(p2));
-  b.finish();
-  CHECK(plan(b.g, "bucket_all_gather") == Names{{"p0", "p2"}});
+TEST_CASE("bucketing takes all_gather_into_tensor_out as Inductor 2.11 does, unless its out buffer is read elsewhere") {
+  {
+    Builder b;
+    Node* p0 = b.input({8});
+    Node* p1 = b.input({8});
+    Node* p2 = b.input({8});
+    Node* buf = b.input({16});
+    b.use(b.ag(p0));
+    b.use(b.wait(b.with_rule(
+        b.g.call_function(c10d::all_gather_into_tensor_out, {p1, Arg(2), Arg("0")}, ArgDict{{"out", Arg(buf)}}))));
+    b.use(b.ag(p2));
+    b.finish();
+    CHECK(plan(b.g, "bucket_all_gather") == Names{{"p0", "p1", "p2"}});
+    CHECK(bucket_collectives(b.g, pass_named("bucket_all_gather")) == 1);
+    lint(b.g);
+    CHECK(buf->num_users() == 0);  // the merged collective writes its own buffer
+  }
+  {
+    // `out` is read after the wait: merging would leave it unwritten, so it stays, and its wait does not break the run.
+    Builder b;
+    Node* p0 = b.input({8});
+    Node* p1 = b.input({8});
+    Node* p2 = b.input({8});
+    Node* buf = b.input({16});
+    b.use(b.ag(p0));
+    b.use(b.wait(b.with_rule(
+        b.g.call_function(c10d::all_gather_into_tensor_out, {p1, Arg(2), Arg("0")}, ArgDict{{"out", Arg(buf)}}))));
+    b.use(buf);
+    b.use(b.ag(p2));
+    b.finish();
+    CHECK(plan(b.g, "bucket_all_gather") == Names{{"p0", "p2"}});
+  }
 }
 
 TEST_CASE("bucketing changes nothing when a bucket cannot be merged, and says which node") {

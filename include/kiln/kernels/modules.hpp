@@ -91,14 +91,25 @@ class ModuleCall {
 inline std::string nd_name(const char* stem, std::size_t nd) { return stem + std::to_string(nd) + "d"; }
 
 // ConvNd: F.convNd(input, weight, bias, stride, padding, dilation, groups); padding may be 'same' / 'valid'.
+// Another padding_mode pads first, as the module does: F.pad(input, padding reversed, each
+// twice, mode), then the convolution unpadded.
 template <std::size_t ND>
 struct Conv {
   static void lower(runtime::LowerContext& ctx) {
     const ModuleCall m(ctx);
-    if (const std::string mode = m.string_attr("padding_mode"); mode != "zeros")
-      m.fail("attribute 'padding_mode' is '" + mode + "'; only 'zeros' is supported");
-    m.lower_as(nd_name("torch.nn.functional.conv", ND), {m.input(), m.param("weight"), m.optional_param("bias"), m.attr("stride"),
-                                                          m.attr("padding"), m.attr("dilation"), m.attr("groups")});
+    const std::string mode = m.string_attr("padding_mode");
+    CallArg input = m.input(), padding = m.attr("padding");
+    if (mode != "zeros") {
+      const ArgList* l = padding.arg.list();
+      if (!l || l->size() != ND) m.fail("padding_mode '" + mode + "' needs attribute 'padding' as " + std::to_string(ND) + " ints");
+      ArgList pad, zeros;
+      for (std::size_t k = ND; k-- > 0;) pad.push_back((*l)[k]), pad.push_back((*l)[k]), zeros.push_back(Arg(std::int64_t{0}));
+      input = CallArg::of_tensor(
+          ctx.lower_piece("torch.nn.functional.pad", {input, CallArg::of(Arg(pad)), CallArg::of(Arg(mode))}).id);
+      padding = CallArg::of(Arg(zeros));
+    }
+    m.lower_as(nd_name("torch.nn.functional.conv", ND), {input, m.param("weight"), m.optional_param("bias"), m.attr("stride"),
+                                                          padding, m.attr("dilation"), m.attr("groups")});
   }
 };
 // ConvTransposeNd: F.conv_transposeNd(input, weight, bias, stride, padding, output_padding, groups, dilation).
@@ -142,6 +153,35 @@ struct LayerNorm {
                 affine ? m.optional_param("bias") : CallArg::of(Arg()), m.attr("eps")});
   }
 };
+// GroupNorm: F.group_norm(input, num_groups, weight, bias, eps).
+struct GroupNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    const bool affine = m.bool_attr("affine");
+    m.lower_as("torch.nn.functional.group_norm", {m.input(), m.attr("num_groups"), affine ? m.param("weight") : CallArg::of(Arg()),
+                                                  affine ? m.param("bias") : CallArg::of(Arg()), m.attr("eps")});
+  }
+};
+// InstanceNormNd in eval mode: F.instance_norm(input, running_mean, running_var, weight, bias,
+// use_input_stats, momentum, eps); the running statistics are used where they are tracked.
+template <std::size_t ND>
+struct InstanceNorm {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    const CallArg in = m.input();
+    const Node* src = in.arg.node();
+    if (!src || !ctx.lowered(src).is_tensor()) m.fail("its input is not a tensor");
+    if (const std::size_t rank = ctx.layout(ctx.lowered(src).id).rank(); rank != ND + 2)
+      m.fail("an input of rank " + std::to_string(rank) + " (unbatched) is not supported, only [N, C, ...] of rank " +
+             std::to_string(ND + 2));
+    const bool track = m.bool_attr("track_running_stats"), affine = m.bool_attr("affine");
+    const CallArg none = CallArg::of(Arg());
+    m.lower_as("torch.nn.functional.instance_norm",
+               {in, track ? m.param("running_mean") : none, track ? m.param("running_var") : none,
+                affine ? m.param("weight") : none, affine ? m.param("bias") : none, CallArg::of(Arg(!track)),
+                CallArg::of(Arg(0.1)), m.attr("eps")});
+  }
+};
 // Activations with no attribute that changes the result: F.op(input[, inplace]).
 template <FixedString Target, bool Inplace>
 struct Activation {
@@ -149,6 +189,39 @@ struct Activation {
     const ModuleCall m(ctx);
     if constexpr (Inplace) m.lower_as(Target.view(), {m.input(), m.attr_or("inplace", Arg(false))});
     else m.lower_as(Target.view(), {m.input()});
+  }
+};
+// Modules (activations, LocalResponseNorm) whose attributes are the functional
+// form's arguments after the input, in that order: F.op(input, attrs...) (inplace left out: it changes no value).
+template <FixedString Target, FixedString... Attrs>
+struct FunctionalWith {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    std::vector<CallArg> args{m.input()};
+    (args.push_back(m.attr(Attrs.view())), ...);
+    m.lower_as(Target.view(), args);
+  }
+};
+// The padding layers: F.pad(input, padding, mode[, value]).
+template <FixedString Mode>
+struct Pad {
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    std::vector<CallArg> args{m.input(), m.attr("padding"), CallArg::of(Arg(std::string(Mode.view())))};
+    if (Mode.view() == "constant") args.push_back(m.attr("value"));
+    m.lower_as("torch.nn.functional.pad", args);
+  }
+};
+struct Prelu {  // F.prelu(input, weight)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.prelu", {m.input(), m.param("weight")});
+  }
+};
+struct Softmax2d {  // F.softmax(input, -3): over the channels of [N, C, H, W] or [C, H, W]
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.softmax", {m.input(), CallArg::of(Arg(std::int64_t{-3}))});
   }
 };
 struct Gelu {  // F.gelu(input, approximate)
@@ -271,6 +344,12 @@ using module_kernels = KernelGroup<
     KernelEntry<"module:torch.nn.modules.batchnorm.BatchNorm2d", module_detail::BatchNorm>,
     KernelEntry<"module:torch.nn.modules.batchnorm.BatchNorm3d", module_detail::BatchNorm>,
     KernelEntry<"module:torch.nn.modules.normalization.LayerNorm", module_detail::LayerNorm>,
+    KernelEntry<"module:torch.nn.modules.normalization.GroupNorm", module_detail::GroupNorm>,
+    KernelEntry<"module:torch.nn.modules.normalization.LocalResponseNorm",
+                module_detail::FunctionalWith<"torch.nn.functional.local_response_norm", "size", "alpha", "beta", "k">>,
+    KernelEntry<"module:torch.nn.modules.instancenorm.InstanceNorm1d", module_detail::InstanceNorm<1>>,
+    KernelEntry<"module:torch.nn.modules.instancenorm.InstanceNorm2d", module_detail::InstanceNorm<2>>,
+    KernelEntry<"module:torch.nn.modules.instancenorm.InstanceNorm3d", module_detail::InstanceNorm<3>>,
     KernelEntry<"module:torch.nn.modules.activation.ReLU", module_detail::Activation<"torch.nn.functional.relu", true>>,
     KernelEntry<"module:torch.nn.modules.activation.SiLU", module_detail::Activation<"torch.nn.functional.silu", true>>,
     KernelEntry<"module:torch.nn.modules.activation.Hardswish", module_detail::Activation<"torch.nn.functional.hardswish", true>>,
@@ -281,6 +360,44 @@ using module_kernels = KernelGroup<
     KernelEntry<"module:torch.nn.modules.activation.Hardtanh", module_detail::Hardtanh>,
     KernelEntry<"module:torch.nn.modules.activation.ReLU6", module_detail::Hardtanh>,
     KernelEntry<"module:torch.nn.modules.activation.LeakyReLU", module_detail::LeakyRelu>,
+    KernelEntry<"module:torch.nn.modules.activation.ELU", module_detail::FunctionalWith<"torch.nn.functional.elu", "alpha">>,
+    KernelEntry<"module:torch.nn.modules.activation.CELU", module_detail::FunctionalWith<"torch.nn.functional.celu", "alpha">>,
+    KernelEntry<"module:torch.nn.modules.activation.SELU", module_detail::FunctionalWith<"torch.nn.functional.selu">>,
+    KernelEntry<"module:torch.nn.modules.activation.Softplus",
+                module_detail::FunctionalWith<"torch.nn.functional.softplus", "beta", "threshold">>,
+    KernelEntry<"module:torch.nn.modules.activation.Softshrink", module_detail::FunctionalWith<"torch.nn.functional.softshrink", "lambd">>,
+    KernelEntry<"module:torch.nn.modules.activation.Hardshrink", module_detail::FunctionalWith<"torch.nn.functional.hardshrink", "lambd">>,
+    KernelEntry<"module:torch.nn.modules.activation.Threshold",
+                module_detail::FunctionalWith<"torch.nn.functional.threshold", "threshold", "value">>,
+    KernelEntry<"module:torch.nn.modules.activation.RReLU", module_detail::FunctionalWith<"torch.nn.functional.rrelu", "lower", "upper">>,
+    KernelEntry<"module:torch.nn.modules.activation.Mish", module_detail::FunctionalWith<"torch.nn.functional.mish">>,
+    KernelEntry<"module:torch.nn.modules.activation.Softsign", module_detail::FunctionalWith<"torch.nn.functional.softsign">>,
+    KernelEntry<"module:torch.nn.modules.activation.Tanhshrink", module_detail::FunctionalWith<"torch.nn.functional.tanhshrink">>,
+    KernelEntry<"module:torch.nn.modules.activation.LogSigmoid", module_detail::FunctionalWith<"torch.nn.functional.log_sigmoid">>,
+    KernelEntry<"module:torch.nn.modules.activation.GLU", module_detail::FunctionalWith<"torch.nn.functional.glu", "dim">>,
+    KernelEntry<"module:torch.nn.modules.activation.Softmin", module_detail::FunctionalWith<"torch.nn.functional.softmin", "dim">>,
+    KernelEntry<"module:torch.nn.modules.pixelshuffle.PixelShuffle",
+                module_detail::FunctionalWith<"torch.nn.functional.pixel_shuffle", "upscale_factor">>,
+    KernelEntry<"module:torch.nn.modules.pixelshuffle.PixelUnshuffle",
+                module_detail::FunctionalWith<"torch.nn.functional.pixel_unshuffle", "downscale_factor">>,
+    KernelEntry<"module:torch.nn.modules.channelshuffle.ChannelShuffle",
+                module_detail::FunctionalWith<"torch.nn.functional.channel_shuffle", "groups">>,
+    KernelEntry<"module:torch.nn.modules.padding.ReflectionPad1d", module_detail::Pad<"reflect">>,
+    KernelEntry<"module:torch.nn.modules.padding.ReplicationPad1d", module_detail::Pad<"replicate">>,
+    KernelEntry<"module:torch.nn.modules.padding.ConstantPad1d", module_detail::Pad<"constant">>,
+    KernelEntry<"module:torch.nn.modules.padding.ReflectionPad2d", module_detail::Pad<"reflect">>,
+    KernelEntry<"module:torch.nn.modules.padding.ReplicationPad2d", module_detail::Pad<"replicate">>,
+    KernelEntry<"module:torch.nn.modules.padding.ConstantPad2d", module_detail::Pad<"constant">>,
+    KernelEntry<"module:torch.nn.modules.padding.ReflectionPad3d", module_detail::Pad<"reflect">>,
+    KernelEntry<"module:torch.nn.modules.padding.ReplicationPad3d", module_detail::Pad<"replicate">>,
+    KernelEntry<"module:torch.nn.modules.padding.ConstantPad3d", module_detail::Pad<"constant">>,
+    KernelEntry<"module:torch.nn.modules.padding.ZeroPad2d", module_detail::Pad<"constant">>,
+    KernelEntry<"module:torch.nn.modules.pooling.LPPool1d",
+                module_detail::FunctionalWith<"torch.nn.functional.lp_pool1d", "norm_type", "kernel_size", "stride", "ceil_mode">>,
+    KernelEntry<"module:torch.nn.modules.pooling.LPPool2d",
+                module_detail::FunctionalWith<"torch.nn.functional.lp_pool2d", "norm_type", "kernel_size", "stride", "ceil_mode">>,
+    KernelEntry<"module:torch.nn.modules.activation.PReLU", module_detail::Prelu>,
+    KernelEntry<"module:torch.nn.modules.activation.Softmax2d", module_detail::Softmax2d>,
     KernelEntry<"module:torch.nn.modules.activation.Softmax", module_detail::Softmax<false>>,
     KernelEntry<"module:torch.nn.modules.activation.LogSoftmax", module_detail::Softmax<true>>,
     KernelEntry<"module:torch.nn.modules.dropout.Dropout", module_detail::Dropout>,

@@ -1,7 +1,9 @@
 #pragma once
 // Kernels on oneDNN 2.6 primitives, created once when lowering: matrix products, convolution, normalization, pooling, softmax,
-// and attention composed of them.
+// int8 linear, and attention composed of them.
+#include "kiln/kernels/instance_norm.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/local_response_norm.hpp"
 #include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/onednn/attention.hpp"
 #include "kiln/kernels/onednn/batch_norm.hpp"
@@ -9,6 +11,7 @@
 #include "kiln/kernels/onednn/layer_norm.hpp"
 #include "kiln/kernels/onednn/matmul.hpp"
 #include "kiln/kernels/onednn/pooling.hpp"
+#include "kiln/kernels/onednn/qlinear.hpp"
 #include "kiln/kernels/onednn/softmax.hpp"
 
 namespace kiln::kernels {
@@ -74,6 +77,17 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"torch.batch_norm", onednn_detail::AtenBatchNorm<false>>,
     KernelEntry<"aten.native_batch_norm.default", onednn_detail::AtenBatchNorm<true>>,
     KernelEntry<"aten._native_batch_norm_legit_no_training.default", onednn_detail::LegitNoTraining>,
+    KernelEntry<"aten._native_batch_norm_legit.default", onednn_detail::Legit>,
+    KernelEntry<"aten._native_batch_norm_legit.no_stats", onednn_detail::LegitNoStats>,
+    // norms by the input's own statistics (group_norm.hpp, instance_norm.hpp)
+    KernelEntry<"torch.nn.functional.group_norm", norm_detail::GroupNorm>,
+    KernelEntry<"torch.group_norm", norm_detail::GroupNorm>,
+    KernelEntry<"aten.group_norm.default", norm_detail::GroupNorm>,
+    KernelEntry<"aten.native_group_norm.default", norm_detail::NativeGroupNorm>,
+    KernelEntry<"torch.nn.functional.instance_norm", norm_detail::FInstanceNorm>,
+    KernelEntry<"torch.instance_norm", norm_detail::AtenInstanceNorm>,
+    KernelEntry<"aten.instance_norm.default", norm_detail::AtenInstanceNorm>,
+    KernelEntry<"torch.nn.functional.local_response_norm", norm_detail::LocalResponseNorm>,
     // pooling (onednn/pooling.hpp)
     KernelEntry<"torch.nn.functional.max_pool2d", onednn_detail::MaxPool<2, false>>,
     KernelEntry<"torch.max_pool2d", onednn_detail::MaxPool<2, false>>,
@@ -107,6 +121,12 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"aten.adaptive_avg_pool1d.default", onednn_detail::AdaptiveAvgPool<1>>,
     KernelEntry<"torch.nn.functional.adaptive_avg_pool3d", onednn_detail::AdaptiveAvgPool<3>>,
     KernelEntry<"aten.adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
-    KernelEntry<"aten._adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>>;
+    KernelEntry<"aten._adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
+    // int8 linear (onednn/qlinear.hpp)
+    KernelEntry<"onednn.qlinear_prepack.default", onednn_detail::QLinearPrepack>,
+    KernelEntry<"onednn.qlinear_pointwise.default", onednn_detail::QLinearPointwise<false>>,
+    KernelEntry<"onednn.qlinear_pointwise.tensor", onednn_detail::QLinearPointwise<true>>,
+    KernelEntry<"onednn.qlinear_pointwise.binary", onednn_detail::QLinearPointwiseBinary<false>>,
+    KernelEntry<"onednn.qlinear_pointwise.binary_tensor", onednn_detail::QLinearPointwiseBinary<true>>>;
 
 }  // namespace kiln::kernels

@@ -5,10 +5,14 @@
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/shape/copies.hpp"
+#include "kiln/kernels/shape/dead_copy.hpp"
 #include "kiln/kernels/shape/fill_in_place.hpp"
+#include "kiln/kernels/shape/flip.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
+#include "kiln/kernels/shape/repeat.hpp"
 #include "kiln/kernels/shape/scatter.hpp"
 #include "kiln/kernels/shape/shape_facts.hpp"
+#include "kiln/kernels/shape/shuffles.hpp"
 #include "kiln/kernels/shape/shape_values.hpp"
 #include "kiln/kernels/shape/static_factories.hpp"
 #include "kiln/kernels/shape/views.hpp"
@@ -25,6 +29,12 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"aten._reshape_alias.default", shape_detail::ReshapeAlias>,
     KernelEntry<"aten.constant_pad_nd.default", shape_detail::ConstantPadNd>,
     KernelEntry<"torch.nn.functional.pad", shape_detail::FunctionalPad>,
+    KernelEntry<"aten.reflection_pad1d.default", shape_detail::AtenPadMode<shape_detail::PadMode::reflect>>,
+    KernelEntry<"aten.reflection_pad2d.default", shape_detail::AtenPadMode<shape_detail::PadMode::reflect>>,
+    KernelEntry<"aten.reflection_pad3d.default", shape_detail::AtenPadMode<shape_detail::PadMode::reflect>>,
+    KernelEntry<"aten.replication_pad1d.default", shape_detail::AtenPadMode<shape_detail::PadMode::replicate>>,
+    KernelEntry<"aten.replication_pad2d.default", shape_detail::AtenPadMode<shape_detail::PadMode::replicate>>,
+    KernelEntry<"aten.replication_pad3d.default", shape_detail::AtenPadMode<shape_detail::PadMode::replicate>>,
     KernelEntry<"aten.as_strided.default", shape_detail::AsStrided>,
     KernelEntry<"aten.as_strided_.default", shape_detail::InPlaceView<shape_detail::AsStrided>>,
     KernelEntry<"torchvision.ops.stochastic_depth.stochastic_depth", shape_detail::StochasticDepth>,
@@ -47,6 +57,21 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"Tensor.expand", shape_detail::Expand>,
     KernelEntry<"aten.broadcast_to.default", shape_detail::Expand>,
     KernelEntry<"torch.broadcast_to", shape_detail::Expand>,
+    KernelEntry<"aten.repeat.default", shape_detail::Repeat>,
+    KernelEntry<"aten.flip.default", shape_detail::Flip>,
+    KernelEntry<"torch.flip", shape_detail::Flip>,
+    KernelEntry<"Tensor.flip", shape_detail::Flip>,
+    KernelEntry<"torch.pixel_shuffle", shape_detail::PixelShuffle<false>>,
+    KernelEntry<"torch.nn.functional.pixel_shuffle", shape_detail::PixelShuffle<false>>,
+    KernelEntry<"aten.pixel_shuffle.default", shape_detail::PixelShuffle<false>>,
+    KernelEntry<"torch.pixel_unshuffle", shape_detail::PixelShuffle<true>>,
+    KernelEntry<"torch.nn.functional.pixel_unshuffle", shape_detail::PixelShuffle<true>>,
+    KernelEntry<"aten.pixel_unshuffle.default", shape_detail::PixelShuffle<true>>,
+    KernelEntry<"torch.channel_shuffle", shape_detail::ChannelShuffle>,
+    KernelEntry<"torch.nn.functional.channel_shuffle", shape_detail::ChannelShuffle>,
+    KernelEntry<"aten.channel_shuffle.default", shape_detail::ChannelShuffle>,
+    KernelEntry<"aten.copy_.default", shape_detail::DeadWeightCopy>,
+    KernelEntry<"Tensor.repeat", shape_detail::Repeat>,
     KernelEntry<"aten.alias.default", shape_detail::Alias>,
     KernelEntry<"aten.detach.default", shape_detail::Alias>,
     KernelEntry<"torch.detach", shape_detail::Alias>,

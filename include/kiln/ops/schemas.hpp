@@ -5,6 +5,7 @@
 #include "kiln/core/op_schema.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/functional.hpp"
+#include "kiln/ops/onednn.hpp"
 #include "kiln/ops/prims.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/ops/torch.hpp"
@@ -82,5 +83,22 @@ KILN_DECLARE_OP_SCHEMA(quantized_decomposed::quantize_per_channel,
 KILN_DECLARE_OP_SCHEMA(quantized_decomposed::dequantize_per_channel,
                        "input, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype=None");
 KILN_DECLARE_OP_SCHEMA(prims::convert_element_type, "a, dtype");
+
+// The fused int8 linear (PyTorch's onednn library); kiln's qlinear_prepack keeps the [N, K] weight.
+KILN_DECLARE_OP_SCHEMA(onednn::qlinear_prepack, "weight, x_shape");
+KILN_DECLARE_OP_SCHEMA(onednn::qlinear_pointwise,
+                       "qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, bias, output_scale, output_zero_point, "
+                       "output_dtype, post_op_name, post_op_args, post_op_algorithm");
+KILN_DECLARE_OP_SCHEMA(onednn::qlinear_pointwise_tensor,
+                       "qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, bias, output_scale, output_zero_point, "
+                       "output_dtype, post_op_name, post_op_args, post_op_algorithm");
+KILN_DECLARE_OP_SCHEMA(onednn::qlinear_pointwise_binary,
+                       "qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, other, bias, output_scale, output_zero_point, "
+                       "output_dtype, other_scale, other_zp, binary_post_op, binary_alpha, unary_post_op, unary_post_op_args, "
+                       "unary_post_op_algorithm");
+KILN_DECLARE_OP_SCHEMA(onednn::qlinear_pointwise_binary_tensor,
+                       "qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, other, bias, output_scale, output_zero_point, "
+                       "output_dtype, other_scale, other_zp, binary_post_op, binary_alpha, unary_post_op, unary_post_op_args, "
+                       "unary_post_op_algorithm");
 
 }  // namespace kiln::ops_schemas

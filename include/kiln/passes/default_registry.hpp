@@ -23,6 +23,7 @@ PassRegistry default_pass_registry();  // defined where KILN_DEFAULT_REGISTRY_IM
 #include "kiln/passes/pre_grad/conv_bn.hpp"
 #include "kiln/passes/pre_grad_pipeline.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
+#include "kiln/passes/quantization/quantization_pipeline.hpp"
 #include "kiln/passes/split_cat.hpp"
 #include "kiln/passes/split_cat/simplify_passes.hpp"
 #include "kiln/passes/split_cat/merge_passes.hpp"
@@ -47,6 +48,7 @@ PassRegistry default_pass_registry() {
   register_conv_bn_passes(r);
   register_pre_grad_pipeline(r);
   register_quantization_passes(r);
+  register_quantization_pipeline(r);
   register_bucketing_passes(r);
   return r;
 }

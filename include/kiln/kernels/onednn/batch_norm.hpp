@@ -3,7 +3,9 @@
 // running statistics (use_global_stats), where no convolution before it took
 // it in. NCHW-shaped input of any dense layout (channels-last stays so). A
 // relu that alone reads it runs inside the primitive (DenseNet's
-// batch-norm, relu, convolution).
+// batch-norm, relu, convolution). Training mode (batch statistics) runs
+// group_norm.hpp's loop.
+#include "kiln/kernels/group_norm.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 #include "kiln/kernels/onednn/epilogue.hpp"
@@ -83,8 +85,14 @@ inline runtime::ValueId lower_batch_norm(runtime::LowerContext& ctx, const Batch
   return out;
 }
 
-inline void refuse_training(const runtime::LowerContext& ctx, std::size_t pos) {
-  if (ctx.bool_arg(pos, "training", false)) ctx.fail("batch_norm in training mode is not supported (kiln runs inference)");
+// Training mode normalizes by the batch's own statistics (norm_detail); running
+// statistics given with it would be updated in place, which inference does not do.
+inline bool batch_statistics(const runtime::LowerContext& ctx, std::size_t training_pos, std::size_t mean_pos,
+                             std::string_view mean_kw, std::size_t var_pos, std::string_view var_kw) {
+  if (!ctx.bool_arg(training_pos, "training", false)) return false;
+  if (ctx.optional_tensor(mean_pos, mean_kw) || ctx.optional_tensor(var_pos, var_kw))
+    ctx.fail("batch_norm in training mode with running statistics (which it would update) is not supported (kiln runs inference)");
+  return true;
 }
 // The tuple of an aten batch-norm: its other results must be unread.
 inline void tuple_result(runtime::LowerContext& ctx, runtime::ValueId out) {
@@ -95,7 +103,12 @@ inline void tuple_result(runtime::LowerContext& ctx, runtime::ValueId out) {
 // F.batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5).
 struct FBatchNorm {
   static void lower(runtime::LowerContext& ctx) {
-    refuse_training(ctx, 5);
+    if (batch_statistics(ctx, 5, 1, "running_mean", 2, "running_var")) {
+      ctx.set_result(norm_detail::lower_norm(ctx, ctx.tensor(0, "input"), 0, ctx.optional_tensor(3, "weight"),
+                                             ctx.optional_tensor(4, "bias"), ctx.scalar_arg(7, "eps", 1e-5))
+                         .out);
+      return;
+    }
     ctx.set_result(lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(1, "running_mean"), ctx.tensor(2, "running_var"),
                                           ctx.optional_tensor(3, "weight"), ctx.optional_tensor(4, "bias"), ctx.scalar_arg(7, "eps", 1e-5)}));
   }
@@ -104,7 +117,13 @@ struct FBatchNorm {
 template <bool Tuple>
 struct AtenBatchNorm {
   static void lower(runtime::LowerContext& ctx) {
-    refuse_training(ctx, 5);
+    if (batch_statistics(ctx, 5, 3, "running_mean", 4, "running_var")) {
+      const auto r = norm_detail::lower_norm(ctx, ctx.tensor(0, "input"), 0, ctx.optional_tensor(1, "weight"),
+                                             ctx.optional_tensor(2, "bias"), ctx.scalar_arg(7, "eps", 1e-5));
+      if (Tuple) norm_detail::set_tuple(ctx, r);
+      else ctx.set_result(r.out);
+      return;
+    }
     const auto out = lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(3, "running_mean"), ctx.tensor(4, "running_var"),
                                             ctx.optional_tensor(1, "weight"), ctx.optional_tensor(2, "bias"), ctx.scalar_arg(7, "eps", 1e-5)});
     if (Tuple) tuple_result(ctx, out);
@@ -116,6 +135,27 @@ struct LegitNoTraining {
   static void lower(runtime::LowerContext& ctx) {
     tuple_result(ctx, lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(3, "running_mean"), ctx.tensor(4, "running_var"),
                                              ctx.optional_tensor(1, "weight"), ctx.optional_tensor(2, "bias"), ctx.scalar_arg(6, "eps", 1e-5)}));
+  }
+};
+
+// aten._native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps).
+struct Legit {
+  static void lower(runtime::LowerContext& ctx) {
+    if (batch_statistics(ctx, 5, 3, "running_mean", 4, "running_var")) {
+      norm_detail::set_tuple(ctx, norm_detail::lower_norm(ctx, ctx.tensor(0, "input"), 0, ctx.optional_tensor(1, "weight"),
+                                                          ctx.optional_tensor(2, "bias"), ctx.scalar_arg(7, "eps")));
+      return;
+    }
+    tuple_result(ctx, lower_batch_norm(ctx, {ctx.tensor(0, "input"), ctx.tensor(3, "running_mean"), ctx.tensor(4, "running_var"),
+                                             ctx.optional_tensor(1, "weight"), ctx.optional_tensor(2, "bias"), ctx.scalar_arg(7, "eps")}));
+  }
+};
+// aten._native_batch_norm_legit.no_stats(input, weight, bias, training, momentum, eps): batch statistics.
+struct LegitNoStats {
+  static void lower(runtime::LowerContext& ctx) {
+    if (!ctx.bool_arg(3, "training")) ctx.fail("batch_norm without running statistics needs training=True");
+    norm_detail::set_tuple(ctx, norm_detail::lower_norm(ctx, ctx.tensor(0, "input"), 0, ctx.optional_tensor(1, "weight"),
+                                                        ctx.optional_tensor(2, "bias"), ctx.scalar_arg(5, "eps")));
   }
 };
 

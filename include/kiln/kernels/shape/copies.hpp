@@ -9,6 +9,7 @@
 
 #include "kiln/runtime/strided_copy.hpp"
 #include "kiln/kernels/kernel.hpp"
+#include "kiln/kernels/shape/pad_modes.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
@@ -246,7 +247,10 @@ struct ConstantPadNd {
 struct FunctionalPad {
   static void lower(runtime::LowerContext& ctx) {
     const std::string mode = ctx.has(2, "mode") ? ctx.string_arg(2, "mode") : "constant";
-    if (mode != "constant") ctx.fail("pad mode '" + mode + "' has no kernel (constant has)");
+    if (mode != "constant") {
+      if (ctx.has(3, "value") && ctx.scalar_arg(3, "value") != 0.0) ctx.fail("pad mode '" + mode + "' takes no value");
+      return lower_pad_mode(ctx, ctx.tensor(0, "input"), ctx.ints_arg(1, "pad"), pad_mode(ctx, mode), mode);
+    }
     constant_pad(ctx, ctx.tensor(0, "input"), ctx.ints_arg(1, "pad"), ctx.has(3, "value") ? ctx.scalar_arg(3, "value") : 0.0);
   }
 };

@@ -1,8 +1,8 @@
 #pragma once
 // The collectives bucketing groups, as Inductor's bucketing.py recognizes them:
-// a call of all_gather_into_tensor, reduce_scatter_tensor or all_reduce (the
-// functional forms; the `_out` all-gather is not a candidate) waited on by a
-// wait_tensor. Their group keys and the byte size a bucket counts for each.
+// a call of all_gather_into_tensor (or its `_out` form), reduce_scatter_tensor
+// or all_reduce waited on by a wait_tensor. Their group keys and the byte size
+// a bucket counts for each.
 #include <cstdint>
 #include <string>
 
@@ -24,10 +24,22 @@ inline const char* collective_name(Collective c) {
   return "?";
 }
 
+// An all_gather_into_tensor_out whose `out` buffer nothing else reads: the
+// merge replaces its wait but leaves `out` unwritten, so Inductor, which merges
+// every `_out`, would hand a later reader of `out` stale bytes. kiln leaves
+// such a one alone.
+inline bool out_buffer_private(const Node* n) {
+  const Arg* out = n->kwargs().find("out");
+  const Node* buf = out ? out->node() : nullptr;
+  return buf && buf->num_users() == 1;
+}
+
 inline bool is_collective(const Node* n, Collective c) {
   if (!n) return false;
   switch (c) {
-    case Collective::all_gather: return n->is_call(c10d_functional::all_gather_into_tensor);
+    case Collective::all_gather:
+      return n->is_call(c10d_functional::all_gather_into_tensor) ||
+             (n->is_call(c10d_functional::all_gather_into_tensor_out) && out_buffer_private(n));
     case Collective::reduce_scatter: return n->is_call(c10d_functional::reduce_scatter_tensor);
     case Collective::all_reduce: return n->is_call(c10d_functional::all_reduce);
   }

@@ -1,0 +1,196 @@
+#pragma once
+// qlinear post-op fusion, Inductor 2.11's _register_qlinear_unary_fusion and
+// _register_qlinear_binary_fusion: a qlinear_pointwise with no post-op yet
+// (weight prepack's) takes in the ops after it, in three passes (Inductor's
+// pass numbers 3, 4 and 5):
+//   3: int8 output, a quantize_per_tensor ends the chain: qlinear [-> relu |
+//      gelu] -> quantize (unary), and qlinear + other [-> relu] -> quantize,
+//      either input order of the add, other any float32 tensor ("add");
+//   4: float output: qlinear -> relu | gelu (unary); relu(qlinear + accum) ("sum");
+//   5: float output: qlinear + accum ("sum").
+// The fused node is qlinear_pointwise(.tensor) with the post-op, or its
+// .binary(.binary_tensor) form. Checks as Inductor's: a float-output match
+// keeps the qlinear's own output dtype; for the binary forms the two add
+// inputs have one shape and the extra input has no user but the add besides
+// the qlinear's ancestors, and is not the qlinear's input. Counters
+// qlinear_unary_matcher_count/_nodes and qlinear_binary_matcher_count/_nodes,
+// nodes as Inductor counts them: its graph holds gelu decomposed (erf: 5
+// nodes, tanh: 9), kiln's holds one aten.gelu.
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/core/graph.hpp"
+#include "kiln/ops/aten.hpp"
+#include "kiln/ops/onednn.hpp"
+#include "kiln/ops/quantized_decomposed.hpp"
+#include "kiln/passes/counters.hpp"
+#include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
+
+namespace kiln {
+
+namespace quantization_detail {
+
+inline Node* qlinear_of(const std::vector<Node*>& nodes) {
+  return find_target(nodes, {onednn::qlinear_pointwise, onednn::qlinear_pointwise_tensor});
+}
+
+inline std::string string_arg(const Node* n, std::size_t i) {
+  const auto* s = i < n->args().size() ? n->arg(i).get_if<std::string>() : nullptr;
+  return s ? *s : std::string();
+}
+
+// gelu's approximate ("none" when not given).
+inline std::string gelu_approximate(const Node* gelu) {
+  if (const Arg* a = gelu->kwargs().find("approximate"))
+    if (const auto* s = a->get_if<std::string>()) return *s;
+  return gelu->args().size() > 1 ? string_arg(gelu, 1) : std::string("none");
+}
+
+// The post-ops of one match: the unary op (before the add, or after it in the binary forms) and the binary one.
+struct PostOps {
+  std::string binary = "none", unary = "none", algorithm;
+};
+inline PostOps post_ops_of(const std::vector<Node*>& nodes, bool binary, bool quantized) {
+  PostOps p;
+  if (binary) p.binary = quantized ? "add" : "sum";
+  if (find_target(nodes, {aten::relu})) p.unary = "relu";
+  if (const Node* gelu = find_target(nodes, {aten::gelu})) {
+    p.unary = "gelu";
+    p.algorithm = gelu_approximate(gelu);
+  }
+  return p;
+}
+
+// The output's dtype, float32 unless a quantize ends the match.
+inline DType fused_output_dtype(const std::vector<Node*>& nodes) {
+  const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
+  const auto* d = q && q->args().size() > 5 ? q->arg(5).get_if<DType>() : nullptr;
+  return d ? *d : DType::float32;
+}
+
+// Inductor's _get_remaining_users: users of `extra` that are not ancestors of `compute`.
+inline std::size_t remaining_users(const Node* extra, const Node* compute) {
+  std::unordered_set<const Node*> ancestors;
+  std::vector<const Node*> todo{compute};
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    for (const Node* in : n->all_input_nodes())
+      if (ancestors.insert(in).second) todo.push_back(in);
+  }
+  std::size_t count = 0;
+  for (const Node* u : extra->users()) count += ancestors.count(u) ? 0 : 1;
+  return count;
+}
+
+// Inductor's checks (see the top), and the gelu forms and float32 extra input kiln's kernel takes.
+inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, bool binary) {
+  const Node* ql = qlinear_of(nodes);
+  if (!ql || string_arg(ql, 10) != "none") return false;
+  const DType out = fused_output_dtype(nodes);
+  if (out == DType::float32 && !arg_is_dtype(ql, 9, DType::float32)) return false;
+  if (const Node* gelu = find_target(nodes, {aten::gelu})) {
+    const std::string a = gelu_approximate(gelu);
+    if (a != "none" && a != "tanh") return false;
+  }
+  if (!binary) return true;
+  const Node* add = find_target(nodes, {aten::add_Tensor});
+  if (!add || add->args().size() != 2 || add->kwargs().find("alpha")) return false;
+  const Node* extra = add->arg(0).node() == ql ? add->arg(1).node() : add->arg(0).node();
+  const TensorMeta* em = extra ? extra->meta.val.tensor() : nullptr;
+  const TensorMeta* qm = ql->meta.val.tensor();
+  if (!em || !qm || !(em->shape == qm->shape) || em->dtype != DType::float32) return false;
+  return remaining_users(extra, ql) <= 1 && extra != ql->arg(0).node();
+}
+
+// The fused node's arguments: the qlinear's operands, the output's quantization, the post-ops.
+inline Node* fuse_post_ops(Graph& g, const std::vector<Node*>& nodes, Node* out, bool binary) {
+  const Node* ql = qlinear_of(nodes);
+  const DType dtype = fused_output_dtype(nodes);
+  const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
+  const Arg o_scale = q ? q->arg(1) : Arg(1.0), o_zp = q ? q->arg(2) : Arg(std::int64_t{0});
+  const PostOps p = post_ops_of(nodes, binary, q != nullptr);
+  const bool tensors = ql->target() == onednn::qlinear_pointwise_tensor;
+  ArgList args{ql->arg(0), ql->arg(1), ql->arg(2), ql->arg(3), ql->arg(4), ql->arg(5)};
+  if (!binary) {
+    for (const Arg& a : {ql->arg(6), o_scale, o_zp, Arg(dtype), Arg(p.unary), Arg(ArgList{}), Arg(p.algorithm)}) args.push_back(a);
+  } else {
+    const Node* add = find_target(nodes, {aten::add_Tensor});
+    const Arg other = add->arg(0).node() == ql ? add->arg(1) : add->arg(0);
+    for (const Arg& a : {other, ql->arg(6), o_scale, o_zp, Arg(dtype), Arg(1.0), Arg(std::int64_t{0}), Arg(p.binary), Arg(1.0),
+                         Arg(p.unary), Arg(ArgList{}), Arg(p.algorithm)})
+      args.push_back(a);
+  }
+  const OpRef target = binary ? (tensors ? onednn::qlinear_pointwise_binary_tensor : onednn::qlinear_pointwise_binary)
+                              : (tensors ? onednn::qlinear_pointwise_tensor : onednn::qlinear_pointwise);
+  Node* fused = g.call_function(target, args);
+  fused->meta = out->meta;
+  out->replace_all_uses_with(fused);
+  return fused;
+}
+
+// The matched nodes as Inductor counts them (its gelu is decomposed).
+inline std::int64_t inductor_fusion_nodes(const std::vector<Node*>& nodes) {
+  std::int64_t n = static_cast<std::int64_t>(nodes.size());
+  if (const Node* gelu = find_target(nodes, {aten::gelu})) n += gelu_approximate(gelu) == "tanh" ? 8 : 4;
+  return n;
+}
+
+}  // namespace quantization_detail
+
+// Registers the fusions into `passes` (three: Inductor's pass numbers 3, 4, 5); counted into `counters` when given.
+inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passes, Counters* counters = nullptr) {
+  using namespace pattern;
+  namespace qd = quantization_detail;
+  const auto handler = [counters](bool binary) {
+    return [counters, binary](auto& m, Graph& g, Node* out) {
+      const std::int64_t nodes = qd::inductor_fusion_nodes(m.nodes());
+      qd::fuse_post_ops(g, m.nodes(), out, binary);
+      m.erase_nodes();
+      if (!counters) return;
+      counters->increment(binary ? "qlinear_binary_matcher_count" : "qlinear_unary_matcher_count", 1);
+      counters->increment(binary ? "qlinear_binary_matcher_nodes" : "qlinear_unary_matcher_nodes", nodes);
+    };
+  };
+  const auto check = [](bool binary) { return [binary](const auto& m) { return qd::valid_post_op_fusion(m.nodes(), binary); }; };
+  const auto ql = CallFunction({onednn::qlinear_pointwise, onednn::qlinear_pointwise_tensor}, kw<"x">, kw<"x_scale">, kw<"x_zp">,
+                               kw<"packed_weight">, kw<"w_scale">, kw<"w_zp">, kw<"b">, kw<"output_scale">, kw<"output_zero_point">,
+                               kw<"output_dtype">, kw<"postop_name">, kw<"postop_args">, kw<"postop_algorithm">);
+  const auto quant = [](auto inner) {
+    return CallFunction(quantized_decomposed::quantize_per_tensor, inner, kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">,
+                        kw<"o_dtype">);
+  };
+  const auto relu = [](auto inner) { return CallFunction(aten::relu, inner); };
+  const auto gelu = CallFunction(aten::gelu, ql);
+  const auto add = CallFunction(aten::add_Tensor, ql, kw<"other">);
+  const auto add_swapped = CallFunction(aten::add_Tensor, kw<"other">, ql);
+  const auto opts = [](std::size_t pass, const char* name) { return PatternOptions{.name = name, .pass_number = pass}; };
+  // Pass 3 (Inductor's): int8 output.
+  passes.register_pattern(quant(ql), handler(false), check(false), opts(0, "qlinear_unary: quant(qlinear)"));
+  passes.register_pattern(quant(relu(ql)), handler(false), check(false), opts(0, "qlinear_unary: quant(relu(qlinear))"));
+  passes.register_pattern(quant(gelu), handler(false), check(false), opts(0, "qlinear_unary: quant(gelu(qlinear))"));
+  passes.register_pattern(quant(add), handler(true), check(true), opts(0, "qlinear_binary: quant(qlinear + other)"));
+  passes.register_pattern(quant(add_swapped), handler(true), check(true), opts(0, "qlinear_binary: quant(other + qlinear)"));
+  passes.register_pattern(quant(relu(add)), handler(true), check(true), opts(0, "qlinear_binary: quant(relu(qlinear + other))"));
+  passes.register_pattern(quant(relu(add_swapped)), handler(true), check(true), opts(0, "qlinear_binary: quant(relu(other + qlinear))"));
+  // Pass 4: float output, unary, and sum then relu.
+  passes.register_pattern(relu(ql), handler(false), check(false), opts(1, "qlinear_unary: relu(qlinear)"));
+  passes.register_pattern(gelu, handler(false), check(false), opts(1, "qlinear_unary: gelu(qlinear)"));
+  passes.register_pattern(relu(add), handler(true), check(true), opts(1, "qlinear_binary: relu(qlinear + accum)"));
+  passes.register_pattern(relu(add_swapped), handler(true), check(true), opts(1, "qlinear_binary: relu(accum + qlinear)"));
+  // Pass 5: float output, sum.
+  passes.register_pattern(add, handler(true), check(true), opts(2, "qlinear_binary: qlinear + accum"));
+  passes.register_pattern(add_swapped, handler(true), check(true), opts(2, "qlinear_binary: accum + qlinear"));
+}
+
+// Applies the three fusion passes over `g`; returns the number of fusions.
+inline std::size_t qlinear_post_op_fusion(Graph& g, Counters* counters = nullptr) {
+  PatternMatcherPasses passes(3, "qlinear_post_op_fusion");
+  register_qlinear_post_op_fusion_patterns(passes, counters);
+  return passes.apply(g, counters);
+}
+
+}  // namespace kiln

@@ -1,0 +1,148 @@
+#pragma once
+// qlinear weight prepack, the second of Inductor 2.11's quantization passes
+// (_register_qlinear_weight_prepack, pass_number 1, after dequant promotion):
+// a per-tensor dequantized uint8/int8 activation, read only by a linear whose
+// weight is an int8 [N, K] tensor dequantized per output channel (axis 0),
+// becomes onednn.qlinear_pointwise (or .tensor, for the .tensor dequantize) on
+// onednn.qlinear_prepack(weight, x_shape), with a float32 output and no post-op
+// yet. Forms: kiln's aten.linear, with and without bias; Inductor's decomposed
+// addmm(bias, x, permute(w)) and mm(x, permute(w)), 2-D or between reshapes
+// (an input of rank > 2). Counters: qlinear_weight_prepack_matcher_count, and
+// _nodes as Inductor counts them on its decomposed graph, where a linear is a
+// permute and an addmm (or mm), plus two reshapes over an input of rank > 2.
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "kiln/core/graph.hpp"
+#include "kiln/ops/aten.hpp"
+#include "kiln/ops/onednn.hpp"
+#include "kiln/ops/quantized_decomposed.hpp"
+#include "kiln/passes/counters.hpp"
+#include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/passes/quantization/dequant_promotion.hpp"
+
+namespace kiln {
+
+namespace quantization_detail {
+
+inline Node* find_target(const std::vector<Node*>& nodes, std::initializer_list<OpRef> targets) {
+  for (Node* n : nodes)
+    for (const OpRef& t : targets)
+      if (n->op() == OpKind::call_function && n->target() == t) return n;
+  return nullptr;
+}
+
+inline bool arg_is_int(const Node* n, std::size_t i, std::int64_t v) {
+  const auto* p = i < n->args().size() ? n->arg(i).get_if<std::int64_t>() : nullptr;
+  return p && *p == v;
+}
+inline bool arg_is_dtype(const Node* n, std::size_t i, DType d) {
+  const auto* p = i < n->args().size() ? n->arg(i).get_if<DType>() : nullptr;
+  return p && *p == d;
+}
+
+// Inductor's _is_valid_dequant_linear_pattern (the dequantize has one user),
+// and what kiln's int8 kernel needs: a uint8/int8 activation, an int8 2-d
+// weight dequantized per output channel, a transpose [1, 0] where there is one.
+inline bool valid_dequant_linear(const std::vector<Node*>& nodes) {
+  const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor, quantized_decomposed::dequantize_per_tensor_tensor});
+  const Node* dqc = find_target(nodes, {quantized_decomposed::dequantize_per_channel});
+  if (!dq || !dqc || dq->num_users() != 1) return false;
+  if (!arg_is_dtype(dq, 5, DType::uint8) && !arg_is_dtype(dq, 5, DType::int8)) return false;
+  if (!arg_is_int(dqc, 3, 0) || !arg_is_dtype(dqc, 6, DType::int8)) return false;
+  const Node* w = dqc->arg(0).node();
+  const TensorMeta* wm = w ? w->meta.val.tensor() : nullptr;
+  if (!wm || wm->rank() != 2 || wm->dtype != DType::int8) return false;
+  if (const Node* t = find_target(nodes, {aten::permute})) {
+    const auto* axes = t->args().size() > 1 ? t->arg(1).get_if<ArgList>() : nullptr;
+    if (!axes || axes->size() != 2 || !pattern::python_equal((*axes)[0], Arg(1)) || !pattern::python_equal((*axes)[1], Arg(0))) return false;
+  }
+  return true;
+}
+
+// The activation's shape for qlinear_prepack's x_shape; None where a dim is symbolic.
+inline Arg static_shape(const Node* n) {
+  const TensorMeta* t = n ? n->meta.val.tensor() : nullptr;
+  if (!t) return Arg();
+  ArgList dims;
+  for (const Dim& d : t->shape) {
+    if (!is_static(d)) return Arg();
+    dims.push_back(std::get<std::int64_t>(d));
+  }
+  return dims;
+}
+
+// Replaces the matched linear (ending at `out`) by qlinear_pointwise on the packed weight.
+inline void prepack_qlinear(Graph& g, const std::vector<Node*>& nodes, Node* out, const Arg& bias) {
+  const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor, quantized_decomposed::dequantize_per_tensor_tensor});
+  const Node* dqc = find_target(nodes, {quantized_decomposed::dequantize_per_channel});
+  Node* qx = dq->arg(0).node();
+  Node* packed = g.call_function(onednn::qlinear_prepack, {dqc->arg(0), static_shape(qx)});
+  packed->meta = dqc->arg(0).node()->meta;
+  const bool tensors = dq->target() == quantized_decomposed::dequantize_per_tensor_tensor;
+  Node* q = g.call_function(tensors ? onednn::qlinear_pointwise_tensor : onednn::qlinear_pointwise,
+                            {dq->arg(0), dq->arg(1), dq->arg(2), packed, dqc->arg(1), dqc->arg(2), bias, 1.0, std::int64_t{0},
+                             Arg(DType::float32), std::string("none"), ArgList{}, std::string("")});
+  q->meta = out->meta;
+  out->replace_all_uses_with(q);
+}
+
+// Whether the match binds `name` (patterns with and without a bias share one handler).
+template <class M>
+constexpr bool binds(std::string_view name) {
+  for (std::string_view n : std::remove_cvref_t<M>::capture_names())
+    if (n == name) return true;
+  return false;
+}
+
+}  // namespace quantization_detail
+
+// Registers the prepack patterns into `pass`; matches are counted into `counters` when given.
+inline void register_qlinear_weight_prepack_patterns(PatternMatcherPass& pass, Counters* counters = nullptr) {
+  using namespace pattern;
+  namespace qd = quantization_detail;
+  const auto handler = [counters](auto& m, Graph& g, Node* out) {
+    kiln::Arg bias;
+    if constexpr (qd::binds<decltype(m)>("b")) bias = get<"b">(m);
+    std::int64_t nodes = static_cast<std::int64_t>(m.nodes().size());
+    if (out->target() == aten::linear) {
+      const Node* x = out->arg(0).node();
+      const TensorMeta* xm = x ? x->meta.val.tensor() : nullptr;
+      nodes += 1 + (xm && xm->rank() > 2 ? 2 : 0);
+    }
+    qd::prepack_qlinear(g, m.nodes(), out, bias);
+    m.erase_nodes();
+    if (counters) {
+      counters->increment("qlinear_weight_prepack_matcher_count", 1);
+      counters->increment("qlinear_weight_prepack_matcher_nodes", nodes);
+    }
+  };
+  const auto check = [](const auto& m) { return qd::valid_dequant_linear(m.nodes()); };
+  const auto dq = qd::dequantize_per_tensor_activation();
+  const auto dqc = CallFunction(quantized_decomposed::dequantize_per_channel, kw<"q_weight">, kw<"w_scale">, kw<"w_zp">,
+                                kw<"w_axis">, kw<"w_quant_min">, kw<"w_quant_max">, kw<"w_dtype">);
+  const auto t = CallFunction(aten::permute, dqc, kw<"permute_axes">);
+  const auto act2d = CallFunction(aten::reshape, dq, kw<"act_reshape_size">);
+  const auto out_nd = [](auto inner) { return CallFunction(aten::reshape, inner, kw<"output_reshape_size">); };
+  pass.register_pattern(CallFunction(aten::linear, dq, dqc, kw<"b">), handler, check,
+                        PatternOptions{.name = "qlinear_weight_prepack: linear(dequant, dequant_per_channel, b)"});
+  pass.register_pattern(CallFunction(aten::linear, dq, dqc), handler, check,
+                        PatternOptions{.name = "qlinear_weight_prepack: linear(dequant, dequant_per_channel)"});
+  pass.register_pattern(out_nd(CallFunction(aten::addmm, kw<"b">, act2d, t)), handler, check,
+                        PatternOptions{.name = "qlinear_weight_prepack: reshape(addmm(b, reshape(dequant), t))"});
+  pass.register_pattern(out_nd(CallFunction(aten::mm, act2d, t)), handler, check,
+                        PatternOptions{.name = "qlinear_weight_prepack: reshape(mm(reshape(dequant), t))"});
+  pass.register_pattern(CallFunction(aten::addmm, kw<"b">, dq, t), handler, check,
+                        PatternOptions{.name = "qlinear_weight_prepack: addmm(b, dequant, t)"});
+  pass.register_pattern(CallFunction(aten::mm, dq, t), handler, check, PatternOptions{.name = "qlinear_weight_prepack: mm(dequant, t)"});
+}
+
+// Applies the weight prepack once over `g`; returns the number of linears replaced.
+inline std::size_t qlinear_weight_prepack(Graph& g, Counters* counters = nullptr) {
+  PatternMatcherPass pass("qlinear_weight_prepack");
+  register_qlinear_weight_prepack_patterns(pass, counters);
+  return pass.apply(g, counters);
+}
+
+}  // namespace kiln
