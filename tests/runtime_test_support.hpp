@@ -12,6 +12,17 @@
 
 namespace kiln::test {
 
+// Shapes written as integer lists in the tests, and the two forms a graph takes them in.
+using Dims = std::vector<std::int64_t>;
+
+inline std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
+
+inline ArgList ints(const Dims& v) {
+  ArgList l;
+  for (std::int64_t x : v) l.push_back(Arg(x));
+  return l;
+}
+
 inline TensorMeta meta(std::vector<Dim> shape, DType dtype = DType::float32) {
   return TensorMeta{std::move(shape), dtype, std::nullopt};
 }

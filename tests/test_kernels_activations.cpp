@@ -18,20 +18,14 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::dims_of;
+using test::ints;
 using test::random_tensor;
 
 namespace {
 
-using Dims = std::vector<std::int64_t>;
-std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
-
 // Values spread over [-6, 6], so that thresholds and both branches are hit.
-ArgList ints(const Dims& v) {
-  ArgList l;
-  for (std::int64_t x : v) l.push_back(Arg(x));
-  return l;
-}
-
 Tensor wide_input(const Dims& shape, unsigned seed = 7) {
   Tensor t = random_tensor(shape, seed);
   for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 2.5f;

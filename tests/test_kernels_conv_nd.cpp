@@ -14,11 +14,13 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::dims_of;
+using test::ints;
 using test::random_tensor;
 
 namespace {
 
-using Dims = std::vector<std::int64_t>;
 
 struct ConvCase {
   std::int64_t N, C, OC;
@@ -105,13 +107,6 @@ double worst_rel(const std::vector<double>& ref, const Tensor& out) {
   }
   return err / scale;
 }
-
-ArgList ints(const Dims& v) {
-  ArgList l;
-  for (std::int64_t x : v) l.push_back(Arg(x));
-  return l;
-}
-std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
 
 enum class Form { aten, torch, functional, aten_nd };  // aten_nd: aten.convNd.default
 

@@ -21,19 +21,13 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::dims_of;
+using test::ints;
 using test::random_tensor;
 
 namespace {
 
-using Dims = std::vector<std::int64_t>;
-
-std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
-
-ArgList ints(const Dims& v) {
-  ArgList l;
-  for (std::int64_t x : v) l.push_back(Arg(x));
-  return l;
-}
 
 // Positive values (a variance).
 Tensor positive_tensor(runtime::Shape shape, unsigned seed) {

@@ -17,13 +17,13 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::dims_of;
+using test::ints;
 using test::random_tensor;
 
 namespace {
 
-using Dims = std::vector<std::int64_t>;
-
-std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
 
 Node* call(Graph& g, const char* target, ArgList args, ArgDict kw = {}, std::string name = "") {
   return g.call_function(OpRef(target), std::move(args), std::move(kw), std::move(name));

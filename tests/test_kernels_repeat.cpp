@@ -15,18 +15,12 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::dims_of;
+using test::ints;
 using test::random_tensor;
 
 namespace {
-
-using Dims = std::vector<std::int64_t>;
-std::vector<Dim> dims_of(const Dims& v) { return std::vector<Dim>(v.begin(), v.end()); }
-
-ArgList ints(const Dims& v) {
-  ArgList l;
-  for (std::int64_t x : v) l.push_back(Arg(x));
-  return l;
-}
 
 void check_repeat(const char* target, const Tensor& x, const Dims& reps, bool varargs = false) {
   CAPTURE(target);

@@ -19,16 +19,16 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::ints;
 using test::random_tensor;
 
 namespace {
 
-using Dims = std::vector<std::int64_t>;
 using Scales = std::vector<std::optional<double>>;
 
 enum class Mode { nearest, nearest_exact, linear, cubic };
 
-ArgList ints(const Dims& v) { return ArgList(v.begin(), v.end()); }
 ArgList floats(const std::vector<double>& v) { return ArgList(v.begin(), v.end()); }
 
 // One output index's source taps along one axis: (input index, weight).

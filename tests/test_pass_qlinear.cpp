@@ -14,14 +14,14 @@
 #include "kiln/ops.hpp"
 #include "kiln/passes/pass_manager.hpp"
 #include "kiln/passes/quantization/quantization_pipeline.hpp"
+#include "quant_graph_support.hpp"
 
 using namespace kiln;
+using test::count;
 
 namespace {
 
 TensorMeta meta(std::vector<Dim> shape, DType dtype = DType::float32) { return TensorMeta{std::move(shape), dtype, std::nullopt}; }
-
-int count(const Graph& g, OpRef target) { return static_cast<int>(g.find_nodes(OpKind::call_function, target).size()); }
 
 Node* only(const Graph& g, OpRef target) {
   const auto v = g.find_nodes(OpKind::call_function, target);
@@ -36,11 +36,7 @@ struct QLinearGraph {
   explicit QLinearGraph(std::vector<Dim> shape, bool bias = true, bool tensor_overload = false) {
     const std::int64_t k = std::get<std::int64_t>(shape.back()), n = 8;
     qx = g.placeholder("qx", meta(shape, DType::uint8));
-    ArgList dq_args{qx, 0.05, 128, 0, 255, Arg(DType::uint8)};
-    if (tensor_overload) dq_args[1] = g.placeholder("s", meta({})), dq_args[2] = g.placeholder("z", meta({}, DType::int64));
-    dq = g.call_function(tensor_overload ? quantized_decomposed::dequantize_per_tensor_tensor : quantized_decomposed::dequantize_per_tensor,
-                         dq_args);
-    dq->meta.val = meta(shape);
+    dq = test::dequantize_uint8(g, qx, shape, tensor_overload);
     wq = g.placeholder("wq", meta({n, k}, DType::int8));
     dqc = g.call_function(quantized_decomposed::dequantize_per_channel,
                           {wq, g.placeholder("ws", meta({n})), g.placeholder("wz", meta({n}, DType::int64)), 0, -128, 127, Arg(DType::int8)});

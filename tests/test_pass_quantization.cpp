@@ -14,14 +14,14 @@
 #include "kiln/ops.hpp"
 #include "kiln/passes/pass_manager.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
+#include "quant_graph_support.hpp"
 
 using namespace kiln;
+using test::count;
 
 namespace {
 
 TensorMeta meta(std::vector<Dim> shape, DType dtype = DType::float32) { return TensorMeta{std::move(shape), dtype, std::nullopt}; }
-
-int count(const Graph& g, OpRef target) { return static_cast<int>(g.find_nodes(OpKind::call_function, target).size()); }
 
 // x -> quantize -> dequantize (-> to bf16) (-> reshape), read by `users`
 // linears, and by a relu too when `dq_read_elsewhere`.
@@ -35,14 +35,7 @@ struct QdqGraph {
     Node* w = g.placeholder("w", meta({8, shape.back()}));
     q = g.call_function(quantized_decomposed::quantize_per_tensor, {x, 0.05, 128, 0, 255, Arg(DType::uint8)});
     q->meta.val = meta(shape, DType::uint8);
-    ArgList dq_args{q, 0.05, 128, 0, 255, Arg(DType::uint8)};
-    if (tensor_overload) {
-      dq_args[1] = g.placeholder("s", meta({}));
-      dq_args[2] = g.placeholder("z", meta({}, DType::int64));
-    }
-    dq = g.call_function(tensor_overload ? quantized_decomposed::dequantize_per_tensor_tensor : quantized_decomposed::dequantize_per_tensor,
-                         dq_args);
-    dq->meta.val = meta(shape);
+    dq = test::dequantize_uint8(g, q, shape, tensor_overload);
     end = dq;
     if (to_bf16) {
       end = g.call_function(prims::convert_element_type, {end, Arg(DType::bfloat16)});
