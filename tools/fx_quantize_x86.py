@@ -1,0 +1,308 @@
+"""The x86 int8 recipe of Inductor's X86InductorQuantizer, applied to an
+aten-level torch.fx graph (``export_fx.py --quantize x86``).
+
+Neither Debian's PyTorch 1.13 nor the device's 2.x has a PT2E quantizer to
+call, so the recipe is written out here:
+
+* activations: per-tensor affine uint8 (quant_min 0, quant_max 255), scale and
+  zero point from PyTorch's MinMaxObserver over the example inputs' float run;
+* weights of convolutions and linears: per-channel symmetric int8 along axis 0
+  (quant_min -128, quant_max 127, PerChannelMinMaxObserver), stored as int8
+  constants with float32 scales and int64 zero points, read through
+  ``dequantize_per_channel``; biases stay float32;
+* a conv or linear, with a following unary op (conv: relu, hardtanh,
+  hardswish, silu; linear: relu, gelu) or else with an add of another tensor
+  and an optional relu after it, is one quantized unit:
+  its activation input and an add's other input get a quantize/dequantize
+  pair, its output does not (the next quantized op quantizes it);
+* an add of two tensors outside such a unit gets a pair on both inputs;
+* max-pool and cat whose inputs are all outputs of quantized units get pairs
+  on their inputs and on their output, sharing one scale and zero point
+  (cat's from the range of all its inputs).
+
+A linear's ``aten.t`` of its weight becomes ``aten.permute(w, [1, 0])`` (the
+form torch.export gives and kiln's qlinear passes match), and in-place relu_,
+hardtanh_ and add_ become their functional ops so every value is written once.
+
+The quantize/dequantize nodes call the Python functions below, whose
+``kiln_target`` is the ``quantized_decomposed`` op's name written to the JSON.
+They compute with PyTorch's own torch.quantize_per_tensor / per_channel and
+.dequantize() (round half to even, clamped), so running the rewritten graph
+gives the reference outputs on either PyTorch version.
+"""
+
+import operator
+
+import torch
+import torch.fx
+
+Q_TENSOR = "quantized_decomposed.quantize_per_tensor.default"
+DQ_TENSOR = "quantized_decomposed.dequantize_per_tensor.default"
+DQ_CHANNEL = "quantized_decomposed.dequantize_per_channel.default"
+
+_QDTYPES = {torch.uint8: torch.quint8, torch.int8: torch.qint8}
+
+
+def quantize_per_tensor(x, scale, zero_point, quant_min, quant_max, dtype):
+    q = torch.quantize_per_tensor(x.float(), scale, zero_point, _QDTYPES[dtype])
+    return q.int_repr().clamp(quant_min, quant_max)
+
+
+def dequantize_per_tensor(q, scale, zero_point, quant_min, quant_max, dtype):
+    return torch._make_per_tensor_quantized_tensor(q, scale, zero_point).dequantize()
+
+
+def dequantize_per_channel(q, scales, zero_points, axis, quant_min, quant_max, dtype):
+    return torch._make_per_channel_quantized_tensor(q, scales.double(), zero_points, axis).dequantize()
+
+
+quantize_per_tensor.kiln_target = Q_TENSOR
+dequantize_per_tensor.kiln_target = DQ_TENSOR
+dequantize_per_channel.kiln_target = DQ_CHANNEL
+
+# --------------------------------------------------------------------------
+# graph shapes
+
+_INPLACE = {"aten.relu_.default": "relu", "aten.hardtanh_.default": "hardtanh", "aten.add_.Tensor": "add"}
+_CONV_UNARY = ("aten.relu.default", "aten.hardtanh.default", "aten.hardswish.default", "aten.silu.default")
+_LINEAR_UNARY = ("aten.relu.default", "aten.gelu.default")
+
+
+def _t(n):
+    return str(n.target) if n.op == "call_function" else None
+
+
+def _functionalize(graph):
+    """relu_ / hardtanh_ / add_ -> relu / hardtanh / add; later readers of the
+    mutated tensor read the new node."""
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for n in list(graph.nodes):
+        name = _INPLACE.get(_t(n))
+        if name is None:
+            continue
+        overload = "Tensor" if name == "add" else "default"
+        n.target = getattr(getattr(torch.ops.aten, name), overload)
+        src = n.args[0]
+        for u in list(src.users):
+            if u is not n and order[u] > order[n]:
+                u.replace_input_with(src, n)
+
+
+def _only_user(n):
+    return next(iter(n.users)) if len(n.users) == 1 else None
+
+
+def _weight_of_linear(n):
+    """(activation, t node, weight get_attr) of addmm(b, x, t(w)) / mm(x, t(w)), else None."""
+    if _t(n) == "aten.addmm.default":
+        x, t = n.args[1], n.args[2]
+    elif _t(n) == "aten.mm.default":
+        x, t = n.args[0], n.args[1]
+    else:
+        return None
+    if not isinstance(t, torch.fx.Node) or _t(t) != "aten.t.default":
+        return None
+    w = t.args[0]
+    return (x, t, w) if w.op == "get_attr" else None
+
+
+class _Plan:
+    """Which edges (producer -> consumer) are quantized, by which observer group."""
+
+    def __init__(self):
+        self.edges = []          # (producer, consumer, group)
+        self.shared_out = []     # (node whose output is quantized, group)
+        self.quantized = set()   # outputs of quantized units (and of max-pool / cat over them)
+        self.convs = []          # conv nodes
+        self.linears = []        # (node, t node, weight)
+        self.done = set()
+
+    def edge(self, producer, consumer, group=None):
+        if isinstance(producer, torch.fx.Node):
+            self.edges.append((producer, consumer, producer if group is None else group))
+
+
+def _plan_unit(plan, n):
+    """A conv or linear and the nodes fused with it; returns the unit's last node."""
+    end = n
+    u = _only_user(end)
+    unary = _CONV_UNARY if n in plan.convs else _LINEAR_UNARY
+    if u is not None and _t(u) in unary:
+        end = u
+    elif u is not None and _t(u) == "aten.add.Tensor" and u not in plan.done:
+        others = [a for a in u.args[:2] if a is not n]
+        if len(others) == 1 and isinstance(others[0], torch.fx.Node) and len(u.args) == 2:
+            plan.edge(others[0], u)
+            plan.done.add(u)
+            end = u
+            r = _only_user(u)
+            if r is not None and _t(r) == "aten.relu.default":
+                end = r
+    plan.quantized.add(end)
+    return end
+
+
+def _plan(graph):
+    plan = _Plan()
+    for n in graph.nodes:
+        t = _t(n)
+        lin = _weight_of_linear(n)
+        if t == "aten.convolution.default" and n.args[1].op == "get_attr":
+            plan.convs.append(n)
+            plan.edge(n.args[0], n)
+            _plan_unit(plan, n)
+        elif lin is not None:
+            plan.linears.append((n,) + lin[1:])
+            plan.edge(lin[0], n)
+            _plan_unit(plan, n)
+        elif t == "aten.add.Tensor" and n not in plan.done and len(n.args) == 2 and \
+                all(isinstance(a, torch.fx.Node) for a in n.args):
+            for a in n.args:
+                plan.edge(a, n)
+            r = _only_user(n)
+            plan.quantized.add(r if r is not None and _t(r) == "aten.relu.default" else n)
+        elif t in ("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default") and \
+                n.args[0] in plan.quantized:
+            plan.edge(n.args[0], n, group=n)
+            out = n
+            if t == "aten.max_pool2d_with_indices.default":
+                outs = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
+                out = outs[0] if outs else None
+            if out is not None:
+                plan.shared_out.append((out, n))
+                plan.quantized.add(out)
+        elif t == "aten.cat.default" and n.args[0] and all(a in plan.quantized for a in n.args[0]):
+            for a in n.args[0]:
+                plan.edge(a, n, group=n)  # one range over every input
+            plan.shared_out.append((n, n))
+            plan.quantized.add(n)
+    return plan
+
+
+# --------------------------------------------------------------------------
+# observers
+
+def _act_observer():
+    from torch.ao.quantization.observer import MinMaxObserver
+    return MinMaxObserver(dtype=torch.quint8, qscheme=torch.per_tensor_affine, quant_min=0, quant_max=255)
+
+
+def _weight_qparams(w):
+    from torch.ao.quantization.observer import PerChannelMinMaxObserver
+    obs = PerChannelMinMaxObserver(ch_axis=0, dtype=torch.qint8, qscheme=torch.per_channel_symmetric,
+                                   quant_min=-128, quant_max=127)
+    obs(w.detach().float())
+    scale, zp = obs.calculate_qparams()
+    return scale.float(), zp.long()
+
+
+def _observe(gm, plan, inputs):
+    """Runs the float graph once; each group's observer sees the values of its edges' producers."""
+    producers = {}
+    for p, _, g in plan.edges:
+        producers.setdefault(p, set()).add(g)
+    observers = {g: _act_observer() for _, _, g in plan.edges}
+
+    class _Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            value = super().run_node(node)
+            for g in producers.get(node, ()):
+                observers[g](value.detach().float())
+            return value
+
+    with torch.no_grad():
+        _Recorder(gm).run(*inputs)
+    params = {}
+    for g, obs in observers.items():
+        scale, zp = obs.calculate_qparams()
+        params[g] = (float(scale), int(zp))
+    return params
+
+
+# --------------------------------------------------------------------------
+# rewrite
+
+def _qdq(graph, value, scale, zp):
+    q = graph.call_function(quantize_per_tensor, (value, scale, zp, 0, 255, torch.uint8))
+    return graph.call_function(dequantize_per_tensor, (q, scale, zp, 0, 255, torch.uint8))
+
+
+def _quantize_weight(gm, graph, w_node, used):
+    w = gm
+    for part in w_node.target.split("."):
+        w = getattr(w, part)
+    scale, zp = _weight_qparams(w)
+    wq = torch.quantize_per_channel(w.detach().float(), scale.double(), zp, 0, torch.qint8).int_repr()
+    base = w_node.target.replace(".", "_")
+    names = []
+    for suffix, value in (("int8", wq), ("scale", scale), ("zero_point", zp)):
+        name = "%s_%s" % (base, suffix)
+        while name in used or hasattr(gm, name):
+            name += "_"
+        used.add(name)
+        gm.register_buffer(name, value)
+        names.append(name)
+    with graph.inserting_before(w_node):
+        attrs = [graph.get_attr(name) for name in names]
+        return graph.call_function(dequantize_per_channel, (attrs[0], attrs[1], attrs[2], 0, -128, 127, torch.int8))
+
+
+def _rewrite(gm, plan, params):
+    graph = gm.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    # activations: one pair per (producer, group), before its first consumer
+    pairs = {}
+    for p, c, g in plan.edges:
+        pairs.setdefault((p, g), []).append(c)
+    for (p, g), consumers in pairs.items():
+        scale, zp = params[g]
+        with graph.inserting_before(min(consumers, key=lambda c: order[c])):
+            dq = _qdq(graph, p, scale, zp)
+        for c in consumers:
+            c.replace_input_with(p, dq)
+    for out, g in plan.shared_out:
+        scale, zp = params[g]
+        users = list(out.users)
+        with graph.inserting_after(out):
+            dq = _qdq(graph, out, scale, zp)
+        for u in users:
+            u.replace_input_with(out, dq)
+    # weights
+    used = set()
+    for conv in plan.convs:
+        w = conv.args[1]
+        conv.replace_input_with(w, _quantize_weight(gm, graph, w, used))
+    for node, t, w in plan.linears:
+        dqc = _quantize_weight(gm, graph, w, used)
+        with graph.inserting_before(t):
+            perm = graph.call_function(torch.ops.aten.permute.default, (dqc, [1, 0]))
+        t.replace_all_uses_with(perm)
+        graph.erase_node(t)
+    for n in reversed(list(graph.nodes)):
+        if n.op == "get_attr" and not n.users:
+            graph.erase_node(n)
+    graph.lint()
+    gm.recompile()
+
+
+def quantize_x86(gm, inputs):
+    """Rewrites the aten-level `gm` in place by the x86 recipe, observing on
+    `inputs`; returns counts of what it quantized."""
+    _functionalize(gm.graph)
+    gm.recompile()
+    plan = _plan(gm.graph)
+    params = _observe(gm, plan, [t.clone() for t in inputs])
+    _rewrite(gm, plan, params)
+    return {"conv": len(plan.convs), "linear": len(plan.linears),
+            "activation_pairs": len({(p, g) for p, _, g in plan.edges}) + len(plan.shared_out)}
+
+
+def fold_batch_norms(model):
+    """Conv + eval BatchNorm folded into the conv, as prepare_pt2e does before
+    annotating; returns the model unchanged where torch.fx cannot trace it."""
+    from torch.fx.experimental.optimization import fuse
+    return fuse(model, inplace=False)
+
+
+__all__ = ["quantize_x86", "fold_batch_norms", "quantize_per_tensor", "dequantize_per_tensor",
+           "dequantize_per_channel"]
