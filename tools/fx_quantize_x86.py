@@ -118,7 +118,8 @@ class _Plan:
         self.done = set()
 
     def edge(self, producer, consumer, group=None):
-        if isinstance(producer, torch.fx.Node):
+        # an output quantized by max-pool or cat is read quantized by every user already
+        if isinstance(producer, torch.fx.Node) and not any(producer is o for o, _ in self.shared_out):
             self.edges.append((producer, consumer, producer if group is None else group))
 
 
@@ -163,18 +164,19 @@ def _plan(graph):
             plan.quantized.add(r if r is not None and _t(r) == "aten.relu.default" else n)
         elif t in ("aten.max_pool2d_with_indices.default", "aten.max_pool2d.default") and \
                 n.args[0] in plan.quantized:
-            plan.edge(n.args[0], n, group=n)
+            plan.edge(n.args[0], n)
             out = n
             if t == "aten.max_pool2d_with_indices.default":
                 outs = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
                 out = outs[0] if outs else None
             if out is not None:
-                plan.shared_out.append((out, n))
+                plan.shared_out.append((out, n.args[0]))  # the input's scale and zero point
                 plan.quantized.add(out)
         elif t == "aten.cat.default" and n.args[0] and all(a in plan.quantized for a in n.args[0]):
+            first = n.args[0][0]
             for a in n.args[0]:
-                plan.edge(a, n, group=n)  # one range over every input
-            plan.shared_out.append((n, n))
+                plan.edge(a, n, group=first)  # one range over every input
+            plan.shared_out.append((n, first))
             plan.quantized.add(n)
     return plan
 
@@ -263,7 +265,7 @@ def _rewrite(gm, plan, params):
     for out, g in plan.shared_out:
         scale, zp = params[g]
         users = list(out.users)
-        with graph.inserting_after(out):
+        with graph.inserting_before(out.next):  # (inserting_after would reverse q and dq)
             dq = _qdq(graph, out, scale, zp)
         for u in users:
             u.replace_input_with(out, dq)
@@ -289,6 +291,9 @@ def quantize_x86(gm, inputs):
     """Rewrites the aten-level `gm` in place by the x86 recipe, observing on
     `inputs`; returns counts of what it quantized."""
     _functionalize(gm.graph)
+    for n in reversed(list(gm.graph.nodes)):  # make_fx's copies of values autograd saved
+        if not n.users and _t(n) in ("aten.detach.default", "aten.clone.default"):
+            gm.graph.erase_node(n)
     gm.recompile()
     plan = _plan(gm.graph)
     params = _observe(gm, plan, [t.clone() for t in inputs])
@@ -301,7 +306,13 @@ def fold_batch_norms(model):
     """Conv + eval BatchNorm folded into the conv, as prepare_pt2e does before
     annotating; returns the model unchanged where torch.fx cannot trace it."""
     from torch.fx.experimental.optimization import fuse
-    return fuse(model, inplace=False)
+    try:
+        folded = fuse(model, inplace=False)
+    except Exception:
+        return model
+    for p in folded.parameters():  # the folded weights are new parameters
+        p.requires_grad_(False)
+    return folded
 
 
 __all__ = ["quantize_x86", "fold_batch_norms", "quantize_per_tensor", "dequantize_per_tensor",
