@@ -181,6 +181,48 @@ if(KILN_HAVE_TORCH)
           PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
       endforeach()
     endforeach()
+    # int8 q/dq graphs by Inductor's x86 recipe (export_fx.py --quantize x86, aten
+    # level) run unfused on kiln's executor against PyTorch's own quantize/dequantize
+    # run of the same graph. ResNet-18's tolerance: kiln folds each residual add
+    # into its conv as oneDNN's sum post-op, whose float32 rounding differs from
+    # PyTorch's separate add in the last bit; a value that lands on the other side
+    # of a rounding step of the next quantize moves by a whole step, and steps add
+    # up over the blocks (2e-2 of the output's scale; 2e-6 with the convs' results
+    # kept apart as outputs).
+    foreach(_entry
+        "qmlp|tests.python.quant_models:QuantMLP|4,32|1e-5"
+        "qresnet18|tests.python.vision_models:ResNet18|1,3,32,32|5e-2"
+        "qmobilenet_v2|tests.python.vision_models:MobileNetV2|1,3,32,32|1e-5")
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _model)
+      list(GET _parts 1 _factory)
+      list(GET _parts 2 _shape)
+      list(GET _parts 3 _tol)
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86)
+      add_test(NAME export_model_${_model}_x86
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
+                --input-shape ${_shape} --level aten --quantize x86 --seed 0 --out ${_dir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_model_${_model}_x86 PROPERTIES
+        FIXTURES_SETUP model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "quantized vs float eager max abs diff")
+      add_test(NAME kiln_run_${_model}_x86
+        COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err ${_tol} --threads 2 --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_${_model}_x86 PROPERTIES
+        FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endforeach()
+    # Inductor's quantization passes on the exported MLP: every linear prepacked
+    # and fused (relu, gelu, the residual add with relu), outputs unchanged.
+    if(TARGET kiln-opt)
+      add_test(NAME kiln_numeric_check_qmlp_x86_quantization
+        COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_qmlp_x86/graph.json --passes quantization
+                --numeric-check --atol 1e-4 --quiet --counters)
+      set_tests_properties(kiln_numeric_check_qmlp_x86_quantization PROPERTIES
+        FIXTURES_REQUIRED model_qmlp_x86 LABELS "torch;model" TIMEOUT 120
+        PASS_REGULAR_EXPRESSION "\"qlinear_binary_lower_count\":1,.*\"qlinear_unary_lower_count\":3,.*\"qlinear_unary_matcher_count\":2,.*\"qlinear_weight_prepack_matcher_count\":4,"
+        FAIL_REGULAR_EXPRESSION "error|mismatch")
+    endif()
     # fuse_conv_bn folds all 53 batch-norms of ResNet-50 into new weights, at both
     # levels (F.batch_norm; aten's batch-norm + getitem), and the folded model
     # still matches PyTorch's outputs. The numeric check's atol: the output's
