@@ -191,6 +191,7 @@ if(KILN_HAVE_TORCH)
     # kept apart as outputs).
     foreach(_entry
         "qmlp|tests.python.quant_models:QuantMLP|4,32|1e-5"
+        "qconvnet|tests.python.quant_models:QuantConvNet|2,3,16,16|1e-5"
         "qresnet18|tests.python.vision_models:ResNet18|1,3,32,32|5e-2"
         "qmobilenet_v2|tests.python.vision_models:MobileNetV2|1,3,32,32|1e-5")
       string(REPLACE "|" ";" _parts "${_entry}")

@@ -51,6 +51,23 @@ have no ``get_attr`` node; each is written as the weight ``PATH.NAME``
 for them.  Without the option neither level has ``call_module`` nodes (both
 trace into every module), and no table is written.
 
+``--quantize x86`` (``--level aten`` and float32 only) writes the int8
+graph Inductor's X86InductorQuantizer recipe gives (tools/fx_quantize_x86.py
+says which ops it quantizes and how): eval batch-norms are first folded into
+their convolutions, then every activation a convolution, linear, add,
+max-pool or cat reads is quantized per tensor to uint8 and dequantized again
+(``quantized_decomposed.quantize_per_tensor.default`` then
+``dequantize_per_tensor.default``, scale and zero point from PyTorch's
+MinMaxObserver on the example inputs), and each convolution's and linear's
+weight becomes an int8 constant quantized per output channel (symmetric, with
+float32 scale and int64 zero-point constants beside it) read through
+``dequantize_per_channel.default``.  The outputs written are PyTorch's on
+that graph, its quantize/dequantize computed by torch.quantize_per_tensor /
+per_channel and .dequantize(), so they hold on PyTorch 1.13, which registers
+no ``quantized_decomposed`` ops; the manifest's
+``quantized_vs_float_max_abs_diff`` says how far they are from the float
+model's.
+
 Writes, under DIR:
 
 * ``graph.json``          the graph (see ``docs/FX_GRAPH_JSON.md``), with a

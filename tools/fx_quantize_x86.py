@@ -112,6 +112,8 @@ class _Plan:
     def __init__(self):
         self.edges = []          # (producer, consumer, group)
         self.shared_out = []     # (node whose output is quantized, group)
+        self.out_group = {}      # node of shared_out -> its group
+        self.parent = {}         # groups merged by a shared scale (union-find)
         self.quantized = set()   # outputs of quantized units (and of max-pool / cat over them)
         self.convs = []          # conv nodes
         self.linears = []        # (node, t node, weight)
@@ -119,8 +121,26 @@ class _Plan:
 
     def edge(self, producer, consumer, group=None):
         # an output quantized by max-pool or cat is read quantized by every user already
-        if isinstance(producer, torch.fx.Node) and not any(producer is o for o, _ in self.shared_out):
+        if isinstance(producer, torch.fx.Node) and producer not in self.out_group:
             self.edges.append((producer, consumer, producer if group is None else group))
+
+    def share(self, out, group):
+        """`out` is quantized with `group`'s scale and zero point."""
+        self.shared_out.append((out, group))
+        self.out_group[out] = group
+
+    def group_of(self, node):
+        return self.out_group.get(node, node)
+
+    def root(self, g):
+        while self.parent.get(g, g) is not g:
+            g = self.parent[g]
+        return g
+
+    def merge(self, a, b):
+        a, b = self.root(a), self.root(b)
+        if a is not b:
+            self.parent[b] = a
 
 
 def _plan_unit(plan, n):
@@ -170,13 +190,16 @@ def _plan(graph):
                 outs = [u for u in n.users if u.target is operator.getitem and u.args[1] == 0]
                 out = outs[0] if outs else None
             if out is not None:
-                plan.shared_out.append((out, n.args[0]))  # the input's scale and zero point
+                plan.share(out, plan.group_of(n.args[0]))  # the input's scale and zero point
                 plan.quantized.add(out)
         elif t == "aten.cat.default" and n.args[0] and all(a in plan.quantized for a in n.args[0]):
-            first = n.args[0][0]
+            # one scale over every input and the output, as SharedQuantizationSpec
+            # makes it: an input's own producer group (or max-pool's) joins the cat's
+            first = plan.group_of(n.args[0][0])
             for a in n.args[0]:
-                plan.edge(a, n, group=first)  # one range over every input
-            plan.shared_out.append((n, first))
+                plan.merge(first, plan.group_of(a))
+                plan.edge(a, n)
+            plan.share(n, first)
             plan.quantized.add(n)
     return plan
 
@@ -202,8 +225,8 @@ def _observe(gm, plan, inputs):
     """Runs the float graph once; each group's observer sees the values of its edges' producers."""
     producers = {}
     for p, _, g in plan.edges:
-        producers.setdefault(p, set()).add(g)
-    observers = {g: _act_observer() for _, _, g in plan.edges}
+        producers.setdefault(p, set()).add(plan.root(g))
+    observers = {plan.root(g): _act_observer() for _, _, g in plan.edges}
 
     class _Recorder(torch.fx.Interpreter):
         def run_node(self, node):
@@ -218,7 +241,8 @@ def _observe(gm, plan, inputs):
     for g, obs in observers.items():
         scale, zp = obs.calculate_qparams()
         params[g] = (float(scale), int(zp))
-    return params
+    groups = [g for _, _, g in plan.edges] + [g for _, g in plan.shared_out]
+    return {g: params[plan.root(g)] for g in groups}
 
 
 # --------------------------------------------------------------------------
