@@ -190,7 +190,7 @@ if(KILN_HAVE_TORCH)
     # up over the blocks (2e-2 of the output's scale; 2e-6 with the convs' results
     # kept apart as outputs).
     foreach(_entry
-        "qmlp|tests.python.quant_models:QuantMLP|4,32|1e-5"
+        "qmlp|tests.python.quant_models:QuantMLP|4,8,32|1e-5"
         "qconvnet|tests.python.quant_models:QuantConvNet|2,3,16,16|1e-5"
         "qresnet18|tests.python.vision_models:ResNet18|1,3,32,32|5e-2"
         "qmobilenet_v2|tests.python.vision_models:MobileNetV2|1,3,32,32|1e-5")
@@ -214,14 +214,15 @@ if(KILN_HAVE_TORCH)
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
     # Inductor's quantization passes on the exported MLP: every linear prepacked
-    # and fused (relu, gelu, the residual add with relu), outputs unchanged.
+    # and fused (relu, gelu, the residual add with relu), outputs unchanged, and
+    # the counters the qmlp fixture (the same graph from torch.export) gives.
     if(TARGET kiln-opt)
       add_test(NAME kiln_numeric_check_qmlp_x86_quantization
         COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_qmlp_x86/graph.json --passes quantization
                 --numeric-check --atol 1e-4 --quiet --counters)
       set_tests_properties(kiln_numeric_check_qmlp_x86_quantization PROPERTIES
         FIXTURES_REQUIRED model_qmlp_x86 LABELS "torch;model" TIMEOUT 120
-        PASS_REGULAR_EXPRESSION "\"qlinear_binary_lower_count\":1,.*\"qlinear_unary_lower_count\":3,.*\"qlinear_unary_matcher_count\":2,.*\"qlinear_weight_prepack_matcher_count\":4,"
+        PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":[0-9]+,\"pattern_matcher_nodes\":[0-9]+,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":10,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}"
         FAIL_REGULAR_EXPRESSION "error|mismatch")
     endif()
     # fuse_conv_bn folds all 53 batch-norms of ResNet-50 into new weights, at both

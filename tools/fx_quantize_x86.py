@@ -20,9 +20,10 @@ call, so the recipe is written out here:
   on their inputs and on their output, sharing one scale and zero point
   (cat's from the range of all its inputs).
 
-A linear's ``aten.t`` of its weight becomes ``aten.permute(w, [1, 0])`` (the
-form torch.export gives and kiln's qlinear passes match), and in-place relu_,
-hardtanh_ and add_ become their functional ops so every value is written once.
+make_fx's decomposed linears (``addmm``/``mm`` of ``t(w)``, between views for
+inputs of rank > 2) become ``aten.linear(x, w, b)`` again, the form
+torch.export gives and the qmlp fixture has, and in-place relu_, hardtanh_
+and add_ become their functional ops so every value is written once.
 
 The quantize/dequantize nodes call the Python functions below, whose
 ``kiln_target`` is the ``quantized_decomposed`` op's name written to the JSON.
@@ -92,18 +93,61 @@ def _only_user(n):
     return next(iter(n.users)) if len(n.users) == 1 else None
 
 
-def _weight_of_linear(n):
-    """(activation, t node, weight get_attr) of addmm(b, x, t(w)) / mm(x, t(w)), else None."""
-    if _t(n) == "aten.addmm.default":
-        x, t = n.args[1], n.args[2]
+_VIEWS = ("aten.view.default", "aten._reshape_alias.default", "aten._unsafe_view.default", "aten.reshape.default")
+
+
+def _decomposed_linear(n):
+    """(x, weight get_attr, bias or None) of addmm(b, x, t(w)) / mm(x, t(w)), else None."""
+    if _t(n) == "aten.addmm.default" and len(n.args) == 3 and not n.kwargs:
+        b, x, t = n.args
     elif _t(n) == "aten.mm.default":
-        x, t = n.args[0], n.args[1]
+        b, (x, t) = None, n.args
     else:
         return None
-    if not isinstance(t, torch.fx.Node) or _t(t) != "aten.t.default":
+    if not isinstance(t, torch.fx.Node) or _t(t) != "aten.t.default" or t.args[0].op != "get_attr":
         return None
-    w = t.args[0]
-    return (x, t, w) if w.op == "get_attr" else None
+    return x, t.args[0], b
+
+
+def _shape(n):
+    tm = n.meta.get("tensor_meta") if isinstance(n, torch.fx.Node) else None
+    return list(tm.shape) if tm is not None else None
+
+
+def _relinearize(graph):
+    """make_fx's decomposed linears (addmm/mm of t(w), between views for an input
+    of rank > 2) become aten.linear(x, w, b) again, the form torch.export gives
+    and the qmlp fixture has; needs ShapeProp's shapes."""
+    for n in list(graph.nodes):
+        lin = _decomposed_linear(n)
+        if lin is None:
+            continue
+        x, w, b = lin
+        out = n
+        if _t(x) in _VIEWS and len(n.users) == 1:  # view(x, [M, K]) ... view(y, x[:-1] + [N])
+            v = _only_user(n)
+            xs, vs = _shape(x.args[0]), _shape(v)
+            if _t(v) in _VIEWS and xs and vs and xs[:-1] == vs[:-1] and len(xs) > 2:
+                x, out = x.args[0], v
+        with graph.inserting_before(n):
+            args = (x, w) if b is None else (x, w, b)
+            linear = graph.call_function(torch.ops.aten.linear.default, args)
+        linear.meta = dict(out.meta)
+        out.replace_all_uses_with(linear)
+    _erase_unused(graph, _VIEWS + ("aten.addmm.default", "aten.mm.default", "aten.t.default"))
+
+
+def _erase_unused(graph, targets):
+    for n in reversed(list(graph.nodes)):
+        if not n.users and _t(n) in targets:
+            graph.erase_node(n)
+
+
+def _weight_of_linear(n):
+    """(activation, weight get_attr) of aten.linear(x, w[, b]), else None."""
+    if _t(n) != "aten.linear.default" or not isinstance(n.args[1], torch.fx.Node) or n.args[1].op != "get_attr":
+        return None
+    return n.args[0], n.args[1]
 
 
 class _Plan:
@@ -173,7 +217,7 @@ def _plan(graph):
             plan.edge(n.args[0], n)
             _plan_unit(plan, n)
         elif lin is not None:
-            plan.linears.append((n,) + lin[1:])
+            plan.linears.append(n)
             plan.edge(lin[0], n)
             _plan_unit(plan, n)
         elif t == "aten.add.Tensor" and n not in plan.done and len(n.args) == 2 and \
@@ -298,12 +342,9 @@ def _rewrite(gm, plan, params):
     for conv in plan.convs:
         w = conv.args[1]
         conv.replace_input_with(w, _quantize_weight(gm, graph, w, used))
-    for node, t, w in plan.linears:
-        dqc = _quantize_weight(gm, graph, w, used)
-        with graph.inserting_before(t):
-            perm = graph.call_function(torch.ops.aten.permute.default, (dqc, [1, 0]))
-        t.replace_all_uses_with(perm)
-        graph.erase_node(t)
+    for linear in plan.linears:
+        w = linear.args[1]
+        linear.replace_input_with(w, _quantize_weight(gm, graph, w, used))
     for n in reversed(list(graph.nodes)):
         if n.op == "get_attr" and not n.users:
             graph.erase_node(n)
@@ -315,9 +356,12 @@ def quantize_x86(gm, inputs):
     """Rewrites the aten-level `gm` in place by the x86 recipe, observing on
     `inputs`; returns counts of what it quantized."""
     _functionalize(gm.graph)
-    for n in reversed(list(gm.graph.nodes)):  # make_fx's copies of values autograd saved
-        if not n.users and _t(n) in ("aten.detach.default", "aten.clone.default"):
-            gm.graph.erase_node(n)
+    _erase_unused(gm.graph, ("aten.detach.default", "aten.clone.default"))  # make_fx's copies for autograd
+    gm.recompile()
+    from torch.fx.passes.shape_prop import ShapeProp
+    with torch.no_grad():
+        ShapeProp(gm).propagate(*[t.clone() for t in inputs])
+    _relinearize(gm.graph)
     gm.recompile()
     plan = _plan(gm.graph)
     params = _observe(gm, plan, [t.clone() for t in inputs])
