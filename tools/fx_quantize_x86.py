@@ -16,9 +16,10 @@ call, so the recipe is written out here:
   its activation input and an add's other input get a quantize/dequantize
   pair, its output does not (the next quantized op quantizes it);
 * an add of two tensors outside such a unit gets a pair on both inputs;
-* max-pool and cat whose inputs are all outputs of quantized units get pairs
-  on their inputs and on their output, sharing one scale and zero point
-  (cat's from the range of all its inputs).
+* max-pool, avg-pool, adaptive avg-pool, flatten and cat whose inputs are all
+  outputs of quantized units (or of such ops) get pairs on their inputs and on
+  their output, sharing one scale and zero point (cat's from the range of all
+  its inputs).
 
 make_fx's decomposed linears (``addmm``/``mm`` of ``t(w)``, between views for
 inputs of rank > 2) become ``aten.linear(x, w, b)`` again, the form
@@ -111,7 +112,7 @@ def _decomposed_linear(n):
 
 def _shape(n):
     tm = n.meta.get("tensor_meta") if isinstance(n, torch.fx.Node) else None
-    return list(tm.shape) if tm is not None else None
+    return list(tm.shape) if hasattr(tm, "shape") else None  # (None for a tuple)
 
 
 def _relinearize(graph):
@@ -207,6 +208,34 @@ def _plan_unit(plan, n):
     return end
 
 
+_POOLS = ("aten.avg_pool2d.default", "aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default",
+          "aten.flatten.using_ints")
+
+
+def _is_pool_or_flatten(n):
+    """The recipe's other int8-in int8-out ops: avg_pool2d, adaptive_avg_pool2d
+    (make_fx's mean over H and W, keepdim, for an output size of 1) and flatten
+    (make_fx's view merging the trailing dims)."""
+    t = _t(n)
+    if t is None or not n.args:
+        return False
+    if t in _POOLS:
+        return True
+    xs, ys = _shape(n.args[0]), _shape(n)
+    if not xs or not ys or len(xs) != 4:
+        return False
+    if t == "aten.mean.dim":
+        dims = sorted(d % 4 for d in n.args[1])
+        return dims == [2, 3] and len(ys) == 4
+    if t in _VIEWS and len(ys) < len(xs):
+        k = len(ys) - 1
+        rest = 1
+        for d in xs[k:]:
+            rest *= d
+        return list(ys[:k]) == list(xs[:k]) and ys[k] == rest
+    return False
+
+
 def _plan(graph):
     plan = _Plan()
     for n in graph.nodes:
@@ -236,6 +265,10 @@ def _plan(graph):
             if out is not None:
                 plan.share(out, plan.group_of(n.args[0]))  # the input's scale and zero point
                 plan.quantized.add(out)
+        elif _is_pool_or_flatten(n) and n.args[0] in plan.quantized:
+            plan.edge(n.args[0], n)
+            plan.share(n, plan.group_of(n.args[0]))
+            plan.quantized.add(n)
         elif t == "aten.cat.default" and n.args[0] and all(a in plan.quantized for a in n.args[0]):
             # one scale over every input and the output, as SharedQuantizationSpec
             # makes it: an input's own producer group (or max-pool's) joins the cat's
