@@ -225,6 +225,22 @@ if(KILN_HAVE_TORCH)
         FIXTURES_REQUIRED model_qmlp_x86 LABELS "torch;model" TIMEOUT 120
         PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":[0-9]+,\"pattern_matcher_nodes\":[0-9]+,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":10,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}"
         FAIL_REGULAR_EXPRESSION "error|mismatch")
+      # On the conv nets the pipeline promotes every dequantize read twice (a block's
+      # input, read by its conv and its residual add, or by its conv and the
+      # downsample) and fuses the classifier; the convs stay q/dq until kiln has
+      # the qconv passes.
+      foreach(_case "qresnet18|8" "qmobilenet_v2|10")
+        string(REPLACE "|" ";" _parts "${_case}")
+        list(GET _parts 0 _model)
+        list(GET _parts 1 _promoted)
+        add_test(NAME kiln_numeric_check_${_model}_x86_quantization
+          COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86/graph.json --passes quantization
+                  --numeric-check --atol 1e-4 --quiet --counters)
+        set_tests_properties(kiln_numeric_check_${_model}_x86_quantization PROPERTIES
+          FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 300
+          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
+          FAIL_REGULAR_EXPRESSION "error|mismatch")
+      endforeach()
     endif()
     # fuse_conv_bn folds all 53 batch-norms of ResNet-50 into new weights, at both
     # levels (F.batch_norm; aten's batch-norm + getitem), and the folded model
