@@ -159,9 +159,9 @@ class _Plan:
         self.shared_out = []     # (node whose output is quantized, group)
         self.out_group = {}      # node of shared_out -> its group
         self.parent = {}         # groups merged by a shared scale (union-find)
-        self.quantized = set()   # outputs of quantized units (and of max-pool / cat over them)
+        self.quantized = set()   # outputs of quantized units (and of the pools, flatten and cat over them)
         self.convs = []          # conv nodes
-        self.linears = []        # (node, t node, weight)
+        self.linears = []        # aten.linear nodes
         self.done = set()
 
     def edge(self, producer, consumer, group=None):
