@@ -191,15 +191,16 @@ if(KILN_HAVE_TORCH)
     # the blocks (2e-2 of the output's scale at the end; 1e-6 with every conv's
     # result kept as an output, which stops the fold).
     foreach(_entry
-        "qmlp|tests.python.quant_models:QuantMLP|4,8,32|1e-5"
-        "qconvnet|tests.python.quant_models:QuantConvNet|2,3,16,16|1e-5"
-        "qresnet18|tests.python.vision_models:ResNet18|1,3,32,32|5e-2"
-        "qmobilenet_v2|tests.python.vision_models:MobileNetV2|1,3,32,32|1e-5")
+        "qmlp|tests.python.quant_models:QuantMLP|4,8,32|1e-5|conv=0,linear=4"
+        "qconvnet|tests.python.quant_models:QuantConvNet|2,3,16,16|1e-5|conv=4,linear=1,cat=1,max_pool=1"
+        "qresnet18|tests.python.vision_models:ResNet18|1,3,32,32|5e-2|conv=20,linear=1,max_pool=1"
+        "qmobilenet_v2|tests.python.vision_models:MobileNetV2|1,3,32,32|1e-5|conv=52,linear=1")
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _model)
       list(GET _parts 1 _factory)
       list(GET _parts 2 _shape)
       list(GET _parts 3 _tol)
+      list(GET _parts 4 _expect)
       set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86)
       add_test(NAME export_model_${_model}_x86
         COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
@@ -213,6 +214,11 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(kiln_run_${_model}_x86 PROPERTIES
         FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+      # The recipe's form: q/dq pairs and int8 weights where they belong, shared scales.
+      add_test(NAME check_quantized_graph_${_model}_x86
+        COMMAND ${KILN_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_quantized_graph.py ${_dir} --expect ${_expect})
+      set_tests_properties(check_quantized_graph_${_model}_x86 PROPERTIES
+        FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 120 PASS_REGULAR_EXPRESSION "^ok ")
     endforeach()
     # Inductor's quantization passes on the exported MLP: every linear prepacked
     # and fused (relu, gelu, the residual add with relu), outputs unchanged, and
