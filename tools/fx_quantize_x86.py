@@ -356,7 +356,7 @@ def _rewrite(gm, plan, params):
     # activations: one pair per (producer, group), before its first consumer
     pairs = {}
     for p, c, g in plan.edges:
-        pairs.setdefault((p, g), []).append(c)
+        pairs.setdefault((p, plan.root(g)), []).append(c)
     for (p, g), consumers in pairs.items():
         scale, zp = params[g]
         with graph.inserting_before(min(consumers, key=lambda c: order[c])):
@@ -400,7 +400,7 @@ def quantize_x86(gm, inputs):
     params = _observe(gm, plan, [t.clone() for t in inputs])
     _rewrite(gm, plan, params)
     return {"conv": len(plan.convs), "linear": len(plan.linears),
-            "activation_pairs": len({(p, g) for p, _, g in plan.edges}) + len(plan.shared_out)}
+            "activation_pairs": len({(p, plan.root(g)) for p, _, g in plan.edges}) + len(plan.shared_out)}
 
 
 def fold_batch_norms(model):
