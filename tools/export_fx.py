@@ -51,6 +51,23 @@ have no ``get_attr`` node; each is written as the weight ``PATH.NAME``
 for them.  Without the option neither level has ``call_module`` nodes (both
 trace into every module), and no table is written.
 
+``--quantize x86`` (``--level aten`` and float32 only) writes the int8
+graph Inductor's X86InductorQuantizer recipe gives (tools/fx_quantize_x86.py
+says which ops it quantizes and how): eval batch-norms are first folded into
+their convolutions, then every activation a convolution, linear, add,
+max-pool or cat reads is quantized per tensor to uint8 and dequantized again
+(``quantized_decomposed.quantize_per_tensor.default`` then
+``dequantize_per_tensor.default``, scale and zero point from PyTorch's
+MinMaxObserver on the example inputs), and each convolution's and linear's
+weight becomes an int8 constant quantized per output channel (symmetric, with
+float32 scale and int64 zero-point constants beside it) read through
+``dequantize_per_channel.default``.  The outputs written are PyTorch's on
+that graph, its quantize/dequantize computed by torch.quantize_per_tensor /
+per_channel and .dequantize(), so they hold on PyTorch 1.13, which registers
+no ``quantized_decomposed`` ops; the manifest's
+``quantized_vs_float_max_abs_diff`` says how far they are from the float
+model's.
+
 Writes, under DIR:
 
 * ``graph.json``          the graph (see ``docs/FX_GRAPH_JSON.md``), with a
@@ -147,6 +164,12 @@ def build_parser():
                         "table gives each one's class and constants")
     p.add_argument("--dtype", choices=DTYPES, default="float32",
                    help="dtype of the inputs and the model (default float32)")
+    p.add_argument("--quantize", choices=("x86",), default=None,
+                   help="x86: rewrite the --level aten graph into the int8 "
+                        "quantize/dequantize graph of Inductor's x86 recipe "
+                        "(uint8 per-tensor activations observed on the inputs, "
+                        "int8 per-channel weights); the outputs written are "
+                        "PyTorch's own on that graph")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     return p
 
@@ -230,6 +253,8 @@ def target_name(target):
     import torch
     if isinstance(target, str):
         return target
+    if isinstance(getattr(target, "kiln_target", None), str):
+        return target.kiln_target  # --quantize's quantize/dequantize functions
     ops = getattr(torch, "_ops", None)
     op_types = tuple(t for t in (getattr(ops, "OpOverload", None),
                                  getattr(ops, "OpOverloadPacket", None))
@@ -838,6 +863,20 @@ def _max_abs_diff(a, b):
     return 0.0 if a == b else float("inf")
 
 
+def _load_quantizer(args):
+    """The x86 recipe (tools/fx_quantize_x86.py), after checking --quantize's options."""
+    if args.level != "aten":
+        raise UsageError("--quantize %s needs --level aten (the recipe rewrites ATen "
+                         "convolution/addmm/mm graphs)" % args.quantize)
+    if args.dtype != "float32":
+        raise UsageError("--quantize %s needs --dtype float32" % args.quantize)
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import fx_quantize_x86
+    return fx_quantize_x86
+
+
 def export(args):
     try:
         import numpy as np
@@ -873,6 +912,7 @@ def export(args):
         p.requires_grad_(False)
     if dtype != torch.float32:
         model.to(dtype)
+    quant = _load_quantizer(args) if args.quantize else None
 
     # inputs
     seed_all(args.seed)
@@ -914,6 +954,9 @@ def export(args):
             args.level = "aten"
             graph_name = "%s_aten" % graph_name[:-len("_torch")]
             gm = trace_aten(model, fresh())
+    elif args.level == "aten" and quant is not None:
+        gm = trace_aten(quant.fold_batch_norms(model), fresh())
+        quantized = quant.quantize_x86(gm, fresh())
     elif args.level == "aten":
         gm = trace_aten(model, fresh())  # parameters do not require grad
     else:
@@ -938,6 +981,8 @@ def export(args):
         raise RuntimeError("graph returns %d values, eager model %d"
                            % (len(replay_leaves), len(eager_leaves)))
     worst = max([_max_abs_diff(a, b) for a, b in zip(eager_leaves, replay_leaves)] + [0.0])
+    if quant is not None:  # the reference is the q/dq graph, run by PyTorch
+        eager_leaves = replay_leaves
 
     # nodes
     out_dir = args.out
@@ -1047,13 +1092,18 @@ def export(args):
         "graph_vs_eager_max_abs_diff": worst if math.isfinite(worst) else str(worst),
         "node_count": len(nodes),
     }
+    if quant is not None:
+        manifest["quantize"] = args.quantize
+        manifest["quantized"] = quantized
+        manifest["quantized_vs_float_max_abs_diff"] = manifest.pop("graph_vs_eager_max_abs_diff")
     write_json(os.path.join(out_dir, "manifest.json"), manifest)
 
     print("%s: wrote %s (%d nodes, %d weights, %d inputs, %d outputs; "
-          "graph vs eager max abs diff %.3g)"
+          "%s max abs diff %.3g)"
           % (PROG, os.path.join(out_dir, "graph.json"), len(nodes), len(weights),
-             len(input_files), len(output_files), worst))
-    if not (worst <= 1e-3):
+             len(input_files), len(output_files),
+             "quantized vs float eager" if quant is not None else "graph vs eager", worst))
+    if quant is None and not (worst <= 1e-3):
         sys.stderr.write("%s: warning: the traced graph does not reproduce the eager "
                          "outputs (max abs diff %g)\n" % (PROG, worst))
     return 0

@@ -40,3 +40,13 @@ def LRASPPMobileNetV3():
     """Factory: torchvision's LR-ASPP with a MobileNetV3-Large backbone, batch-norms randomized."""
     return _randomize_batch_norms(
         torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None))
+
+
+def ResNet18():
+    """Factory: torchvision's ResNet-18 (random weights), batch-norms randomized."""
+    return _randomize_batch_norms(torchvision.models.resnet18())
+
+
+def MobileNetV2():
+    """Factory: torchvision's MobileNetV2 (random weights), batch-norms randomized."""
+    return _randomize_batch_norms(torchvision.models.mobilenet_v2())
