@@ -45,7 +45,7 @@ inline std::string help_text(const std::string& tool) {
          "DIR is a folder written by tools/export_fx.py (graph.json, weights/, inputs/, outputs/): its\n"
          "inputs are used unless --inputs or --random say otherwise.\n"
          "\n"
-         "  --passes a,b,c        passes to run before compiling (see kiln-opt --list-passes)\n"
+         "  --passes a,b,c        passes to run before compiling (see kiln-opt --list-passes); prints their counters\n"
          "  --pass-options JSON   options per pass, as kiln-opt takes them (kiln-run gives shard_parameters\n"
          "                        world_size and rank: mpirun's, or 1 and 0 alone)\n"
          "  --inputs a.npy,...    the inputs, one .npy per placeholder in order\n"
@@ -334,6 +334,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                      {"peak_live_bytes", cg.peak_live_bytes()},
                      {"constant_bytes", cg.constant_bytes()},
                      {"peak_rss_bytes", rss}};
+    if (!o.passes.empty()) j["pass_counters"] = pm.counters().to_json();
     if (report) {
       double ma = 0, mr = 0;
       for (const auto& e : report->outputs) ma = std::max(ma, e.max_abs), mr = std::max(mr, e.max_rel);
@@ -350,6 +351,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                 o.threads == 1 ? "" : "s", o.iterations, med, mn);
     std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
                 mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
+    if (!o.passes.empty()) std::printf("pass counters: %s\n", pm.counters().to_json().dump().c_str());
     if (report) std::printf("compare with %s: %s: %s\n", o.compare.c_str(), report->ok ? "match" : "MISMATCH", report->summary().c_str());
   }
   if (o.profile) {
