@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kiln/core.hpp"
+#include "kiln/io/fx_json_read.hpp"
 #include "kiln/io/npy_weights.hpp"
 #include "kiln/io/weight_store.hpp"
 #include "kiln/ops/aten.hpp"
@@ -15,6 +16,7 @@
 #include "kiln/passes/bucketing/bucket_collectives.hpp"
 #include "kiln/passes/pass_manager.hpp"
 #include "kiln/passes/sharding/shard_parameters.hpp"
+#include "tool_test_support.hpp"
 
 using namespace kiln;
 namespace c10d = kiln::c10d_functional;
@@ -311,3 +313,45 @@ TEST_CASE("io::WeightStore::remove forgets a weight of the table, added or creat
   CHECK(store.created().empty());
   CHECK(store.find("t") == nullptr);
 }
+
+#ifdef KILN_OPT_EXE
+TEST_CASE("kiln-opt --passes shard_parameters writes one rank's graph: its shards beside it, no full weight in its table") {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("kiln_shard_");
+  const fs::path src = fs::path(KILN_SOURCE_DIR) / "examples" / "small_cnn" / "graph.json";
+  const std::string out = (dir / "rank1" / "graph.json").string();
+  fs::create_directories(dir / "rank1");
+  const test::ToolRun r = test::run_tool(
+      KILN_OPT_EXE,
+      "'" + src.string() + "' --passes shard_parameters --pass-options '{\"shard_parameters\": {\"world_size\": 4, \"rank\": 1}}'"
+      " --counters -o '" + out + "'",
+      dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("\"shard_parameters_sharded\":10") != std::string::npos);
+  const io::GraphFile sharded = io::read_fx_json(out);
+  const io::GraphFile original = io::read_fx_json(src);
+  REQUIRE(sharded.weights.size() == original.weights.size());
+  for (const auto& [name, rel] : sharded.weights) {
+    CAPTURE(name);
+    CHECK(name.ends_with("_shard"));
+    CHECK(fs::exists(dir / "rank1" / rel));
+  }
+  // conv.weight's shard on rank 1: the second quarter of the flat weight (and its zero padding).
+  const io::WeightTensor full = io::load_weight(original, "conv.weight");
+  const io::WeightTensor shard = io::load_weight(sharded, "conv_weight_shard");
+  const std::int64_t per = sharding::shard_numel(full.numel(), 4);
+  CHECK(shard.shape == std::vector<std::int64_t>{per});
+  const auto f = full.values<float>();
+  const auto s = shard.values<float>();
+  for (std::int64_t i = 0; i < per; ++i) {
+    const std::int64_t at = per + i;
+    CHECK(s[static_cast<std::size_t>(i)] == (at < full.numel() ? f[static_cast<std::size_t>(at)] : 0.0f));
+  }
+  // Without world_size, kiln-opt (unlike kiln-run) has none to give: an error naming the option.
+  const test::ToolRun bad = test::run_tool(KILN_OPT_EXE, "'" + src.string() + "' --passes shard_parameters -o '" + out + "'", dir);
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("option world_size is missing") != std::string::npos);
+  fs::remove_all(dir);
+}
+#endif
