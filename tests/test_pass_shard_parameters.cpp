@@ -332,10 +332,10 @@ TEST_CASE("kiln-opt --passes shard_parameters writes one rank's graph: its shard
   const io::GraphFile sharded = io::read_fx_json(out);
   const io::GraphFile original = io::read_fx_json(src);
   REQUIRE(sharded.weights.size() == original.weights.size());
-  for (const auto& [name, rel] : sharded.weights) {
-    CAPTURE(name);
-    CHECK(name.ends_with("_shard"));
-    CHECK(fs::exists(dir / "rank1" / rel));
+  for (const auto& entry : sharded.weights) {
+    CAPTURE(entry.first);
+    CHECK(entry.first.ends_with("_shard"));
+    CHECK(fs::exists(dir / "rank1" / entry.second));
   }
   // conv.weight's shard on rank 1: the second quarter of the flat weight (and its zero padding).
   const io::WeightTensor full = io::load_weight(original, "conv.weight");
