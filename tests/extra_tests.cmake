@@ -309,6 +309,47 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(kiln_run_bert_tiny_${level} PROPERTIES FIXTURES_REQUIRED exported_bert_tiny_${level} LABELS torch
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
     endforeach()
+    # shard_parameters under mpirun (with MPI only): every weight sharded over the
+    # ranks and all-gathered before its first use, unbucketed and bucketed by
+    # bucket_fsdp_all_gather, gives PyTorch's outputs. ResNet-18 at 32x32 (aten
+    # level, 102 weights) at 2 and 4 ranks; BERT-tiny (above, 32 weights) at 2 ranks.
+    if(KILN_HAVE_MPI AND MPIEXEC_EXECUTABLE)
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_resnet18_32_aten)
+      add_test(NAME export_model_resnet18_32_aten
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py torchvision.models:resnet18
+                --input-shape 1,3,32,32 --level aten --seed 0 --out ${_dir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_model_resnet18_32_aten PROPERTIES
+        FIXTURES_SETUP model_resnet18_32_aten LABELS "torch;model" TIMEOUT 600)
+      set(_sharded_runs
+        "resnet18|${_dir}|model_resnet18_32_aten|102|2"
+        "resnet18|${_dir}|model_resnet18_32_aten|102|4")
+      foreach(level torch aten)
+        list(APPEND _sharded_runs
+          "bert_tiny_${level}|${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}|exported_bert_tiny_${level}|32|2")
+      endforeach()
+      foreach(_run ${_sharded_runs})
+        string(REPLACE "|" ";" _parts "${_run}")
+        list(GET _parts 0 _model)
+        list(GET _parts 1 _mdir)
+        list(GET _parts 2 _fixture)
+        list(GET _parts 3 _weights)
+        list(GET _parts 4 _np)
+        foreach(_bucketed "" ",bucket_fsdp_all_gather")
+          set(_name kiln_run_${_model}_sharded_np${_np})
+          if(_bucketed)
+            set(_name ${_name}_bucketed)
+          endif()
+          add_test(NAME ${_name}
+            COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${_np} --oversubscribe ${MPIEXEC_PREFLAGS}
+                    $<TARGET_FILE:kiln-run> ${_mdir} --passes shard_parameters${_bucketed} --compare ${_mdir}/outputs
+                    --max-rel-err 1e-4 --iterations 1 --warmup 0 ${MPIEXEC_POSTFLAGS})
+          set_tests_properties(${_name} PROPERTIES FIXTURES_REQUIRED ${_fixture} LABELS "torch;model" TIMEOUT 600
+            PASS_REGULAR_EXPRESSION "\"shard_parameters_sharded\":${_weights}[^\n]*\ncompare with [^\n]*: match"
+            ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+        endforeach()
+      endforeach()
+    endif()
   endif()
     # Op forms beyond ResNet's and BERT's (tests/python/op_coverage.py): N-d and
     # transposed convolution, pooling with indices or uneven windows, layer

@@ -149,3 +149,18 @@ TEST_CASE("kiln-run exits 2 on bad input, naming what is wrong") {
   CHECK(r.status == 2);
   CHECK(r.err.find("1 node has no kernel:   myns.frob.default: frob") != std::string::npos);
 }
+
+TEST_CASE("kiln-run --passes shard_parameters alone shards over one rank: the graph runs unchanged") {
+  const fs::path dir = write_model_folder("shard_alone", kX);
+  const Run r = kiln_run("'" + dir.string() + "' --passes shard_parameters --compare '" + (dir / "outputs").string() +
+                         "' --iterations 1 --warmup 0");
+  INFO(r.err);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("pass counters: {}") != std::string::npos);
+  CHECK(r.out.find(": match") != std::string::npos);
+  // Options given win over kiln-run's: two ranks asked for, none running, refused naming the all-gather.
+  const Run two = kiln_run("'" + dir.string() + R"(' --passes shard_parameters --pass-options '{"shard_parameters": {"world_size": 2, "rank": 0}}' --iterations 1 --warmup 0)");
+  CHECK(two.status == 2);
+  CHECK(two.err.find("all_gather_into_tensor") != std::string::npos);
+  CHECK(two.err.find("MPI") != std::string::npos);
+}

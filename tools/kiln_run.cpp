@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
   args.push_back(nullptr);
   argv = args.data();
 #endif
+  // shard_parameters shards over the ranks the launcher started (alone: one).
+  nlohmann::json ranks = {{"world_size", 1}, {"rank", 0}};
+#ifdef KILN_HAVE_MPI
+  if (world) ranks = {{"world_size", world->size()}, {"rank", world->rank()}};
+#endif
   kiln::PassRegistry registry = kiln::default_pass_registry();
-  return kiln::run_main(argc, argv, registry);
+  return kiln::run_main(argc, argv, registry, "kiln-run", {{"shard_parameters", ranks}});
 }

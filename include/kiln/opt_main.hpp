@@ -263,6 +263,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
       // Weight paths are relative to the JSON file: re-anchor them at the new location.
       const auto out_dir = std::filesystem::absolute(o.output).parent_path();
       io::WeightsTable weights_table = file.weights;
+      // A weight a pass removed (shard_parameters keeps a shard instead) is no longer the graph's.
+      std::erase_if(weights_table, [&weights](const auto& entry) { return !weights.contains(entry.first); });
       for (auto& [attr, rel] : weights_table) {
         auto abs = std::filesystem::absolute(file.base_dir / rel).lexically_normal();
         rel = abs.lexically_relative(out_dir).generic_string();

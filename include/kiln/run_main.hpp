@@ -45,8 +45,9 @@ inline std::string help_text(const std::string& tool) {
          "DIR is a folder written by tools/export_fx.py (graph.json, weights/, inputs/, outputs/): its\n"
          "inputs are used unless --inputs or --random say otherwise.\n"
          "\n"
-         "  --passes a,b,c        passes to run before compiling (see kiln-opt --list-passes)\n"
-         "  --pass-options JSON   options per pass, as kiln-opt takes them\n"
+         "  --passes a,b,c        passes to run before compiling (see kiln-opt --list-passes); prints their counters\n"
+         "  --pass-options JSON   options per pass, as kiln-opt takes them (kiln-run gives shard_parameters\n"
+         "                        world_size and rank: mpirun's, or 1 and 0 alone)\n"
          "  --inputs a.npy,...    the inputs, one .npy per placeholder in order\n"
          "  --random SEED         random inputs drawn with SEED (normal floats, ints in [0, 10))\n"
          "  --threads N           threads per run (default 1)\n"
@@ -211,7 +212,21 @@ inline std::string mib(std::size_t bytes) {
   return buf;
 }
 
-inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool) {
+// The pass options to run with: `defaults` (per pass, for passes `registry`
+// has) under the user's --pass-options, key by key.
+inline nlohmann::json merged_pass_options(const nlohmann::json& defaults, nlohmann::json user, const PassRegistry& registry) {
+  for (const auto& [pass, keys] : defaults.items()) {
+    if (!registry.find(pass)) continue;
+    if (!user.contains(pass)) user[pass] = nlohmann::json::object();
+    if (!user[pass].is_object()) continue;  // PassManager reports it
+    for (const auto& [key, value] : keys.items())
+      if (!user[pass].contains(key)) user[pass][key] = value;
+  }
+  return user;
+}
+
+inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool,
+               const nlohmann::json& pass_defaults) {
   namespace fs = std::filesystem;
   Options o;
   if (!parse_args(argc, argv, tool, o)) return 0;
@@ -221,13 +236,16 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   io::GraphFile file = io::read_fx_json(src.graph_path);
 
   PassManager pm(registry);
+  nlohmann::json user_options = nlohmann::json::object();
   if (!o.pass_options.empty()) {
     try {
-      pm.set_options(nlohmann::json::parse(o.pass_options));
+      user_options = nlohmann::json::parse(o.pass_options);
     } catch (const nlohmann::json::exception& e) {
       throw UsageError(std::string("--pass-options is not valid JSON: ") + e.what());
     }
   }
+  pm.set_options(user_options.is_object() ? merged_pass_options(pass_defaults, std::move(user_options), registry)
+                                          : std::move(user_options));
   io::WeightStore weights(file);  // passes that fold constants read and add weights here
   pm.set_weights(&weights);
   pm.run(file.graph, o.passes);
@@ -316,6 +334,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                      {"peak_live_bytes", cg.peak_live_bytes()},
                      {"constant_bytes", cg.constant_bytes()},
                      {"peak_rss_bytes", rss}};
+    if (!o.passes.empty()) j["pass_counters"] = pm.counters().to_json();
     if (report) {
       double ma = 0, mr = 0;
       for (const auto& e : report->outputs) ma = std::max(ma, e.max_abs), mr = std::max(mr, e.max_rel);
@@ -332,6 +351,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                 o.threads == 1 ? "" : "s", o.iterations, med, mn);
     std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
                 mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
+    if (!o.passes.empty()) std::printf("pass counters: %s\n", pm.counters().to_json().dump().c_str());
     if (report) std::printf("compare with %s: %s: %s\n", o.compare.c_str(), report->ok ? "match" : "MISMATCH", report->summary().c_str());
   }
   if (o.profile) {
@@ -365,8 +385,11 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
 
 // Runs kiln-run over argv with the passes of `registry`; returns the exit
 // status (0; 1 when the outputs differ from --compare; 2 after a one-line error).
-inline int run_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-run") {
-  return tool_args::run_tool(tool, [&] { return run_detail::run(argc, argv, registry, tool); });
+// `pass_defaults` ({"pass": {"key": value}}) are options a pass gets unless
+// --pass-options gives that key (kiln-run gives shard_parameters its world).
+inline int run_main(int argc, char** argv, PassRegistry& registry, const std::string& tool = "kiln-run",
+                    const nlohmann::json& pass_defaults = nlohmann::json::object()) {
+  return tool_args::run_tool(tool, [&] { return run_detail::run(argc, argv, registry, tool, pass_defaults); });
 }
 
 }  // namespace kiln

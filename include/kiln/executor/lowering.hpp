@@ -202,6 +202,8 @@ class ConstantFolder {
   // buffer (fill_ of a slice) updates what earlier steps wrote, so it stays a step.
   bool fold(std::size_t first, ValueId first_value) {
     if (first >= p_.steps.size()) return false;
+    for (std::size_t s = first; s < p_.steps.size(); ++s)
+      if (p_.steps[s]->has_effects) return false;
     auto root = [&](ValueId v) { return p_.values[v].storage == Storage::view ? p_.values[v].base : v; };
     std::vector<ValueId> produced;
     for (std::size_t s = first; s < p_.steps.size(); ++s)

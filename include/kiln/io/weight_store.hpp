@@ -11,6 +11,7 @@
 // graph it writes. Files are read lazily, so a pass that touches a few weights of
 // a large model does not read them all; for the same reason a pass may take() a
 // weight read from a file to reuse its storage, since the file can give it again.
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -73,6 +74,18 @@ class WeightStore {
     values_.emplace(name, Held{std::move(t), false});
     created_.push_back(name);
     return name;
+  }
+
+  // Forgets a weight altogether (its table entry, its value, its place in
+  // created()), for a pass after which the graph no longer reads it
+  // (shard_parameters keeps only a shard): names() no longer lists it, so a
+  // runner does not load it. Returns whether there was one.
+  bool remove(std::string_view name) {
+    bool found = values_.erase(std::string(name)) > 0;
+    const auto in_table = std::find_if(table_.begin(), table_.end(), [&](const auto& e) { return e.first == name; });
+    if (in_table != table_.end()) table_.erase(in_table), found = true;
+    std::erase(created_, name);
+    return found;
   }
 
   // Every weight's name: the table's, then those added or created, each once.

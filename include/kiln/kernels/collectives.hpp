@@ -139,6 +139,7 @@ inline void lower_collective(runtime::LowerContext& ctx, Kind kind, runtime::Val
   step->out = out;
   step->request = request;
   step->implementation = "MPI";
+  step->has_effects = true;  // of a constant (a shard_parameters shard) too: every rank takes part in every run
   ctx.add_step(std::move(step), {in}, {out, request});
   runtime::Lowered r = runtime::Lowered::tensor(out);
   r.items = {runtime::Lowered::tensor(request), runtime::Lowered::tensor(in)};
@@ -221,6 +222,7 @@ struct Wait {
     const auto* op = op_arg ? op_arg->get_if<std::string>() : nullptr;
     if (op && *op == "avg") step->scale = 1.0 / mpi::world_size();
     step->implementation = "MPI";
+    step->has_effects = true;
     const bool writes = step->scale != 0;
     // Reading the collective's input and output keeps them alive (and unmoved) until MPI is done with them.
     ctx.add_step(std::move(step), {l.items[0].id, l.items[1].id, l.id}, writes ? std::vector<runtime::ValueId>{l.id} : std::vector<runtime::ValueId>{});

@@ -24,6 +24,7 @@ PassRegistry default_pass_registry();  // defined where KILN_DEFAULT_REGISTRY_IM
 #include "kiln/passes/pre_grad_pipeline.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
 #include "kiln/passes/quantization/quantization_pipeline.hpp"
+#include "kiln/passes/sharding/shard_parameters.hpp"
 #include "kiln/passes/split_cat.hpp"
 #include "kiln/passes/split_cat/simplify_passes.hpp"
 #include "kiln/passes/split_cat/merge_passes.hpp"
@@ -50,6 +51,7 @@ PassRegistry default_pass_registry() {
   register_quantization_passes(r);
   register_quantization_pipeline(r);
   register_bucketing_passes(r);
+  register_sharding_passes(r);
   return r;
 }
 

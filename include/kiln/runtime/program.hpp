@@ -53,6 +53,9 @@ class Step {
   std::string node;     // the node it runs
   std::string op_type;  // its kernel's target, for profiles
   std::string implementation;  // what runs it where there is a choice (oneDNN's implementation), for profiles
+  // A step that does more than write its outputs (a collective exchanges
+  // data with other ranks) runs on every run, never folded into a constant.
+  bool has_effects = false;
   std::size_t scratch_bytes = 0;
   std::size_t scratch_offset = 0;  // in the arena (set by the planner)
   std::vector<ValueId> reads;
