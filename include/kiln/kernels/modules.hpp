@@ -287,10 +287,12 @@ struct AdaptiveAvgPool {
     m.lower_as(nd_name("torch.nn.functional.adaptive_avg_pool", ND), {m.input(), m.attr("output_size")});
   }
 };
-struct AdaptiveMaxPool2d {  // F.adaptive_max_pool2d(input, output_size, return_indices)
+// AdaptiveMaxPoolNd: F.adaptive_max_poolNd(input, output_size, return_indices).
+template <std::size_t ND>
+struct AdaptiveMaxPool {
   static void lower(runtime::LowerContext& ctx) {
     const ModuleCall m(ctx);
-    m.lower_as("torch.nn.functional.adaptive_max_pool2d",
+    m.lower_as(nd_name("torch.nn.functional.adaptive_max_pool", ND),
                {m.input(), m.attr("output_size"), m.attr_or("return_indices", Arg(false))});
   }
 };
@@ -435,7 +437,9 @@ using module_kernels = KernelGroup<
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool1d", module_detail::AdaptiveAvgPool<1>>,
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool2d", module_detail::AdaptiveAvgPool<2>>,
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool3d", module_detail::AdaptiveAvgPool<3>>,
-    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool2d>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool1d", module_detail::AdaptiveMaxPool<1>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool<2>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool3d", module_detail::AdaptiveMaxPool<3>>,
     KernelEntry<"module:torch.nn.modules.distance.CosineSimilarity", module_detail::CosineSimilarity>,
     KernelEntry<"module:torch.nn.modules.distance.PairwiseDistance", module_detail::PairwiseDistance>,
     KernelEntry<"module:torch.nn.modules.flatten.Flatten", module_detail::Flatten>,
