@@ -25,7 +25,7 @@ using runtime::CallArg;
 class ModuleCall {
  public:
   // `inputs`: the tensors the module's forward takes (CosineSimilarity's two).
-  explicit ModuleCall(runtime::LowerContext& ctx, std::size_t inputs = 1) : ctx_(ctx), inputs_(inputs) {
+  explicit ModuleCall(runtime::LowerContext& ctx, std::size_t inputs = 1) : ctx_(ctx) {
     const Node& n = ctx.node();
     info_ = n.graph().modules().find(n.target_name());
     if (!info_) ctx.fail("the graph's modules table has no entry for '" + std::string(n.target_name()) + "'");
@@ -92,7 +92,6 @@ class ModuleCall {
  private:
   std::string where() const { return info_->class_name + " '" + info_->path + "': "; }
   runtime::LowerContext& ctx_;
-  std::size_t inputs_ = 1;
   const ModuleInfo* info_ = nullptr;
   ModuleAttrs attrs_;
 };

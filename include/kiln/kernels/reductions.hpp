@@ -44,7 +44,7 @@ T reduce_inner(const T* base, const ReducePlan& p) {
   constexpr bool takes_min = K == Reduce::amin || K == Reduce::norm_neg_inf;
   T acc = takes_max ? std::numeric_limits<T>::lowest() : takes_min ? std::numeric_limits<T>::max() : T(0);
   // What each element adds: itself, or its magnitude, square, |v|^p or non-zero-ness for the norms.
-  const auto term = [&p](T v) {
+  const auto term = [&](T v) {
     if constexpr (K == Reduce::norm1 || K == Reduce::norm_inf || K == Reduce::norm_neg_inf) return std::abs(v);
     else if constexpr (K == Reduce::norm2) return v * v;
     else if constexpr (K == Reduce::norm_p) return static_cast<T>(std::pow(std::abs(v), p.order));
