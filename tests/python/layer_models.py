@@ -19,8 +19,8 @@ transposed 1-d and 3-d convolution, adaptive max pooling in 1, 2 and 3 dims
 (sizes that divide and that do not), CosineSimilarity and PairwiseDistance
 (modules and functions, eps that clamps, other p, keepdim), zeros_like,
 ones_like, full_like and empty_like, and einsums that are batched matrix products.
-PoolConvNet (a survey, not under CTest: several of its layers have no kernel
-yet): LP and adaptive max pooling, max pooling with ceil_mode and dilation,
+PoolConvNet (a survey, not under CTest: Fold/Unfold (im2col/col2im) and
+Bilinear (_trilinear) have no kernel yet; input shapes 2,4,6,8/2,4,8/1,4,4,4,5): LP and adaptive max pooling, max pooling with ceil_mode and dilation,
 divisor_override, padding modes, transposed 1-d and 3-d convolution,
 pixel and channel shuffles, the padding layers, Fold/Unfold, Bilinear,
 CosineSimilarity, PairwiseDistance, Flatten/Unflatten.
