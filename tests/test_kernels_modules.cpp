@@ -166,7 +166,10 @@ void naive_pool(const Tensor& x, const PoolSpec& p, std::vector<double>& vals, s
 }
 
 // Adaptive average pooling's windows: [floor(i * I / O), ceil((i + 1) * I / O)).
-std::vector<double> naive_adaptive_avg(const Tensor& x, const Dims& out) {
+// Adaptive pooling of x [N, C, spatial...] to `out` over PyTorch's floor/ceil
+// windows: the mean, or the max (the first largest) with its flat index into
+// each channel's volume in `indices`.
+std::vector<double> naive_adaptive(const Tensor& x, const Dims& out, bool max, std::vector<std::int64_t>* indices = nullptr) {
   const std::int64_t N = x.shape()[0], C = x.shape()[1];
   const Dims in(x.shape().begin() + 2, x.shape().end());
   const auto I = three(in, 1), O = three(out, 1);
@@ -178,18 +181,23 @@ std::vector<double> naive_adaptive_avg(const Tensor& x, const Dims& out) {
       for (std::int64_t o0 = 0; o0 < O[0]; ++o0)
         for (std::int64_t o1 = 0; o1 < O[1]; ++o1)
           for (std::int64_t o2 = 0; o2 < O[2]; ++o2) {
-            double sum = 0;
-            std::int64_t cnt = 0;
+            double sum = 0, best = -std::numeric_limits<double>::infinity();
+            std::int64_t cnt = 0, at = -1;
             for (std::int64_t a = lo(o0, I[0], O[0]); a < hi(o0, I[0], O[0]); ++a)
               for (std::int64_t b = lo(o1, I[1], O[1]); b < hi(o1, I[1], O[1]); ++b)
                 for (std::int64_t e = lo(o2, I[2], O[2]); e < hi(o2, I[2], O[2]); ++e) {
-                  sum += test::element(x, (n * C + c) * I[0] * I[1] * I[2] + (a * I[1] + b) * I[2] + e);
+                  const std::int64_t flat = (a * I[1] + b) * I[2] + e;
+                  const double v = test::element(x, (n * C + c) * I[0] * I[1] * I[2] + flat);
+                  sum += v;
                   ++cnt;
+                  if (v > best) best = v, at = flat;
                 }
-            vals.push_back(sum / static_cast<double>(cnt));
+            vals.push_back(max ? best : sum / static_cast<double>(cnt));
+            if (indices) indices->push_back(at);
           }
   return vals;
 }
+std::vector<double> naive_adaptive_avg(const Tensor& x, const Dims& out) { return naive_adaptive(x, out, false); }
 
 double worst_abs(const std::vector<double>& ref, const Tensor& out) {
   REQUIRE(static_cast<std::size_t>(out.numel()) == ref.size());
@@ -417,6 +425,57 @@ TEST_CASE("1-d and 3-d pooling modules and functions against naive loops") {
     const Tensor x = random_tensor(c.shape, 51);
     const Tensor got = run_one(module_graph({c.cls, c.attrs, {}, x, nullptr}), {}, x);
     CHECK(worst_abs(naive_adaptive_avg(x, c.out), got) < 1e-5);
+  }
+}
+
+TEST_CASE("adaptive max pooling in 1 and 3 dims: modules, functions and aten's with indices, against a loop") {
+  struct Adaptive {
+    const char* cls;  // the module; the functions of its dims are checked beside it
+    const char* attrs;
+    Dims shape, out;
+  };
+  const Adaptive adaptive[] = {
+      {"pooling.AdaptiveMaxPool1d", R"({"output_size":5,"return_indices":false})", {2, 3, 17}, {5}},   // windows overlap
+      {"pooling.AdaptiveMaxPool1d", R"({"output_size":[4],"return_indices":false})", {2, 3, 16}, {4}},  // divides: oneDNN
+      {"pooling.AdaptiveMaxPool3d", R"({"output_size":[2,3,null],"return_indices":false})", {1, 2, 4, 7, 3}, {2, 3, 3}},
+      {"pooling.AdaptiveMaxPool3d", R"({"output_size":2,"return_indices":false})", {2, 3, 4, 6, 2}, {2, 2, 2}},
+  };
+  for (const Adaptive& c : adaptive) {
+    CAPTURE(std::string(c.cls));
+    CAPTURE(std::string(c.attrs));
+    const Tensor x = random_tensor(c.shape, 53);
+    std::vector<std::int64_t> idx;
+    const std::vector<double> want = naive_adaptive(x, c.out, true, &idx);
+    CHECK(worst_abs(want, run_one(module_graph({c.cls, c.attrs, {}, x, nullptr}), {}, x)) == 0);
+    const bool one_d = c.shape.size() == 3;
+    Graph g;
+    Node* in = g.placeholder("x", meta(dims_of(c.shape)));
+    const ArgList size = ints(c.out);
+    Node* f = call(g, one_d ? "torch.nn.functional.adaptive_max_pool1d" : "torch.nn.functional.adaptive_max_pool3d", {in, size});
+    Node* with = call(g, one_d ? "torch.nn.functional.adaptive_max_pool1d_with_indices" : "torch.nn.functional.adaptive_max_pool3d_with_indices",
+                      {in, size}, {{"return_indices", Arg(true)}});
+    Node* at = call(g, one_d ? "aten.adaptive_max_pool1d.default" : "aten.adaptive_max_pool3d.default", {in, size});
+    ArgList outs;  // (values, indices) pairs, then f's values
+    for (Node* pair : {with, at}) outs.push_back(call(g, "operator.getitem", {pair, 0})), outs.push_back(call(g, "operator.getitem", {pair, 1}));
+    if (one_d) {
+      Node* t = call(g, "torch.adaptive_max_pool1d", {in, size});  // torch's own form returns both
+      outs.push_back(call(g, "operator.getitem", {t, 0}));
+      outs.push_back(call(g, "operator.getitem", {t, 1}));
+    }
+    outs.push_back(f);
+    g.output(outs);
+    const auto got = CompiledGraph::compile(g, {}).run({x});
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(k);
+      if (k % 2 == 0) {
+        CHECK(worst_abs(want, got[k]) == 0);
+        continue;
+      }
+      REQUIRE(got[k].numel() == static_cast<std::int64_t>(idx.size()));
+      std::int64_t wrong = 0;
+      for (std::size_t i = 0; i < idx.size(); ++i) wrong += index_at(got[k], static_cast<std::int64_t>(i)) != idx[i];
+      CHECK(wrong == 0);
+    }
   }
 }
 

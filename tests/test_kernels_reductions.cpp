@@ -18,11 +18,11 @@ using test::random_tensor;
 
 namespace {
 
-enum class Kind { sum, mean, amax, amin, norm1, norm2, norm_inf };
+enum class Kind { sum, mean, amax, amin, norm1, norm2, norm_inf, norm_neg_inf, norm0, norm_p };
 
 // The naive reduction of `in` over `dims` (all when empty), as a contiguous tensor of the kept shape.
 std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind kind, runtime::Shape& out_shape,
-                          bool keepdim) {
+                          bool keepdim, double order = 2) {
   const auto rank = static_cast<std::int64_t>(in.rank());
   std::vector<bool> red(in.rank(), dims.empty());
   for (auto d : dims) red[d < 0 ? d + rank : d] = true;
@@ -35,7 +35,7 @@ std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind
     if (!red[k]) out_n *= in.shape()[k];
   const double init = kind == Kind::norm_inf ? 0.0
                       : kind == Kind::amax ? -std::numeric_limits<double>::infinity()
-                      : kind == Kind::amin ? std::numeric_limits<double>::infinity()
+                      : kind == Kind::amin || kind == Kind::norm_neg_inf ? std::numeric_limits<double>::infinity()
                                            : 0.0;
   std::vector<double> acc(out_n, init);
   std::vector<std::int64_t> count(out_n, 0);
@@ -49,10 +49,12 @@ std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind
     for (std::int64_t k = rank - 1; k >= 0; --k)
       if (!red[k]) o += idx[k] * mul, mul *= in.shape()[k];
     double v = in.dtype() == DType::float32 ? double(in.at<float>(idx)) : double(in.at<std::int64_t>(idx));
-    if (kind == Kind::norm1 || kind == Kind::norm_inf) v = std::abs(v);
+    if (kind == Kind::norm1 || kind == Kind::norm_inf || kind == Kind::norm_neg_inf) v = std::abs(v);
     if (kind == Kind::norm2) v = v * v;
+    if (kind == Kind::norm_p) v = std::pow(std::abs(v), order);
+    if (kind == Kind::norm0) v = v != 0;
     if (kind == Kind::amax || kind == Kind::norm_inf) acc[o] = std::max(acc[o], v);
-    else if (kind == Kind::amin) acc[o] = std::min(acc[o], v);
+    else if (kind == Kind::amin || kind == Kind::norm_neg_inf) acc[o] = std::min(acc[o], v);
     else acc[o] += v;
     ++count[o];
   }
@@ -60,6 +62,8 @@ std::vector<double> naive(const Tensor& in, std::vector<std::int64_t> dims, Kind
     for (std::int64_t o = 0; o < out_n; ++o) acc[o] /= double(count[o]);
   if (kind == Kind::norm2)
     for (std::int64_t o = 0; o < out_n; ++o) acc[o] = std::sqrt(acc[o]);
+  if (kind == Kind::norm_p)
+    for (std::int64_t o = 0; o < out_n; ++o) acc[o] = std::pow(acc[o], 1 / order);
   return acc;
 }
 
@@ -96,7 +100,10 @@ void check_reduce(std::string_view target, Kind kind, runtime::Shape shape, std:
   }
   auto out = cg.run({in});
   runtime::Shape want_shape;
-  const auto want = naive(in, dims.value_or(std::vector<std::int64_t>{}), kind, want_shape, dims && keepdim);
+  double order = 2;
+  if (p && p->get_if<double>()) order = *p->get_if<double>();
+  if (p && p->get_if<std::int64_t>()) order = static_cast<double>(*p->get_if<std::int64_t>());
+  const auto want = naive(in, dims.value_or(std::vector<std::int64_t>{}), kind, want_shape, dims && keepdim, order);
   REQUIRE(out[0].shape() == want_shape);
   CHECK(out[0].dtype() == dt);
   int bad = 0;
@@ -173,7 +180,7 @@ TEST_CASE("a reduction over a dim out of range, or a mean of int64, is refused n
                        runtime::CompileError);
 }
 
-TEST_CASE("the 1-, 2- and max-norms over dims, keepdim, at the aten, torch and method levels") {
+TEST_CASE("the p-norms over dims (1, 2, inf, -inf, 0 and any other p), keepdim, at the aten, torch and method levels") {
   const double inf = std::numeric_limits<double>::infinity();
   for (bool keepdim : {false, true}) {
     check_reduce("aten.norm.ScalarOpt_dim", Kind::norm2, {2, 3, 7}, std::vector<std::int64_t>{-1}, keepdim, true,
@@ -184,18 +191,34 @@ TEST_CASE("the 1-, 2- and max-norms over dims, keepdim, at the aten, torch and m
                  false, 1, Arg(inf));
     check_reduce("norm", Kind::norm2, {4, 9}, std::vector<std::int64_t>{1}, keepdim, true, DType::float32, true, 1,
                  Arg(std::string("fro")));
+    // Other p: pairwise_distance's norm at aten level takes its p as it is.
+    check_reduce("aten.norm.ScalarOpt_dim", Kind::norm_p, {2, 3, 7}, std::vector<std::int64_t>{-1}, keepdim, true,
+                 DType::float32, false, 1, Arg(1.5));
+    check_reduce("torch.norm", Kind::norm_p, {5, 33, 7}, std::vector<std::int64_t>{0, 2}, keepdim, true, DType::float32,
+                 false, 1, Arg(3));
+    check_reduce("aten.linalg_vector_norm.default", Kind::norm_p, {4, 9}, std::vector<std::int64_t>{1}, keepdim, true,
+                 DType::float32, false, 1, Arg(-2.5));
+    check_reduce("torch.linalg.vector_norm", Kind::norm_neg_inf, {33, 7}, std::vector<std::int64_t>{0}, keepdim, true,
+                 DType::float32, false, 1, Arg(-inf));
+    check_reduce("aten.norm.ScalarOpt_dim", Kind::norm0, {6, 5}, std::vector<std::int64_t>{1}, keepdim, true,
+                 DType::float32, false, 1, Arg(0.0));
   }
   check_reduce("aten.norm.Scalar", Kind::norm2, {6, 5}, std::nullopt, false, true, DType::float32, false, 1, Arg(2.0));
   check_reduce("torch.linalg.vector_norm", Kind::norm2, {300, 257}, std::vector<std::int64_t>{1}, false, true,
                DType::float32, false, 4, Arg());  // ord None is 2; several threads
 }
 
-TEST_CASE("norms refuse other p, and integer inputs, naming the node") {
+TEST_CASE("norms refuse a matrix norm's name, a nan p and integer inputs, naming the node") {
   Graph g;
   Node* x = g.placeholder("x", test::meta({3, 5}));
-  g.output(ArgList{g.call_function(OpRef("aten.norm.ScalarOpt_dim"), {x, 3, ArgList{Arg(1)}}, {}, "p3")});
-  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}), doctest::Contains("node p3 (aten.norm.ScalarOpt_dim): p 3"),
+  g.output(ArgList{g.call_function(OpRef("aten.norm.ScalarOpt_dim"), {x, std::string("nuc"), ArgList{Arg(1)}}, {}, "nuc")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {}),
+                       doctest::Contains("node nuc (aten.norm.ScalarOpt_dim): p 'nuc' is not supported; numbers and 'fro' are"),
                        runtime::CompileError);
+  Graph n;
+  Node* z = n.placeholder("z", test::meta({3, 5}));
+  n.output(ArgList{n.call_function(OpRef("torch.norm"), {z, std::nan("")}, {}, "nan")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(n, {}), doctest::Contains("node nan (torch.norm): p is nan"), runtime::CompileError);
   Graph h;
   Node* y = h.placeholder("y", test::meta({3, 5}, DType::int64));
   h.output(ArgList{h.call_function(OpRef("aten.linalg_vector_norm.default"), {y}, {}, "int_norm")});

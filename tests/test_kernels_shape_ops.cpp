@@ -984,3 +984,75 @@ TEST_CASE("functional fill gives self's shape and dtype filled with a number or 
   h.output(ArgList{h.call_function(OpRef("aten.fill.Tensor"), {a, b}, {}, "bad")});
   CHECK(compile_error(h).find("node bad (aten.fill.Tensor): fill takes a 0-d value tensor, got [3]") != std::string::npos);
 }
+
+TEST_CASE("zeros_like, ones_like, full_like and empty_like take the input's shape, dim order and dtype, at both levels") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 3, 4}));
+  Node* ids = g.placeholder("ids", meta({3, 2}, DType::int64));
+  Node* t = g.call_function(aten::transpose_int, {x, 0, 2});  // [4, 3, 2], strides [1, 4, 12]
+  const ArgDict cpu{{"dtype", Arg(DType::float32)}, {"layout", Arg(EnumConst{"torch.strided"})},
+                    {"device", Arg(Device{"cpu"})}, {"pin_memory", Arg(false)}};
+  Node* z = g.call_function(OpRef("aten.zeros_like.default"), {t}, cpu);
+  Node* o = g.call_function(OpRef("aten.ones_like.default"), {x}, {{"dtype", Arg(DType::float64)}});
+  Node* f = g.call_function(OpRef("aten.full_like.default"), {ids, 2.75});  // int64: truncates, as PyTorch's
+  Node* e = g.call_function(OpRef("aten.fill_.Scalar"), {g.call_function(OpRef("aten.empty_like.default"), {x}, cpu), -1.5});
+  Node* tz = g.call_function(OpRef("torch.zeros_like"), {t}, {{"memory_format", Arg(EnumConst{"torch.contiguous_format"})}});
+  Node* to = g.call_function(OpRef("torch.ones_like"), {ids}, {{"dtype", Arg(DType::float32)}, {"requires_grad", Arg(false)}});
+  Node* tf = g.call_function(OpRef("torch.full_like"), {}, {{"input", Arg(x)}, {"fill_value", Arg(0.25)},
+                                                            {"memory_format", Arg(EnumConst{"torch.preserve_format"})}});
+  Node* te = g.call_function(OpRef("torch.empty_like"), {ids});
+  g.output(ArgList{z, o, f, e, tz, to, tf, te});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({2, 3, 4}, 61), tids = random_tensor({3, 2}, 62, DType::int64);
+  auto rc = cg.make_context();
+  const auto out = rc.run({tx, tids});
+  CHECK(out[0].shape() == runtime::Shape{4, 3, 2});
+  CHECK(out[0].strides() == runtime::Shape{1, 4, 12});  // the input's dim order, as preserve_format keeps it
+  CHECK(out[4].strides() == runtime::Shape{6, 2, 1});   // contiguous_format asked for
+  CHECK(out[1].dtype() == DType::float64);
+  CHECK(out[2].dtype() == DType::int64);
+  CHECK(out[5].dtype() == DType::float32);
+  CHECK(out[5].shape() == runtime::Shape{3, 2});
+  CHECK(out[7].dtype() == DType::int64);
+  CHECK(out[7].shape() == runtime::Shape{3, 2});
+  int bad = 0;
+  for (std::int64_t i = 0; i < 24; ++i) {
+    bad += test::element(out[0], i) != 0.0f;
+    bad += out[1].data<double>()[i] != 1.0;
+    bad += test::element(out[3], i) != -1.5f;
+    bad += test::element(out[4], i) != 0.0f;
+    bad += test::element(out[6], i) != 0.25f;
+  }
+  for (std::int64_t i = 0; i < 6; ++i) {
+    bad += out[2].data<std::int64_t>()[i] != 2;
+    bad += out[5].data<float>()[i] != 1.0f;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("the like factories and new_zeros refuse a layout, device, pin_memory or memory_format kiln does not make") {
+  auto refused = [](const char* target, ArgList args, ArgDict kw) {
+    Graph h;
+    Node* y = h.placeholder("y", meta({2, 3}));
+    args.insert(args.begin(), Arg(y));
+    h.output(ArgList{h.call_function(OpRef(target), std::move(args), std::move(kw), "bad")});
+    try {
+      (void)CompiledGraph::compile(h, {});
+    } catch (const runtime::CompileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("compiled");
+  };
+  CHECK(refused("aten.zeros_like.default", {}, {{"layout", Arg(EnumConst{"torch.sparse_coo"})}}) ==
+        "node bad (aten.zeros_like.default): layout torch.sparse_coo is not supported (only torch.strided)");
+  CHECK(refused("torch.ones_like", {}, {{"device", Arg(Device{"cuda:0"})}}) ==
+        "node bad (torch.ones_like): device cuda:0 is not supported (only cpu)");
+  CHECK(refused("aten.full_like.default", {1.0}, {{"pin_memory", Arg(true)}}) ==
+        "node bad (aten.full_like.default): pin_memory=True is not supported (only False)");
+  CHECK(refused("aten.empty_like.default", {}, {{"memory_format", Arg(EnumConst{"torch.channels_last"})}}) ==
+        "node bad (aten.empty_like.default): memory_format torch.channels_last is not supported (preserve_format or "
+        "contiguous_format)");
+  CHECK(refused("aten.new_zeros.default", {ArgList{4}}, {{"device", Arg(Device{"cuda"})}}) ==
+        "node bad (aten.new_zeros.default): device cuda is not supported (only cpu)");
+  CHECK(refused("Tensor.new_full", {ArgList{4}, 2.0}, {{"device", Arg(Device{"cpu"})}}) == "compiled");
+}

@@ -14,8 +14,13 @@ Hardsigmoid, RReLU in eval, Softmin, Softmax2d, LogSoftmax and GLU.
 PadShuffleNet: Conv1d/Conv2d with padding_mode reflect and replicate, the
 zero, constant, reflection and replication padding layers, PixelShuffle,
 PixelUnshuffle, ChannelShuffle, Identity, LPPool1d/2d and flip.
-PoolConvNet (a survey, not under CTest: several of its layers have no kernel
-yet): LP and adaptive max pooling, max pooling with ceil_mode and dilation,
+PoolDistanceNet: max pooling with ceil_mode and with dilation, divisor_override,
+transposed 1-d and 3-d convolution, adaptive max pooling in 1, 2 and 3 dims
+(sizes that divide and that do not), CosineSimilarity and PairwiseDistance
+(modules and functions, eps that clamps, other p, keepdim), zeros_like,
+ones_like, full_like and empty_like, and einsums that are batched matrix products.
+PoolConvNet (a survey, not under CTest: Fold/Unfold (im2col/col2im) and
+Bilinear (_trilinear) have no kernel yet; input shapes 2,4,6,8/2,4,8/1,4,4,4,5): LP and adaptive max pooling, max pooling with ceil_mode and dilation,
 divisor_override, padding modes, transposed 1-d and 3-d convolution,
 pixel and channel shuffles, the padding layers, Fold/Unfold, Bilinear,
 CosineSimilarity, PairwiseDistance, Flatten/Unflatten.
@@ -31,7 +36,8 @@ LEAF_MODULES = ",".join("torch.nn." + c for c in (
     "Tanhshrink", "Threshold", "LogSigmoid", "PReLU", "Hardsigmoid", "RReLU", "Softmin", "Softmax2d", "LogSoftmax",
     "GLU", "ZeroPad2d", "ConstantPad1d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
     "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
-    "LPPool1d", "LPPool2d"))
+    "LPPool1d", "LPPool2d", "MaxPool2d", "AvgPool2d", "ConvTranspose1d", "ConvTranspose3d", "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "CosineSimilarity", "PairwiseDistance"))
 
 
 def _randomize(model):
@@ -110,6 +116,33 @@ class _PadShuffleNet(nn.Module):
         return tuple(outs + [x.flip(1, -1)])
 
 
+class _PoolDistanceNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([
+            nn.MaxPool2d(3, stride=2, ceil_mode=True), nn.MaxPool2d(2, dilation=2), nn.AvgPool2d(3, stride=2, divisor_override=5),
+            nn.AdaptiveMaxPool2d((3, 2)), nn.AdaptiveMaxPool2d((4, 5))])
+        self.seq = nn.ModuleList([nn.AdaptiveMaxPool1d(3), nn.AdaptiveMaxPool1d(7), nn.ConvTranspose1d(4, 3, 3, stride=2)])
+        self.vol = nn.ModuleList([nn.AdaptiveMaxPool3d(2), nn.AdaptiveMaxPool3d((3, None, 2)), nn.ConvTranspose3d(4, 2, 2, stride=2)])
+        self.cos = nn.CosineSimilarity(dim=1)
+        self.cos_eps = nn.CosineSimilarity(dim=-1, eps=2.0)
+        self.dist = nn.PairwiseDistance()
+        self.dist_p = nn.PairwiseDistance(p=1.5, eps=0.1, keepdim=True)
+
+    def forward(self, x, seq, vol):
+        outs = [m(x) for m in self.layers] + [m(seq) for m in self.seq] + [m(vol) for m in self.vol]
+        outs += [self.cos(x, x.flip(1)), self.cos_eps(seq, seq * 0.5 + 0.1), self.dist(seq[:, 0], seq[:, 1]),
+                 self.dist_p(seq, seq.flip(-1)), torch.cosine_similarity(x, x.mean(1, keepdim=True), dim=1),
+                 torch.pairwise_distance(seq[:, 0], seq[:, 2], p=3.0)]
+        outs += [torch.zeros_like(x) + x, torch.ones_like(seq, dtype=torch.float64), torch.full_like(vol, 0.5) * vol,
+                 torch.empty_like(seq).fill_(2.0) - seq]
+        q, k = x[:, :2], x[:, 2:]  # [2, 2, 6, 8] each
+        outs += [torch.einsum("bhid,bhjd->bhij", q, k), torch.einsum("bhij,bhjd->bhid", torch.einsum("bhid,bhjd->bhij", q, k), k),
+                 torch.einsum("bci,bcj->bij", seq, seq), torch.einsum("...ij,...jk->...ik", q, k.transpose(-1, -2)),
+                 torch.einsum("bcl,bcl->bl", seq, seq)]
+        return tuple(outs)
+
+
 class _PoolConvNet(nn.Module):
     def __init__(self):
         super().__init__()
@@ -142,6 +175,10 @@ def ActivationNet():
 
 def PadShuffleNet():
     return _PadShuffleNet()
+
+
+def PoolDistanceNet():
+    return _PoolDistanceNet()
 
 
 def PoolConvNet():

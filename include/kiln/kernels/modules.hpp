@@ -24,7 +24,8 @@ using runtime::CallArg;
 // The module a call_module node calls: its class, attributes and parameters.
 class ModuleCall {
  public:
-  explicit ModuleCall(runtime::LowerContext& ctx) : ctx_(ctx) {
+  // `inputs`: the tensors the module's forward takes (CosineSimilarity's two).
+  explicit ModuleCall(runtime::LowerContext& ctx, std::size_t inputs = 1) : ctx_(ctx) {
     const Node& n = ctx.node();
     info_ = n.graph().modules().find(n.target_name());
     if (!info_) ctx.fail("the graph's modules table has no entry for '" + std::string(n.target_name()) + "'");
@@ -33,9 +34,9 @@ class ModuleCall {
     } catch (const Error& e) {
       ctx.fail(where() + e.what());
     }
-    if (n.args().size() + n.kwargs().size() != 1)
+    if (n.args().size() + n.kwargs().size() != inputs)
       ctx.fail(info_->class_name + " is called with " + std::to_string(n.args().size() + n.kwargs().size()) +
-               " arguments; its kernel takes the input alone");
+               " arguments; its kernel takes " + (inputs == 1 ? std::string("the input alone") : std::to_string(inputs) + " inputs"));
   }
 
   // The module's input, as the node gives it.
@@ -43,6 +44,13 @@ class ModuleCall {
     const Node& n = ctx_.node();
     if (!n.args().empty()) return CallArg::of(n.arg(0));
     return CallArg::of(n.kwargs().begin()->second);
+  }
+  // Input `i` of a module of several, given positionally or as keyword `kw`.
+  CallArg input(std::size_t i, std::string_view kw) const {
+    const Node& n = ctx_.node();
+    if (i < n.args().size()) return CallArg::of(n.arg(i));
+    if (const Arg* a = n.kwargs().find(kw)) return CallArg::of(*a);
+    ctx_.fail(where() + "input '" + std::string(kw) + "' is not given");
   }
   // Attribute `name`; an error naming it when absent.
   CallArg attr(std::string_view name) const {
@@ -278,11 +286,26 @@ struct AdaptiveAvgPool {
     m.lower_as(nd_name("torch.nn.functional.adaptive_avg_pool", ND), {m.input(), m.attr("output_size")});
   }
 };
-struct AdaptiveMaxPool2d {  // F.adaptive_max_pool2d(input, output_size, return_indices)
+// AdaptiveMaxPoolNd: F.adaptive_max_poolNd(input, output_size, return_indices).
+template <std::size_t ND>
+struct AdaptiveMaxPool {
   static void lower(runtime::LowerContext& ctx) {
     const ModuleCall m(ctx);
-    m.lower_as("torch.nn.functional.adaptive_max_pool2d",
+    m.lower_as(nd_name("torch.nn.functional.adaptive_max_pool", ND),
                {m.input(), m.attr("output_size"), m.attr_or("return_indices", Arg(false))});
+  }
+};
+struct CosineSimilarity {  // F.cosine_similarity(x1, x2, dim, eps)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx, 2);
+    m.lower_as("torch.cosine_similarity", {m.input(0, "x1"), m.input(1, "x2"), m.attr("dim"), m.attr("eps")});
+  }
+};
+struct PairwiseDistance {  // F.pairwise_distance(x1, x2, p, eps, keepdim); the module calls p `norm`
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx, 2);
+    m.lower_as("torch.pairwise_distance",
+               {m.input(0, "x1"), m.input(1, "x2"), m.attr("norm"), m.attr("eps"), m.attr("keepdim")});
   }
 };
 struct Flatten {  // torch.flatten(input, start_dim, end_dim)
@@ -413,7 +436,11 @@ using module_kernels = KernelGroup<
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool1d", module_detail::AdaptiveAvgPool<1>>,
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool2d", module_detail::AdaptiveAvgPool<2>>,
     KernelEntry<"module:torch.nn.modules.pooling.AdaptiveAvgPool3d", module_detail::AdaptiveAvgPool<3>>,
-    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool2d>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool1d", module_detail::AdaptiveMaxPool<1>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool2d", module_detail::AdaptiveMaxPool<2>>,
+    KernelEntry<"module:torch.nn.modules.pooling.AdaptiveMaxPool3d", module_detail::AdaptiveMaxPool<3>>,
+    KernelEntry<"module:torch.nn.modules.distance.CosineSimilarity", module_detail::CosineSimilarity>,
+    KernelEntry<"module:torch.nn.modules.distance.PairwiseDistance", module_detail::PairwiseDistance>,
     KernelEntry<"module:torch.nn.modules.flatten.Flatten", module_detail::Flatten>,
     KernelEntry<"module:torch.nn.modules.sparse.Embedding", module_detail::Embedding>,
     KernelEntry<"module:torch.nn.modules.upsampling.Upsample", module_detail::Upsample>,

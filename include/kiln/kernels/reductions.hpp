@@ -1,6 +1,6 @@
 #pragma once
-// Reductions (sum, mean, amax, amin, and the 1-, 2- and max-norms over a list
-// of dims, keepdim) at the aten, torch-function and Tensor-method levels. Lowering splits the input's dims
+// Reductions (sum, mean, amax, amin, and the p-norms over a list of dims,
+// keepdim) at the aten, torch-function and Tensor-method levels. Lowering splits the input's dims
 // into kept (outer) and reduced (inner) ones and merges inner dims that are
 // contiguous with each other, so the common cases (a row, or the H*W plane of
 // NCHW) reduce one contiguous run with a SIMD loop; outer positions spread
@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,7 +21,8 @@ namespace kiln::kernels {
 
 namespace reduction_detail {
 
-enum class Reduce { sum, mean, amax, amin, norm1, norm2, norm_inf };
+// norm_p: any other finite, non-zero p, given in the plan; norm0 counts the non-zeros.
+enum class Reduce { sum, mean, amax, amin, norm1, norm2, norm_inf, norm_neg_inf, norm0, norm_p };
 
 inline constexpr std::size_t kMaxReduceRank = 8;
 inline constexpr std::int64_t kParallelReduceElements = 32768;
@@ -32,6 +32,7 @@ struct ReducePlan {
   std::size_t outer_rank = 0, inner_rank = 0;
   std::array<std::int64_t, kMaxReduceRank> outer_shape{}, outer_strides{}, inner_shape{}, inner_strides{};
   std::int64_t outer_numel = 1, inner_numel = 1;
+  double order = 2;  // norm_p's p
 };
 
 constexpr bool integers_ok_for(Reduce k) { return k == Reduce::sum || k == Reduce::amax || k == Reduce::amin; }
@@ -39,11 +40,15 @@ constexpr bool integers_ok_for(Reduce k) { return k == Reduce::sum || k == Reduc
 // Folds the inner elements starting at `base`.
 template <class T, Reduce K>
 T reduce_inner(const T* base, const ReducePlan& p) {
-  T acc = K == Reduce::amax ? std::numeric_limits<T>::lowest() : K == Reduce::amin ? std::numeric_limits<T>::max() : T(0);
-  // What each element adds: itself, or its magnitude or square for the norms.
-  const auto term = [](T v) {
-    if constexpr (K == Reduce::norm1 || K == Reduce::norm_inf) return std::abs(v);
+  constexpr bool takes_max = K == Reduce::amax || K == Reduce::norm_inf;
+  constexpr bool takes_min = K == Reduce::amin || K == Reduce::norm_neg_inf;
+  T acc = takes_max ? std::numeric_limits<T>::lowest() : takes_min ? std::numeric_limits<T>::max() : T(0);
+  // What each element adds: itself, or its magnitude, square, |v|^p or non-zero-ness for the norms.
+  const auto term = [&](T v) {
+    if constexpr (K == Reduce::norm1 || K == Reduce::norm_inf || K == Reduce::norm_neg_inf) return std::abs(v);
     else if constexpr (K == Reduce::norm2) return v * v;
+    else if constexpr (K == Reduce::norm_p) return static_cast<T>(std::pow(std::abs(v), p.order));
+    else if constexpr (K == Reduce::norm0) return static_cast<T>(v != T(0));
     else return v;
   };
   const std::int64_t run = p.inner_rank ? p.inner_shape[p.inner_rank - 1] : 1;
@@ -53,12 +58,12 @@ T reduce_inner(const T* base, const ReducePlan& p) {
   for (std::int64_t done = 0; done < p.inner_numel; done += run) {
     const T* x = base + off;
     if (step == 1) {
-      if constexpr (K == Reduce::amax || K == Reduce::norm_inf) {
+      if constexpr (takes_max) {
 #pragma omp simd reduction(max : acc)
         for (std::int64_t i = 0; i < run; ++i) acc = std::max(acc, term(x[i]));
-      } else if constexpr (K == Reduce::amin) {
+      } else if constexpr (takes_min) {
 #pragma omp simd reduction(min : acc)
-        for (std::int64_t i = 0; i < run; ++i) acc = std::min(acc, x[i]);
+        for (std::int64_t i = 0; i < run; ++i) acc = std::min(acc, term(x[i]));
       } else {
 #pragma omp simd reduction(+ : acc)
         for (std::int64_t i = 0; i < run; ++i) acc += term(x[i]);
@@ -66,8 +71,8 @@ T reduce_inner(const T* base, const ReducePlan& p) {
     } else {
       for (std::int64_t i = 0; i < run; ++i) {
         const T v = term(x[i * step]);
-        if constexpr (K == Reduce::amax || K == Reduce::norm_inf) acc = std::max(acc, v);
-        else if constexpr (K == Reduce::amin) acc = std::min(acc, v);
+        if constexpr (takes_max) acc = std::max(acc, v);
+        else if constexpr (takes_min) acc = std::min(acc, v);
         else acc += v;
       }
     }
@@ -83,6 +88,7 @@ T reduce_inner(const T* base, const ReducePlan& p) {
   }
   if constexpr (K == Reduce::mean) acc = acc / static_cast<T>(p.inner_numel);
   if constexpr (K == Reduce::norm2) acc = std::sqrt(acc);
+  if constexpr (K == Reduce::norm_p) acc = static_cast<T>(std::pow(acc, 1.0 / p.order));
   return acc;
 }
 
@@ -118,7 +124,8 @@ inline runtime::ValueId reduction_input(runtime::LowerContext& ctx) {
 
 // Reduces `in` over `dims` (empty: every dim) into a new buffer, the node's result.
 template <Reduce K>
-void lower_reduction(runtime::LowerContext& ctx, runtime::ValueId in, const std::vector<std::int64_t>& dims, bool keepdim) {
+void lower_reduction(runtime::LowerContext& ctx, runtime::ValueId in, const std::vector<std::int64_t>& dims, bool keepdim,
+                     double order = 2) {
   const runtime::Layout l = ctx.layout(in);  // a copy: ctx.buffer() below may move the value table
   const auto rank = static_cast<std::int64_t>(l.rank());
   if (l.rank() > kMaxReduceRank) ctx.fail("reductions take tensors of rank <= 8, got " + runtime::shape_str(l.shape));
@@ -142,6 +149,7 @@ void lower_reduction(runtime::LowerContext& ctx, runtime::ValueId in, const std:
 
   ReducePlan p;
   p.in = in;
+  p.order = order;
   runtime::Shape out_shape;
   for (std::size_t k = 0; k < l.rank(); ++k) {
     if (!reduced[k]) {
@@ -192,7 +200,8 @@ struct ReduceKernel {
 };
 
 // norm(input, p, dim, keepdim) and linalg_vector_norm(input, ord, dim, keepdim):
-// p 1, 2 (also None and "fro", the default) or inf, in float32.
+// any p (2 also as None and "fro", the default; 0 counts the non-zeros, -inf
+// is the smallest magnitude), in float32.
 struct NormKernel {
   static void lower(runtime::LowerContext& ctx) {
     const auto in = reduction_input(ctx);
@@ -202,7 +211,7 @@ struct NormKernel {
     if (ctx.has(1, p_name)) {
       const Arg a = ctx.value(1, p_name);
       if (const auto* s = a.get_if<std::string>()) {
-        if (*s != "fro") ctx.fail(std::string(p_name) + " '" + *s + "' is not supported; 1, 2, inf and 'fro' are");
+        if (*s != "fro") ctx.fail(std::string(p_name) + " '" + *s + "' is not supported; numbers and 'fro' are");
       } else {
         p = ctx.scalar_arg(1, p_name);
       }
@@ -215,9 +224,10 @@ struct NormKernel {
     if (p == 2.0) return lower_reduction<Reduce::norm2>(ctx, in, dims, keepdim);
     if (p == 1.0) return lower_reduction<Reduce::norm1>(ctx, in, dims, keepdim);
     if (p == std::numeric_limits<double>::infinity()) return lower_reduction<Reduce::norm_inf>(ctx, in, dims, keepdim);
-    std::ostringstream v;
-    v << p;
-    ctx.fail(std::string(p_name) + " " + v.str() + " is not supported; 1, 2, inf and 'fro' are");
+    if (p == -std::numeric_limits<double>::infinity()) return lower_reduction<Reduce::norm_neg_inf>(ctx, in, dims, keepdim);
+    if (p == 0.0) return lower_reduction<Reduce::norm0>(ctx, in, dims, keepdim);
+    if (std::isnan(p)) ctx.fail(std::string(p_name) + " is nan");
+    lower_reduction<Reduce::norm_p>(ctx, in, dims, keepdim, p);
   }
 };
 

@@ -9,6 +9,7 @@
 #include "kiln/kernels/shape/fill_in_place.hpp"
 #include "kiln/kernels/shape/flip.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
+#include "kiln/kernels/shape/like_factories.hpp"
 #include "kiln/kernels/shape/repeat.hpp"
 #include "kiln/kernels/shape/scatter.hpp"
 #include "kiln/kernels/shape/shape_facts.hpp"
@@ -134,6 +135,14 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.ones", shape_detail::Filled<1>>,
     KernelEntry<"aten.full.default", shape_detail::Full>,
     KernelEntry<"torch.full", shape_detail::Full>,
+    KernelEntry<"aten.zeros_like.default", shape_detail::FilledLike<0>>,
+    KernelEntry<"torch.zeros_like", shape_detail::FilledLike<0>>,
+    KernelEntry<"aten.ones_like.default", shape_detail::FilledLike<1>>,
+    KernelEntry<"torch.ones_like", shape_detail::FilledLike<1>>,
+    KernelEntry<"aten.empty_like.default", shape_detail::FilledLike<-1>>,
+    KernelEntry<"torch.empty_like", shape_detail::FilledLike<-1>>,
+    KernelEntry<"aten.full_like.default", shape_detail::FullLike>,
+    KernelEntry<"torch.full_like", shape_detail::FullLike>,
     KernelEntry<"aten.new_zeros.default", shape_detail::NewFilled<0>>,
     KernelEntry<"Tensor.new_zeros", shape_detail::NewFilled<0>>,
     KernelEntry<"aten.new_ones.default", shape_detail::NewFilled<1>>,

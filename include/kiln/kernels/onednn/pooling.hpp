@@ -214,11 +214,11 @@ template <std::size_t ND>
 struct AdaptiveAvgPool {
   static void lower(runtime::LowerContext& ctx) { lower_adaptive_pool(ctx, ND, detail::WindowReduce::mean, false); }
 };
-// F.adaptive_max_pool2d(input, output_size, return_indices=False); Tuple: always (result, indices).
-template <bool Tuple>
-struct AdaptiveMaxPool2d {
+// F.adaptive_max_poolNd(input, output_size, return_indices=False); Tuple: always (result, indices).
+template <std::size_t ND, bool Tuple>
+struct AdaptiveMaxPool {
   static void lower(runtime::LowerContext& ctx) {
-    lower_adaptive_pool(ctx, 2, detail::WindowReduce::max, Tuple || ctx.bool_arg(2, "return_indices", false));
+    lower_adaptive_pool(ctx, ND, detail::WindowReduce::max, Tuple || ctx.bool_arg(2, "return_indices", false));
   }
 };
 

@@ -205,17 +205,6 @@ struct Softmin {
   }
 };
 
-// aten.empty_like: a buffer of the input's shape whose values nothing reads before writing
-// (rrelu_with_noise's noise, unused in eval).
-struct EmptyLike {
-  static void lower(runtime::LowerContext& ctx) {
-    const runtime::Layout& l = ctx.layout(input_tensor(ctx));
-    const Arg d = ctx.value(1000, "dtype");
-    const auto* dt = d.get_if<DType>();
-    ctx.set_result(ctx.buffer(runtime::Layout::contiguous(l.shape, dt ? *dt : l.dtype)));
-  }
-};
-
 }  // namespace kiln::kernels::pointwise_detail
 
 namespace kiln::kernels {
@@ -255,7 +244,6 @@ using activation_kernels = KernelGroup<
     KernelEntry<"torch.nn.functional.glu", pointwise_detail::Glu>,
     KernelEntry<"aten.glu.default", pointwise_detail::Glu>,
     KernelEntry<"torch.nn.functional.softmin", pointwise_detail::Softmin>,
-    KernelEntry<"aten.empty_like.default", pointwise_detail::EmptyLike>,
     KernelEntry<"aten.sign.default", pointwise_detail::UnaryKernel<pointwise_detail::Sign>>,
     KernelEntry<"torch.sign", pointwise_detail::UnaryKernel<pointwise_detail::Sign>>,
     KernelEntry<"Tensor.sign", pointwise_detail::UnaryKernel<pointwise_detail::Sign>>,

@@ -184,16 +184,20 @@ inline double read_element(const std::byte* p, DType dt) {
   }
 }
 
-// A buffer of `size` filled with `value` each run (or left unset for empty()).
-inline void fill(runtime::LowerContext& ctx, const std::vector<std::int64_t>& size, std::optional<double> value, DType dflt) {
-  const DType dt = dtype_kwarg(ctx, dflt);
-  const auto out = ctx.buffer(runtime::Shape(size.begin(), size.end()), dt);
+// A buffer of `layout` filled with `value` each run (or left unset for empty()).
+inline void fill(runtime::LowerContext& ctx, runtime::Layout layout, std::optional<double> value) {
+  const DType dt = layout.dtype;
+  const auto out = ctx.buffer(std::move(layout));
   if (value) {
     const double v = *value;
     ctx.add_step(runtime::make_step([out, v, dt](runtime::Frame& f) { fill_elements(f.data(out), f.layout(out).numel(), dt, v); }),
                  {}, {out});
   }
   ctx.set_result(out);
+}
+// A row-major buffer of `size`, of the dtype keyword's dtype or `dflt`.
+inline void fill(runtime::LowerContext& ctx, const std::vector<std::int64_t>& size, std::optional<double> value, DType dflt) {
+  fill(ctx, runtime::Layout::contiguous(runtime::Shape(size.begin(), size.end()), dtype_kwarg(ctx, dflt)), value);
 }
 
 // aten.constant_pad_nd(self, pad, value=0) and F.pad(input, pad, mode="constant",
@@ -258,21 +262,6 @@ template <int Value>
 struct Filled {
   static void lower(runtime::LowerContext& ctx) {
     fill(ctx, sizes_arg(ctx, 0, "size"), Value < 0 ? std::nullopt : std::optional<double>(Value), DType::float32);
-  }
-};
-// new_zeros(self, size, dtype=None, ...) and its kin: a filled tensor of
-// `size` with self's dtype unless dtype is given; self's values are not read.
-template <int Value>
-struct NewFilled {
-  static void lower(runtime::LowerContext& ctx) {
-    const DType self_dtype = ctx.layout(ctx.tensor(0, "self")).dtype;
-    fill(ctx, sizes_arg(ctx, 1, "size"), Value < 0 ? std::nullopt : std::optional<double>(Value), self_dtype);
-  }
-};
-struct NewFull {
-  static void lower(runtime::LowerContext& ctx) {
-    const DType self_dtype = ctx.layout(ctx.tensor(0, "self")).dtype;
-    fill(ctx, ctx.ints_arg(1, "size"), ctx.scalar_arg(2, "fill_value"), self_dtype);
   }
 };
 // lift_fresh_copy(x): a copy of x (a tensor constant the trace made), which
