@@ -308,6 +308,26 @@ struct PairwiseDistance {  // F.pairwise_distance(x1, x2, p, eps, keepdim); the 
                {m.input(0, "x1"), m.input(1, "x2"), m.attr("norm"), m.attr("eps"), m.attr("keepdim")});
   }
 };
+struct Unfold {  // F.unfold(input, kernel_size, dilation, padding, stride)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.unfold",
+               {m.input(), m.attr("kernel_size"), m.attr("dilation"), m.attr("padding"), m.attr("stride")});
+  }
+};
+struct Fold {  // F.fold(input, output_size, kernel_size, dilation, padding, stride)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx);
+    m.lower_as("torch.nn.functional.fold", {m.input(), m.attr("output_size"), m.attr("kernel_size"), m.attr("dilation"),
+                                            m.attr("padding"), m.attr("stride")});
+  }
+};
+struct Bilinear {  // F.bilinear(input1, input2, weight, bias)
+  static void lower(runtime::LowerContext& ctx) {
+    const ModuleCall m(ctx, 2);
+    m.lower_as("torch.bilinear", {m.input(0, "input1"), m.input(1, "input2"), m.param("weight"), m.optional_param("bias")});
+  }
+};
 struct Flatten {  // torch.flatten(input, start_dim, end_dim)
   static void lower(runtime::LowerContext& ctx) {
     const ModuleCall m(ctx);
@@ -442,6 +462,9 @@ using module_kernels = KernelGroup<
     KernelEntry<"module:torch.nn.modules.distance.CosineSimilarity", module_detail::CosineSimilarity>,
     KernelEntry<"module:torch.nn.modules.distance.PairwiseDistance", module_detail::PairwiseDistance>,
     KernelEntry<"module:torch.nn.modules.flatten.Flatten", module_detail::Flatten>,
+    KernelEntry<"module:torch.nn.modules.fold.Unfold", module_detail::Unfold>,
+    KernelEntry<"module:torch.nn.modules.fold.Fold", module_detail::Fold>,
+    KernelEntry<"module:torch.nn.modules.linear.Bilinear", module_detail::Bilinear>,
     KernelEntry<"module:torch.nn.modules.sparse.Embedding", module_detail::Embedding>,
     KernelEntry<"module:torch.nn.modules.upsampling.Upsample", module_detail::Upsample>,
     KernelEntry<"module:torch.nn.modules.upsampling.UpsamplingNearest2d", module_detail::Upsample>,

@@ -16,7 +16,7 @@
 // program that wants the kernels in parallel, smaller translation units compiles
 // the three parts in three files instead: KILN_KERNELS_PART_ONEDNN (convolution,
 // matrix products, normalization, pooling), KILN_KERNELS_PART_POINTWISE, and
-// KILN_KERNELS_PART_REST (reductions, distances, shape ops, resizing, einsum, call_module kernels, Swin's,
+// KILN_KERNELS_PART_REST (reductions, distances, bilinear maps, shape ops, resizing, einsum, call_module kernels, Swin's,
 // the collectives and default_kernels()); there a key in two groups is refused when the table is made.
 // The collectives run on MPI where that part is compiled with KILN_HAVE_MPI
 // (the kiln::mpi component), and are refused when lowered elsewhere.
@@ -50,6 +50,7 @@ void add_pointwise_kernels(KernelTable& table) { add_kernels<pointwise_kernels>(
 #endif
 
 #if defined(KILN_KERNELS_IMPLEMENTATION) || defined(KILN_KERNELS_PART_REST)
+#include "kiln/kernels/bilinear.hpp"
 #include "kiln/kernels/collectives.hpp"
 #include "kiln/kernels/distances.hpp"
 #include "kiln/kernels/einsum.hpp"
@@ -59,7 +60,7 @@ void add_pointwise_kernels(KernelTable& table) { add_kernels<pointwise_kernels>(
 #include "kiln/kernels/shape_ops.hpp"
 #include "kiln/kernels/swin.hpp"
 namespace kiln::kernels {
-using rest_kernels = concat_groups_t<reductions_kernels, distance_kernels, shape_ops_kernels, resize_kernels, einsum_kernels, module_kernels,
+using rest_kernels = concat_groups_t<reductions_kernels, distance_kernels, bilinear_kernels, shape_ops_kernels, resize_kernels, einsum_kernels, module_kernels,
                                     swin_kernels, collective_kernels>;
 void add_rest_kernels(KernelTable& table) { add_kernels<rest_kernels>(table); }
 

@@ -16,6 +16,7 @@
 #include "kiln/kernels/shape/shuffles.hpp"
 #include "kiln/kernels/shape/shape_values.hpp"
 #include "kiln/kernels/shape/static_factories.hpp"
+#include "kiln/kernels/shape/unfold.hpp"
 #include "kiln/kernels/shape/views.hpp"
 
 namespace kiln::kernels {
@@ -68,6 +69,10 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.pixel_unshuffle", shape_detail::PixelShuffle<true>>,
     KernelEntry<"torch.nn.functional.pixel_unshuffle", shape_detail::PixelShuffle<true>>,
     KernelEntry<"aten.pixel_unshuffle.default", shape_detail::PixelShuffle<true>>,
+    KernelEntry<"torch.nn.functional.unfold", shape_detail::Unfold>,
+    KernelEntry<"aten.im2col.default", shape_detail::Unfold>,
+    KernelEntry<"torch.nn.functional.fold", shape_detail::Fold>,
+    KernelEntry<"aten.col2im.default", shape_detail::Fold>,
     KernelEntry<"torch.channel_shuffle", shape_detail::ChannelShuffle>,
     KernelEntry<"torch.nn.functional.channel_shuffle", shape_detail::ChannelShuffle>,
     KernelEntry<"aten.channel_shuffle.default", shape_detail::ChannelShuffle>,
