@@ -339,3 +339,23 @@ TEST_CASE("bilinear and _trilinear refuse mismatched shapes, bad expand and sumd
   CHECK(tri({2, 3}, {2, 3}, {2, 4}, {}, {}, {}, {}) == tn + "shapes [2, 3] and [2, 4] do not broadcast");
   CHECK(tri({2, 3}, {2, 3}, {2, 3}, {}, {}, {}, {1, 1}) == tn + "sumdim [1, 1] must hold distinct dims below 2");
 }
+
+TEST_CASE("unfold, fold and bilinear on two threads match the naive loops") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 8, 20, 18}));
+  Node* u = g.call_function(OpRef("torch.nn.functional.unfold"), {x, 3}, {{"padding", 1}, {"dilation", Arg(ints({1, 2}))}});
+  Node* f = g.call_function(OpRef("torch.nn.functional.fold"), {u, ints({20, 18}), 3}, {{"padding", 1}, {"dilation", Arg(ints({1, 2}))}});
+  Node* a = g.placeholder("a", meta({64, 16}));
+  Node* w = g.placeholder("w", meta({8, 16, 16}));
+  g.output(ArgList{u, f, g.call_function(OpRef("torch.bilinear"), {a, a, w})});
+  runtime::CompileOptions two;
+  two.threads = 2;
+  auto cg = CompiledGraph::compile(g, {}, two);
+  const Tensor tx = random_tensor({2, 8, 20, 18}, 61), ta = random_tensor({64, 16}, 62), tw = random_tensor({8, 16, 16}, 63);
+  const auto out = cg.run({tx, ta, tw});
+  const Win win{3, 3, 1, 2, 1, 1, 1, 1};
+  const auto cols = im2col(values(tx), 2, 8, 20, 18, win);
+  CHECK(max_rel(out[0], cols) == 0);
+  CHECK(max_rel(out[1], col2im(std::vector<float>(cols.begin(), cols.end()), 2, 8, 20, 18, win)) < 1e-6);
+  CHECK(max_rel(out[2], bilinear(ta, ta, tw, nullptr)) < 1e-6);
+}
