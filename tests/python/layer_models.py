@@ -19,11 +19,14 @@ transposed 1-d and 3-d convolution, adaptive max pooling in 1, 2 and 3 dims
 (sizes that divide and that do not), CosineSimilarity and PairwiseDistance
 (modules and functions, eps that clamps, other p, keepdim), zeros_like,
 ones_like, full_like and empty_like, and einsums that are batched matrix products.
-PoolConvNet (a survey, not under CTest: Fold/Unfold (im2col/col2im) and
-Bilinear (_trilinear) have no kernel yet; input shapes 2,4,6,8/2,4,8/1,4,4,4,5): LP and adaptive max pooling, max pooling with ceil_mode and dilation,
-divisor_override, padding modes, transposed 1-d and 3-d convolution,
-pixel and channel shuffles, the padding layers, Fold/Unfold, Bilinear,
-CosineSimilarity, PairwiseDistance, Flatten/Unflatten.
+PoolConvNet (input shapes 2,4,6,8/2,4,8/1,4,4,4,5): LP and adaptive max
+pooling, max pooling with ceil_mode and dilation, divisor_override, padding
+modes, transposed 1-d and 3-d convolution, pixel and channel shuffles, the
+padding layers, Fold/Unfold, Bilinear, CosineSimilarity, PairwiseDistance,
+Flatten/Unflatten. It matches at torch level and as leaves but is not under
+CTest: at aten level torch 1.13 writes Conv2d's circular padding_mode as
+new_empty, slices and in-place aten.copy_ into them, which kiln refuses (node
+copy_); with that one conv's padding zeros, the aten graph matches too.
 """
 
 import torch
@@ -37,7 +40,7 @@ LEAF_MODULES = ",".join("torch.nn." + c for c in (
     "GLU", "ZeroPad2d", "ConstantPad1d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d",
     "ReplicationPad1d", "ReplicationPad2d", "ReplicationPad3d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle",
     "LPPool1d", "LPPool2d", "MaxPool2d", "AvgPool2d", "ConvTranspose1d", "ConvTranspose3d", "AdaptiveMaxPool1d",
-    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "CosineSimilarity", "PairwiseDistance"))
+    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "CosineSimilarity", "PairwiseDistance", "Unfold", "Fold", "Bilinear"))
 
 
 def _randomize(model):
