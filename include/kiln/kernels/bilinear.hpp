@@ -35,17 +35,25 @@ struct TrilinearPlan {
   runtime::Shape out_shape, sum_shape;
   std::array<std::vector<std::int64_t>, 3> out_strides, sum_strides;
   std::int64_t out_numel = 1, sum_numel = 1;
+  std::vector<std::array<std::int64_t, 3>> sum_offsets;  // per summed index, made once at lowering
 };
+
+// Which of `total` dims `dims` names; an error unless they are distinct and in range.
+inline std::vector<bool> marked_dims(const runtime::LowerContext& ctx, const std::vector<std::int64_t>& dims, std::size_t total,
+                                     const std::string& what) {
+  std::vector<bool> marked(total, false);
+  for (const std::int64_t d : dims) {
+    if (d < 0 || d >= static_cast<std::int64_t>(total) || marked[static_cast<std::size_t>(d)])
+      ctx.fail(what + " " + runtime::shape_str(dims) + " must hold distinct dims below " + std::to_string(total));
+    marked[static_cast<std::size_t>(d)] = true;
+  }
+  return marked;
+}
 
 // `l` with size-1 dims inserted at the `expand` positions, to rank `total`.
 inline runtime::Layout expand_to(const runtime::LowerContext& ctx, const runtime::Layout& l, const std::vector<std::int64_t>& expand,
                                  std::size_t total, const std::string& what) {
-  std::vector<bool> inserted(total, false);
-  for (const std::int64_t e : expand) {
-    if (e < 0 || e >= static_cast<std::int64_t>(total) || inserted[static_cast<std::size_t>(e)])
-      ctx.fail(what + " " + runtime::shape_str(expand) + " must hold distinct dims below " + std::to_string(total));
-    inserted[static_cast<std::size_t>(e)] = true;
-  }
+  const std::vector<bool> inserted = marked_dims(ctx, expand, total, what);
   runtime::Layout out{l.dtype, {}, {}};
   for (std::size_t d = 0, k = 0; d < total; ++d) {
     out.shape.push_back(inserted[d] ? 1 : l.shape[k]);
@@ -53,6 +61,18 @@ inline runtime::Layout expand_to(const runtime::LowerContext& ctx, const runtime
     if (!inserted[d]) ++k;
   }
   return out;
+}
+
+// Offsets of the three inputs at flat index `f` of `shape` (row-major), through `strides`.
+inline std::array<std::int64_t, 3> offsets_at(std::int64_t f, const runtime::Shape& shape,
+                                              const std::array<std::vector<std::int64_t>, 3>& strides) {
+  std::array<std::int64_t, 3> off{};
+  for (std::size_t k = shape.size(); k-- > 0;) {
+    const std::int64_t i = f % shape[k];
+    f /= shape[k];
+    for (std::size_t t = 0; t < 3; ++t) off[t] += i * strides[t][k];
+  }
+  return off;
 }
 
 // Plans the product of `in` (each with its expand list) summed over `sumdim`; the output is a new buffer.
@@ -71,12 +91,7 @@ inline TrilinearPlan plan_trilinear(runtime::LowerContext& ctx, const std::array
   const runtime::Shape shape = shape_detail::checked(
       ctx, [&] { return runtime::broadcast_shapes(e[0].shape, runtime::broadcast_shapes(e[1].shape, e[2].shape)); });
   for (auto& x : e) x = runtime::expanded(x, shape);
-  std::vector<bool> summed(total, false);
-  for (const std::int64_t s : sumdim) {
-    if (s < 0 || s >= static_cast<std::int64_t>(total) || summed[static_cast<std::size_t>(s)])
-      ctx.fail("sumdim " + runtime::shape_str(sumdim) + " must hold distinct dims below " + std::to_string(total));
-    summed[static_cast<std::size_t>(s)] = true;
-  }
+  const std::vector<bool> summed = marked_dims(ctx, sumdim, total, "sumdim");
   TrilinearPlan p;
   p.in = in;
   for (std::size_t d = 0; d < total; ++d) {
@@ -84,20 +99,9 @@ inline TrilinearPlan plan_trilinear(runtime::LowerContext& ctx, const std::array
     (summed[d] ? p.sum_numel : p.out_numel) *= shape[d];
     for (std::size_t i = 0; i < 3; ++i) (summed[d] ? p.sum_strides : p.out_strides)[i].push_back(e[i].strides[d]);
   }
+  for (std::int64_t k = 0; k < p.sum_numel; ++k) p.sum_offsets.push_back(offsets_at(k, p.sum_shape, p.sum_strides));
   p.out = ctx.buffer(p.out_shape, DType::float32);
   return p;
-}
-
-// Offsets of the three inputs at flat index `f` of `shape` (row-major), through `strides`.
-inline std::array<std::int64_t, 3> offsets_at(std::int64_t f, const runtime::Shape& shape,
-                                              const std::array<std::vector<std::int64_t>, 3>& strides) {
-  std::array<std::int64_t, 3> off{};
-  for (std::size_t k = shape.size(); k-- > 0;) {
-    const std::int64_t i = f % shape[k];
-    f /= shape[k];
-    for (std::size_t t = 0; t < 3; ++t) off[t] += i * strides[t][k];
-  }
-  return off;
 }
 
 inline void run_trilinear(const runtime::Frame& fr, const TrilinearPlan& p) {
@@ -107,10 +111,8 @@ inline void run_trilinear(const runtime::Frame& fr, const TrilinearPlan& p) {
   auto one = [&](std::int64_t o) {
     const auto base = offsets_at(o, p.out_shape, p.out_strides);
     double acc = 0;
-    for (std::int64_t s = 0; s < p.sum_numel; ++s) {
-      const auto off = offsets_at(s, p.sum_shape, p.sum_strides);
+    for (const auto& off : p.sum_offsets)
       acc += double(x[0][base[0] + off[0]]) * x[1][base[1] + off[1]] * x[2][base[2] + off[2]];
-    }
     if (bias) acc += bias[(o % p.last_size) * p.bias_stride];
     y[o] = static_cast<float>(acc);
   };
