@@ -19,6 +19,9 @@ transposed 1-d and 3-d convolution, adaptive max pooling in 1, 2 and 3 dims
 (sizes that divide and that do not), CosineSimilarity and PairwiseDistance
 (modules and functions, eps that clamps, other p, keepdim), zeros_like,
 ones_like, full_like and empty_like, and einsums that are batched matrix products.
+FoldBilinearNet: Unfold with kernel, dilation, padding and stride per dim,
+Fold summing overlapping windows (modules and functions), an unfold/fold
+round trip, Bilinear with and without bias over batched rows, and F.bilinear.
 PoolConvNet (input shapes 2,4,6,8/2,4,8/1,4,4,4,5): LP and adaptive max
 pooling, max pooling with ceil_mode and dilation, divisor_override, padding
 modes, transposed 1-d and 3-d convolution, pixel and channel shuffles, the
@@ -31,6 +34,7 @@ copy_); with that one conv's padding zeros, the aten graph matches too.
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 # The classes kept as call_module nodes, for --leaf-modules.
 LEAF_MODULES = ",".join("torch.nn." + c for c in (
@@ -170,6 +174,28 @@ class _PoolConvNet(nn.Module):
         outs.append(self.fold(self.unfold(x)))
         outs += [self.bilinear(seq[:, 0], seq[:, 1]), self.cos(x, x.flip(1)), self.dist(seq[:, 0], seq[:, 1])]
         return tuple(outs)
+
+
+class _FoldBilinearNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unfold = nn.Unfold((3, 2), dilation=(2, 1), padding=(1, 2), stride=(2, 3))
+        self.fold = nn.Fold((7, 6), (3, 2), dilation=(2, 1), padding=(1, 2), stride=(2, 3))
+        self.unfold3 = nn.Unfold(3, padding=1)
+        self.fold3 = nn.Fold((7, 6), 3, padding=1)
+        self.bilinear = nn.Bilinear(5, 6, 3)
+        self.bilinear_nobias = nn.Bilinear(6, 6, 2, bias=False)
+
+    def forward(self, x, rows):
+        u = self.unfold(x)
+        outs = [u, self.fold(u), self.fold3(self.unfold3(x)), F.fold(F.unfold(x, 2, stride=2), (6, 6), 2, stride=2)]
+        outs += [self.bilinear(rows[..., :5], rows), self.bilinear_nobias(rows, rows.flip(1)),
+                 F.bilinear(rows[0, :, 1:], rows[1], self.bilinear.weight)]
+        return tuple(outs)
+
+
+def FoldBilinearNet():
+    return _FoldBilinearNet()
 
 
 def ActivationNet():
