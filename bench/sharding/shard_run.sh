@@ -5,7 +5,9 @@
 # median time per run and the pass counters (weights sharded, buckets made).
 #   bash bench/sharding/shard_run.sh KILN_RUN MODEL_DIR OUT.jsonl [RANKS] [CAPS_MB]
 # RANKS defaults to "1 2 4", CAPS_MB to "4 2000" (2000 is bucket_fsdp_all_gather's
-# default). Ranks beyond the machine's cores run oversubscribed.
+# default). Ranks beyond the machine's cores run oversubscribed. PRE_PASSES (e.g.
+# "fuse_conv_bn,") runs before shard_parameters: what is folded into the weights
+# first stays folded, where a sharded weight is no longer a constant to fold.
 set -euo pipefail
 kiln_run=$1 model=$2 out=$3
 ranks=${4:-1 2 4}
@@ -26,8 +28,8 @@ keep.update(model=sys.argv[2], ranks=int(sys.argv[3]), variant=sys.argv[4], coun
 print(json.dumps(keep))' "$line" "$(basename "$model")" "$np" "$label" | tee -a "$out"
 }
 for np in $ranks; do
-  run "$np" unbucketed shard_parameters
+  run "$np" unbucketed "${PRE_PASSES:-}shard_parameters"
   for cap in $caps; do
-    run "$np" "bucketed_${cap}mb" shard_parameters,bucket_fsdp_all_gather "{\"bucket_fsdp_all_gather\": {\"bucket_cap_mb\": $cap}}"
+    run "$np" "bucketed_${cap}mb" "${PRE_PASSES:-}shard_parameters,bucket_fsdp_all_gather" "{\"bucket_fsdp_all_gather\": {\"bucket_cap_mb\": $cap}}"
   done
 done
