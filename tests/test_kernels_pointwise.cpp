@@ -114,6 +114,12 @@ TEST_CASE("unary ops at every level match naive loops on transposed and odd-size
   check_unary("aten.silu.default", [](double x) { return x * sigmoid(x); });
   check_unary("torch.exp", [](double x) { return std::exp(x); });
   check_unary("aten.log.default", [](double x) { return std::log(x); });
+  // Near 0, where exp(x) - 1 and log(1 + x) in float lose the digits these keep.
+  check_unary("aten.expm1.default", [](double x) { return std::expm1(x); });
+  check_unary("torch.expm1", [](double x) { return std::expm1(x); });
+  check_unary("expm1", [](double x) { return std::expm1(x); }, {}, {}, true);
+  check_unary("aten.log1p.default", [](double x) { return std::log1p(x); });
+  check_unary("log1p", [](double x) { return std::log1p(x); }, {}, {}, true);
   check_unary("aten.neg.default", [](double x) { return -x; });
   check_unary("operator.neg", [](double x) { return -x; });
   check_unary("torch.abs", [](double x) { return std::abs(x); });

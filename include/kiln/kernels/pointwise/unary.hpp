@@ -67,6 +67,15 @@ struct Log : FloatOnly {
   static Log read(const runtime::LowerContext&) { return {}; }
   auto operator()(auto&& x) const { return xt::log(x); }
 };
+// exp(x) - 1 and log(1 + x) without the cancellation near 0 that the two-op forms have.
+struct Expm1 : FloatOnly {
+  static Expm1 read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::expm1(x); }
+};
+struct Log1p : FloatOnly {
+  static Log1p read(const runtime::LowerContext&) { return {}; }
+  auto operator()(auto&& x) const { return xt::log1p(x); }
+};
 struct Neg : IntegerToo {
   static Neg read(const runtime::LowerContext&) { return {}; }
   auto operator()(auto&& x) const { return -x; }
@@ -299,6 +308,12 @@ using unary_kernels = KernelGroup<
     KernelEntry<"aten.log.default", pointwise_detail::UnaryKernel<pointwise_detail::Log>>,
     KernelEntry<"torch.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>>,
     KernelEntry<"Tensor.log", pointwise_detail::UnaryKernel<pointwise_detail::Log>>,
+    KernelEntry<"aten.expm1.default", pointwise_detail::UnaryKernel<pointwise_detail::Expm1>>,
+    KernelEntry<"torch.expm1", pointwise_detail::UnaryKernel<pointwise_detail::Expm1>>,
+    KernelEntry<"Tensor.expm1", pointwise_detail::UnaryKernel<pointwise_detail::Expm1>>,
+    KernelEntry<"aten.log1p.default", pointwise_detail::UnaryKernel<pointwise_detail::Log1p>>,
+    KernelEntry<"torch.log1p", pointwise_detail::UnaryKernel<pointwise_detail::Log1p>>,
+    KernelEntry<"Tensor.log1p", pointwise_detail::UnaryKernel<pointwise_detail::Log1p>>,
     KernelEntry<"aten.neg.default", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
     KernelEntry<"torch.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
     KernelEntry<"Tensor.neg", pointwise_detail::UnaryKernel<pointwise_detail::Neg>>,
