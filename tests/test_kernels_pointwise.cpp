@@ -272,7 +272,12 @@ TEST_CASE("binary ops broadcast, take transposed inputs and odd sizes") {
     check_binary("aten.div.Tensor", sa, sb, [](double a, double b) { return a / b; }, {}, DType::float32, 1e-4);
     check_binary("aten.minimum.default", sa, sb, [](double a, double b) { return std::min(a, b); });
     check_binary("torch.maximum", sa, sb, [](double a, double b) { return std::max(a, b); });
+    check_binary("aten.clamp_min.Tensor", sa, sb, [](double a, double b) { return std::max(a, b); });
+    check_binary("aten.clamp_max.Tensor", sa, sb, [](double a, double b) { return std::min(a, b); });
   }
+  // In place: the bound broadcasts into the clamped tensor.
+  check_binary("aten.clamp_min_.Tensor", {33, 7}, {7}, [](double a, double b) { return std::max(a, b); });
+  check_binary("aten.clamp_max_.Tensor", {33, 7}, {33, 1}, [](double a, double b) { return std::min(a, b); });
   check_binary("torch.add", {33, 7}, {7}, [](double a, double b) { return a + 2.5 * b; }, {{"alpha", Arg(2.5)}});
   check_binary("add", {33, 7}, {7}, [](double a, double b) { return a - b; }, {{"alpha", Arg(-1)}}, DType::float32,
                1e-5, true);

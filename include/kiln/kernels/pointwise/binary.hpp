@@ -375,6 +375,11 @@ using binary_kernels = KernelGroup<
     KernelEntry<"torch.minimum", BinaryKernel<BinaryOp::minimum>>,
     KernelEntry<"aten.maximum.default", BinaryKernel<BinaryOp::maximum>>,
     KernelEntry<"torch.maximum", BinaryKernel<BinaryOp::maximum>>,
+    // Bounds given as tensors: what torch 2.11 writes for cosine_similarity's clamped norms.
+    KernelEntry<"aten.clamp_min.Tensor", BinaryKernel<BinaryOp::maximum>>,
+    KernelEntry<"aten.clamp_min_.Tensor", BinaryKernel<BinaryOp::maximum, true>>,
+    KernelEntry<"aten.clamp_max.Tensor", BinaryKernel<BinaryOp::minimum>>,
+    KernelEntry<"aten.clamp_max_.Tensor", BinaryKernel<BinaryOp::minimum, true>>,
     KernelEntry<"aten.where.self", pointwise_detail::WhereKernel>,
     KernelEntry<"torch.where", pointwise_detail::WhereKernel>,
     KernelEntry<"aten.sub_.Tensor", BinaryKernel<BinaryOp::sub, true>>,
