@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
 #include <random>
 
 #include "kiln/core.hpp"
@@ -74,6 +76,37 @@ inline double max_rel_diff(const runtime::Tensor& a, const runtime::Tensor& b) {
   double scale = 0;
   for (std::int64_t i = 0; i < b.numel(); ++i) scale = std::max(scale, std::abs(double(element(b, i))));
   return max_abs_diff(a, b) / (scale > 0 ? scale : 1.0);
+}
+
+// The largest |got - want| over the largest |want|: a naive loop's result as the reference.
+inline double max_rel(const runtime::Tensor& got, const std::vector<double>& want) {
+  REQUIRE(got.numel() == static_cast<std::int64_t>(want.size()));
+  double scale = 0, err = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::abs(want[i]));
+    err = std::max(err, std::abs(element(got, static_cast<std::int64_t>(i)) - want[i]));
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+// The message of what `f` throws, or "no error".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The message of compiling `g`, or "" when it compiles.
+inline std::string compile_error(const Graph& g, const runtime::Weights& w = {}) {
+  try {
+    runtime::CompiledGraph::compile(g, w);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace kiln::test

@@ -17,13 +17,13 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::Dims;
+using test::dims_of;
+using test::max_rel;
+using test::error_of;
 using test::random_tensor;
 
 namespace {
-
-using Dims = std::vector<std::int64_t>;
-
-std::vector<Dim> dims_of(const runtime::Shape& v) { return std::vector<Dim>(v.begin(), v.end()); }
 
 // t at the multi-index `idx` of a broadcast shape (t's dims aligned right; a size-1 dim reads index 0).
 float broadcast_at(const Tensor& t, const Dims& idx) {
@@ -72,24 +72,6 @@ double distance(const std::vector<float>& x, const std::vector<float>& y, double
   return std::pow(s, 1 / p);
 }
 
-double max_rel(const Tensor& got, const std::vector<double>& want) {
-  REQUIRE(got.numel() == static_cast<std::int64_t>(want.size()));
-  double scale = 0, err = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    err = std::max(err, std::abs(test::element(got, static_cast<std::int64_t>(i)) - want[i]));
-  }
-  return err / std::max(scale, 1e-30);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

@@ -17,13 +17,13 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::compile_error;
 using test::Dims;
 using test::dims_of;
 using test::ints;
 using test::random_tensor;
 
 namespace {
-
 
 Node* call(Graph& g, const char* target, ArgList args, ArgDict kw = {}, std::string name = "") {
   return g.call_function(OpRef(target), std::move(args), std::move(kw), std::move(name));
@@ -106,15 +106,6 @@ std::vector<Tensor> run_norm(const Tensor& x, std::int64_t C, bool affine,
 Tensor param(std::int64_t C, unsigned seed) { return random_tensor({C}, seed); }
 
 Arg maybe(Node* n) { return n ? Arg(n) : Arg(); }
-
-std::string compile_error(const Graph& g, const runtime::Weights& w = {}) {
-  try {
-    CompiledGraph::compile(g, w);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

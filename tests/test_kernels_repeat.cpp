@@ -15,6 +15,7 @@ using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::compile_error;
 using test::Dims;
 using test::dims_of;
 using test::ints;
@@ -48,15 +49,6 @@ void check_repeat(const char* target, const Tensor& x, const Dims& reps, bool va
     }
     REQUIRE(test::element(got, i) == test::element(x, src));
   }
-}
-
-std::string compile_error(const Graph& g, const runtime::Weights& w) {
-  try {
-    CompiledGraph::compile(g, w);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -17,11 +17,12 @@ using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::ints;
 using test::meta;
+using test::Dims;
+using test::max_rel;
+using test::error_of;
 using test::random_tensor;
 
 namespace {
-
-using Dims = std::vector<std::int64_t>;
 
 struct Win {
   std::int64_t kh, kw, dh = 1, dw = 1, ph = 0, pw = 0, sh = 1, sw = 1;
@@ -71,24 +72,6 @@ std::vector<float> values(const Tensor& t) {
   return v;
 }
 
-double max_rel(const Tensor& got, const std::vector<double>& want) {
-  REQUIRE(got.numel() == static_cast<std::int64_t>(want.size()));
-  double scale = 0, err = 0;
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::abs(want[i]));
-    err = std::max(err, std::abs(test::element(got, static_cast<std::int64_t>(i)) - want[i]));
-  }
-  return err / std::max(scale, 1e-30);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::string compile_error(Graph& g) {
   return error_of([&] { (void)CompiledGraph::compile(g, {}); });
