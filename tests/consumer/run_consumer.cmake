@@ -8,7 +8,9 @@ step(${CMAKE_COMMAND} --install "${KILN_BUILD_DIR}" --prefix "${WORK_DIR}/prefix
 if(NOT EXISTS "${WORK_DIR}/prefix/include/kiln/core/graph.hpp")
   message(FATAL_ERROR "install did not put the headers under include/kiln")
 endif()
+# No build type: the test proves the package is found, compiles and links; it
+# measures nothing, and unoptimized it builds in a fraction of Release's time.
 step(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
-     -DCMAKE_BUILD_TYPE=Release)
+     -DCMAKE_BUILD_TYPE=)
 step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 step("${WORK_DIR}/build/consumer")
