@@ -264,7 +264,7 @@ TEST_CASE("qlinear binary fusion near misses: a broadcast addend, an addend read
   }
 }
 
-TEST_CASE("the quantization pipeline on the qmlp fixture gives every counter Inductor 2.11 gave but pattern_matcher's") {
+TEST_CASE("the quantization pipeline on the qmlp fixture gives Inductor 2.11's counters, less its pointless_view matches") {
   const std::string dir = std::string(KILN_FIXTURES_DIR) + "/inductor/";
   auto file = io::read_fx_json(dir + "qmlp_exported.json.gz");
   std::ifstream in(dir + "qmlp.expected.json");
@@ -275,12 +275,23 @@ TEST_CASE("the quantization pipeline on the qmlp fixture gives every counter Ind
   PassManager pm(registry);
   pm.run(file.graph, {"quantization"});
   lint(file.graph);
+  std::int64_t pass_nodes = 0;
   for (auto it = want.begin(); it != want.end(); ++it) {
     const std::string key = it.key();
     if (key.starts_with("pattern_matcher")) continue;
     CAPTURE(key);
     CHECK(pm.counters().get(key) == it.value().get<std::int64_t>());
+    if (key.ends_with("_nodes")) pass_nodes += pm.counters().get(key);
   }
+  // Inductor's 20/52 hold 8 one-node matches of joint_graph's pointless_view on
+  // the views its own decomposition of aten.linear makes (seen in its match log,
+  // bench/quantization/inductor_int8.py --matches); kiln's graph keeps
+  // aten.linear and has no such views. The rest agree, and as in Inductor
+  // pattern_matcher_nodes is the sum of the passes' own node counts.
+  const int pointless_views = 8;
+  CHECK(pm.counters().get("pattern_matcher_count") == want["pattern_matcher_count"].get<std::int64_t>() - pointless_views);
+  CHECK(pm.counters().get("pattern_matcher_nodes") == want["pattern_matcher_nodes"].get<std::int64_t>() - pointless_views);
+  CHECK(pm.counters().get("pattern_matcher_nodes") == pass_nodes);
   CHECK(count(file.graph, onednn::qlinear_pointwise) == 3);
   CHECK(count(file.graph, onednn::qlinear_pointwise_binary) == 1);
   CHECK(count(file.graph, onednn::qlinear_prepack) == 4);

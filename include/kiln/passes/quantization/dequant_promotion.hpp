@@ -16,6 +16,7 @@
 #include "kiln/ops/prims.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
+#include "kiln/passes/quantization/inductor_match_count.hpp"
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 
@@ -82,10 +83,7 @@ inline void register_dequant_promotion_patterns(PatternMatcherPass& pass, Counte
     const std::int64_t nodes = qd::inductor_chain_length(end, static_cast<std::int64_t>(m.nodes().size()));
     const auto users = end->user_list();
     for (std::size_t i = 1; i < users.size(); ++i) qd::copy_chain_for(g, end, users[i]);
-    if (counters) {
-      counters->increment("dequant_promotion_matcher_count", 1);
-      counters->increment("dequant_promotion_matcher_nodes", nodes);
-    }
+    qd::count_inductor_match(counters, "dequant_promotion", nodes, static_cast<std::int64_t>(m.nodes().size()));
   };
   const auto several_users = [](const auto& m) { return m.output_node()->num_users() > 1; };
   const auto dq = qd::dequantize_per_tensor_activation();

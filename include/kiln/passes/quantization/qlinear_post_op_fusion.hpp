@@ -26,6 +26,7 @@
 #include "kiln/ops/onednn.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
+#include "kiln/passes/quantization/inductor_match_count.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 
@@ -148,11 +149,10 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
   const auto handler = [counters](bool binary) {
     return [counters, binary](auto& m, Graph& g, Node* out) {
       const std::int64_t nodes = qd::inductor_fusion_nodes(m.nodes());
+      const auto kiln_nodes = static_cast<std::int64_t>(m.nodes().size());
       qd::fuse_post_ops(g, m.nodes(), out, binary);
       m.erase_nodes();
-      if (!counters) return;
-      counters->increment(binary ? "qlinear_binary_matcher_count" : "qlinear_unary_matcher_count", 1);
-      counters->increment(binary ? "qlinear_binary_matcher_nodes" : "qlinear_unary_matcher_nodes", nodes);
+      qd::count_inductor_match(counters, binary ? "qlinear_binary" : "qlinear_unary", nodes, kiln_nodes);
     };
   };
   const auto check = [](bool binary) { return [binary](const auto& m) { return qd::valid_post_op_fusion(m.nodes(), binary); }; };

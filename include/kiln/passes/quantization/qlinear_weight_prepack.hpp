@@ -19,6 +19,7 @@
 #include "kiln/ops/onednn.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
+#include "kiln/passes/quantization/inductor_match_count.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
 
@@ -111,12 +112,10 @@ inline void register_qlinear_weight_prepack_patterns(PatternMatcherPass& pass, C
       const TensorMeta* xm = x ? x->meta.val.tensor() : nullptr;
       nodes += 1 + (xm && xm->rank() > 2 ? 2 : 0);
     }
+    const auto kiln_nodes = static_cast<std::int64_t>(m.nodes().size());
     qd::prepack_qlinear(g, m.nodes(), out, bias);
     m.erase_nodes();
-    if (counters) {
-      counters->increment("qlinear_weight_prepack_matcher_count", 1);
-      counters->increment("qlinear_weight_prepack_matcher_nodes", nodes);
-    }
+    qd::count_inductor_match(counters, "qlinear_weight_prepack", nodes, kiln_nodes);
   };
   const auto check = [](const auto& m) { return qd::valid_dequant_linear(m.nodes()); };
   const auto dq = qd::dequantize_per_tensor_activation();
