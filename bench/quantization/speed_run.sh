@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# int8 against fp32, side by side in one run: for each model and batch, the
+# x86-recipe q/dq graph and the float graph are exported (aten level), then
+# per thread count kiln-run times the q/dq graph after the `quantization`
+# passes (checked against PyTorch's q/dq reference) and the float graph, and
+# inductor_int8.py times Inductor's int8 compile, PyTorch eager fp32 and ONNX
+# Runtime's QDQ int8. One JSON line per measurement in OUT.jsonl.
+#   bash bench/quantization/speed_run.sh KILN_RUN OUT.jsonl "2 16" "1 16" MODULE:FACTORY...
+# Needs PyTorch 2.x (Inductor) and onnxruntime; run from the repository root.
+set -uo pipefail
+kiln_run=$1 out=$2 threads=$3 batches=$4
+shift 4
+iterations=${ITERATIONS:-20}
+size=${SIZE:-224}
+for factory in "$@"; do
+  name=${factory##*:}
+  for b in $batches; do
+    shape=$b,3,$size,$size q=/tmp/qspeed_${name}_b$b f=/tmp/fspeed_${name}_b$b
+    python3 tools/export_fx.py "$factory" --input-shape "$shape" --level aten --quantize x86 --seed 0 --out "$q" >/dev/null 2>&1 ||
+      { echo "{\"model\":\"$name\",\"batch\":$b,\"error\":\"quantized export failed\"}" >>"$out"; continue; }
+    python3 tools/export_fx.py "$factory" --input-shape "$shape" --level aten --seed 0 --out "$f" >/dev/null 2>&1
+    for t in $threads; do
+      for variant in int8 fp32; do
+        if [[ $variant == int8 ]]; then dir=$q args=(--passes quantization --compare "$q/outputs" --max-rel-err 5e-2)
+        else dir=$f args=(--compare "$f/outputs"); fi
+        line=$("$kiln_run" "$dir" "${args[@]}" --threads "$t" --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
+        python3 -c 'import json, sys
+r = json.loads(sys.argv[1]) if sys.argv[1] else {"error": "kiln-run failed"}
+keep = {k: r[k] for k in ("median_ms", "min_ms", "match", "max_rel_err", "pass_counters", "error") if k in r}
+keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_" + sys.argv[5])
+print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant" >>"$out"
+      done
+    done
+    python3 bench/quantization/inductor_int8.py "$factory" --input-shape "$shape" --ort --rounds "$iterations" \
+      --threads "$(echo $threads | tr ' ' ,)" 2>/dev/null | python3 -c 'import json, sys
+r = json.loads(sys.stdin.read())
+for t, ms in r.get("ms", {}).items():
+    for impl, v in ms.items():
+        row = {"model": sys.argv[1], "batch": int(sys.argv[2]), "threads": int(t), "impl": impl}
+        row["error" if impl.endswith("error") else "median_ms"] = v
+        print(json.dumps(row))
+print(json.dumps({"model": sys.argv[1], "batch": int(sys.argv[2]), "impl": "inductor_counters",
+                  "counters": r["counters"], "max_abs_diff_vs_qdq": r["max_abs_diff_vs_qdq"]}))' "$name" "$b" >>"$out" ||
+      echo "{\"model\":\"$name\",\"batch\":$b,\"error\":\"inductor_int8.py failed\"}" >>"$out"
+  done
+done
