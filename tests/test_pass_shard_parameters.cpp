@@ -201,6 +201,32 @@ TEST_CASE("shard_parameters shards of ranks 0 to N-1 concatenate to the weight f
   }
 }
 
+TEST_CASE("shard_parameters reads a weight's file in part: each rank's run of it, the same shards as from the held weight") {
+  namespace fs = std::filesystem;
+  const fs::path dir = test::scratch_dir("kiln_shard_files_");
+  const std::vector<float> values = iota(7);  // 7 elements over 3 ranks: shards of 3, the last padded
+  io::write_npy(dir / "w.npy", io::make_weight<float>({7}, values));
+  std::vector<float> gathered;
+  for (std::int64_t r = 0; r < 3; ++r) {
+    io::GraphFile file;
+    file.base_dir = dir;
+    file.weights = {{"w", "w.npy"}};
+    io::WeightStore store(file);
+    Graph g;
+    g.output(Arg(g.get_attr("w", meta({7}))));
+    const sharding::ShardReport report = shard(g, store, 3, r);
+    CHECK(report.sharded == 1);
+    CHECK(report.bytes_sharded == 28);
+    CHECK(report.bytes_per_rank == 12);
+    const auto s = store.created_value("w_shard").values<float>();
+    gathered.insert(gathered.end(), s.begin(), s.end());
+  }
+  std::vector<float> want = values;
+  want.resize(9, 0.0f);
+  CHECK(gathered == want);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("shard_parameters at world_size 1 leaves the graph and the weights alone, even without weights") {
   Model m;
   const std::size_t nodes = m.g.size();

@@ -239,3 +239,84 @@ TEST_CASE("a bad npy file is an error naming the attribute and the file") {
     CHECK_THROWS_WITH_AS(kiln::io::load_weight(f, attr), doctest::Contains(rows[i].message.c_str()), kiln::io::FormatError);
   }
 }
+
+TEST_CASE("read_npy_layout reads the header alone and read_npy_elements a run of the flat array, from every kind of file") {
+  TempDir dir("weights_partial");
+  // a[i][j] = 10 i + j, shape (3, 4): the reference is read_npy's whole array.
+  std::vector<std::int32_t> c, f;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) c.push_back(10 * i + j);
+  for (int j = 0; j < 4; ++j)
+    for (int i = 0; i < 3; ++i) f.push_back(10 * i + j);
+  std::string be;
+  for (std::int32_t v : c) {
+    std::string b(reinterpret_cast<const char*>(&v), 4);
+    be.append(b.rbegin(), b.rend());
+  }
+  const struct {
+    const char* name;
+    std::string bytes;
+    bool gzip;
+  } files[] = {
+      {"c.npy", npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }", raw(c)), false},
+      {"v2.npy", npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }", raw(c), 2), false},
+      {"big.npy", npy_bytes("{'descr': '>i4', 'fortran_order': False, 'shape': (3, 4), }", be), false},
+      {"fortran.npy", npy_bytes("{'descr': '<i4', 'fortran_order': True, 'shape': (3, 4), }", raw(f)), false},
+      {"c.npy.gz", npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }", raw(c)), true},
+  };
+  for (const auto& file : files) {
+    CAPTURE(file.name);
+    const fs::path path = dir.path / file.name;
+    kiln::io::write_file(path, file.bytes, file.gzip);
+    const kiln::io::NpyLayout l = kiln::io::read_npy_layout(path);
+    CHECK(l.meta.dtype == kiln::DType::int32);
+    CHECK(l.meta.shape == std::vector<std::int64_t>{3, 4});
+    CHECK(l.meta.bytes.empty());
+    const std::vector<std::int32_t> whole = kiln::io::read_npy(path).values<std::int32_t>();
+    REQUIRE(whole == c);
+    for (std::int64_t from = 0; from <= 12; ++from) {
+      for (std::int64_t count = 0; from + count <= 12; count += 5) {
+        const std::vector<std::byte> got = kiln::io::read_npy_elements(path, from, count);
+        REQUIRE(got.size() == static_cast<std::size_t>(count) * 4);
+        std::vector<std::int32_t> values(static_cast<std::size_t>(count));
+        if (count) std::memcpy(values.data(), got.data(), got.size());
+        CHECK(values == std::vector<std::int32_t>(whole.begin() + from, whole.begin() + from + count));
+      }
+    }
+    CHECK_THROWS_WITH_AS(kiln::io::read_npy_elements(path, 10, 3), doctest::Contains("elements 10 to 13 asked of an array of 12"),
+                         kiln::Error);
+  }
+  SUBCASE("a truncated file is the size error parse_npy gives") {
+    const fs::path path = dir.path / "short.npy";
+    const std::string bytes = npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (3, 4), }", raw(c));
+    kiln::io::write_file(path, bytes.substr(0, bytes.size() - 8));  // the last two elements missing
+    CHECK_THROWS_WITH_AS(kiln::io::read_npy_elements(path, 0, 1), doctest::Contains("data size mismatch"), kiln::io::FormatError);
+  }
+}
+
+TEST_CASE("WeightStore::meta and read_elements read a file's header and one run of it, or a held value") {
+  TempDir dir("weights_store_partial");
+  const std::vector<float> v{1, 2, 3, 4, 5, 6};
+  kiln::io::write_npy(dir.path / "weights/w.npy", kiln::io::make_weight<float>({2, 3}, v));
+  write_graph_with_weights(dir.path / "graph.json", {{"w", "weights/w.npy"}, {"gone", "weights/gone.npy"}});
+  const auto f = kiln::io::read_fx_json(dir.path / "graph.json");
+  kiln::io::WeightStore store(f);
+  const auto m = store.meta("w");
+  REQUIRE(m.has_value());
+  CHECK(m->shape == std::vector<std::int64_t>{2, 3});
+  CHECK(m->bytes.empty());
+  const auto run = store.read_elements("w", 2, 3);
+  std::vector<float> got(3);
+  std::memcpy(got.data(), run.data(), run.size());
+  CHECK(got == std::vector<float>{3, 4, 5});
+  store.add("held", kiln::io::make_weight<float>({4}, {9, 8, 7, 6}));
+  const auto held = store.read_elements("held", 3, 1);
+  float last = 0;
+  std::memcpy(&last, held.data(), 4);
+  CHECK(last == 6);
+  CHECK(store.meta("held")->shape == std::vector<std::int64_t>{4});
+  CHECK_FALSE(store.meta("nothing").has_value());
+  CHECK_THROWS_WITH_AS(store.read_elements("held", 3, 2), doctest::Contains("elements 3 to 5 of 'held', which has 4"), kiln::Error);
+  CHECK_THROWS_WITH_AS(store.meta("gone"), doctest::Contains("weights['gone']: "), kiln::io::IoError);
+  CHECK_THROWS_WITH_AS(store.read_elements("nothing", 0, 1), doctest::Contains("no weight named 'nothing'"), kiln::Error);
+}

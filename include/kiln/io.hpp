@@ -7,4 +7,6 @@
 #include "kiln/io/fx_json_write.hpp"
 #include "kiln/io/graph_file.hpp"
 #include "kiln/io/gzip.hpp"
+#include "kiln/io/npy_slice.hpp"
 #include "kiln/io/npy_weights.hpp"
+#include "kiln/io/weight_store.hpp"

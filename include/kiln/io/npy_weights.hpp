@@ -210,8 +210,20 @@ inline std::vector<std::byte> fortran_to_c_order(const std::vector<std::byte>& i
 
 }  // namespace detail
 
-// Parses the bytes of a .npy file. `source` names it in error messages.
-inline WeightTensor parse_npy(std::string_view data, const std::string& source = "<npy>") {
+// What a .npy header says: the array's dtype and shape (a WeightTensor without
+// bytes), how its data is stored, and where the data starts.
+struct NpyLayout {
+  WeightTensor meta;
+  std::string descr;           // as the header writes it: '<f4', '>i8', ...
+  bool swap = false;           // big-endian data, swapped when read
+  bool fortran_order = false;  // converted to C order when read
+  std::size_t data_offset = 0;
+  std::size_t data_bytes = 0;  // numel * itemsize
+};
+
+// Parses the header at the start of `data` (the first bytes of a .npy file; the
+// data may follow or not). `source` names it in error messages.
+inline NpyLayout parse_npy_layout(std::string_view data, const std::string& source = "<npy>") {
   auto fail = [&](const std::string& what) -> FormatError { return FormatError(source + ": " + what); };
   static constexpr std::string_view kMagic("\x93NUMPY", 6);
   if (data.size() < 10 || data.substr(0, 6) != kMagic)
@@ -233,14 +245,17 @@ inline WeightTensor parse_npy(std::string_view data, const std::string& source =
   const detail::NpyHeader h =
       detail::parse_npy_header_dict(data.substr(header_start, header_len), source);
 
-  WeightTensor t;
+  NpyLayout l;
+  WeightTensor& t = l.meta;
   t.shape = h.shape;
+  l.fortran_order = h.fortran_order;
+  l.data_offset = header_start + header_len;
+  l.descr = h.descr;
   const std::string& d = h.descr;
   if (d.size() < 3) throw fail("unsupported dtype '" + d + "'");
   const char order = d[0];
   const std::string_view code = std::string_view(d).substr(1);
-  bool swap = false;
-  if (order == '>') swap = true;
+  if (order == '>') l.swap = true;
   else if (order != '<' && order != '|' && order != '=') throw fail("unsupported byte order in dtype '" + d + "'");
   if (code == "f4") t.dtype = DType::float32;
   else if (code == "f8") t.dtype = DType::float64;
@@ -269,19 +284,37 @@ inline WeightTensor parse_npy(std::string_view data, const std::string& source =
       throw fail("shape too large: its element count overflows");
     nonzero *= static_cast<std::size_t>(dim);
   }
-  const std::size_t n = empty ? 0 : nonzero;
-  const std::size_t body = data.size() - header_start - header_len;
-  if (body != n * item)
-    throw fail("data size mismatch: shape and dtype '" + d + "' need " + std::to_string(n * item) +
-               " bytes, the file holds " + std::to_string(body) + (body < n * item ? " (truncated?)" : ""));
-  const auto* p = reinterpret_cast<const std::byte*>(data.data() + header_start + header_len);
-  t.bytes.assign(p, p + n * item);
-  if (swap && item > 1) {
-    // complex64 is two float32s, each swapped on its own.
-    const std::size_t unit = t.dtype == DType::complex64 ? 4 : item;
-    for (std::size_t k = 0; k < t.bytes.size(); k += unit) std::reverse(t.bytes.begin() + k, t.bytes.begin() + k + unit);
+  l.data_bytes = (empty ? 0 : nonzero) * item;
+  return l;
+}
+
+// The data of `l` must fill the rest of a file of `file_bytes` bytes exactly.
+inline void check_npy_size(const NpyLayout& l, std::size_t file_bytes, const std::string& source) {
+  const std::size_t body = file_bytes - l.data_offset;
+  if (body != l.data_bytes) {
+    throw FormatError(source + ": data size mismatch: shape and dtype '" + l.descr + "' need " + std::to_string(l.data_bytes) +
+                      " bytes, the file holds " + std::to_string(body) + (body < l.data_bytes ? " (truncated?)" : ""));
   }
-  if (h.fortran_order) t.bytes = detail::fortran_to_c_order(t.bytes, t.shape, item);
+}
+
+// Swaps each element of `bytes` (of `dtype`) from big- to little-endian.
+inline void swap_npy_bytes(std::vector<std::byte>& bytes, DType dtype) {
+  const std::size_t item = dtype_itemsize(dtype);
+  if (item <= 1) return;
+  // complex64 is two float32s, each swapped on its own.
+  const std::size_t unit = dtype == DType::complex64 ? 4 : item;
+  for (std::size_t k = 0; k < bytes.size(); k += unit) std::reverse(bytes.begin() + k, bytes.begin() + k + unit);
+}
+
+// Parses the bytes of a .npy file. `source` names it in error messages.
+inline WeightTensor parse_npy(std::string_view data, const std::string& source = "<npy>") {
+  NpyLayout l = parse_npy_layout(data, source);
+  check_npy_size(l, data.size(), source);
+  WeightTensor t = std::move(l.meta);
+  const auto* p = reinterpret_cast<const std::byte*>(data.data() + l.data_offset);
+  t.bytes.assign(p, p + l.data_bytes);
+  if (l.swap) swap_npy_bytes(t.bytes, t.dtype);
+  if (l.fortran_order) t.bytes = detail::fortran_to_c_order(t.bytes, t.shape, t.itemsize());
   return t;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kiln/io/graph_file.hpp"
+#include "kiln/io/npy_slice.hpp"
 #include "kiln/io/npy_weights.hpp"
 
 namespace kiln::io {
@@ -45,6 +46,32 @@ class WeightStore {
     const std::string* rel = find_weight(table_, name);
     if (!rel) return nullptr;
     return &values_.emplace(std::string(name), Held{load(name, *rel), true}).first->second.value;
+  }
+
+  // A weight's dtype and shape (no bytes): from its value when that is read or
+  // held, else from its file's header alone. nullopt when there is no such weight.
+  std::optional<WeightTensor> meta(std::string_view name) const {
+    if (auto it = values_.find(name); it != values_.end()) return WeightTensor{it->second.value.dtype, it->second.value.shape, {}};
+    const std::string* rel = find_weight(table_, name);
+    if (!rel) return std::nullopt;
+    return naming(name, [&] { return read_npy_layout(base_dir_ / *rel).meta; });
+  }
+
+  // `count` elements of a weight flattened in C order, from element `from`, as
+  // bytes: from its value when that is read or held, else only those bytes of
+  // its file (a rank keeping a shard reads its shard). Throws for an unknown name.
+  std::vector<std::byte> read_elements(std::string_view name, std::int64_t from, std::int64_t count) const {
+    if (auto it = values_.find(name); it != values_.end()) {
+      const WeightTensor& w = it->second.value;
+      if (from < 0 || count < 0 || from + count > w.numel())
+        throw Error("WeightStore: elements " + std::to_string(from) + " to " + std::to_string(from + count) + " of '" +
+                    std::string(name) + "', which has " + std::to_string(w.numel()));
+      const auto* p = w.bytes.data() + static_cast<std::size_t>(from) * w.itemsize();
+      return {p, p + static_cast<std::size_t>(count) * w.itemsize()};
+    }
+    const std::string* rel = find_weight(table_, name);
+    if (!rel) throw Error("WeightStore: no weight named '" + std::string(name) + "'");
+    return naming(name, [&] { return read_npy_elements(base_dir_ / *rel, from, count); });
   }
 
   // Moves a weight whose value comes from its file out of the store, for a pass
@@ -110,6 +137,17 @@ class WeightStore {
     WeightTensor value;
     bool from_file;  // read from the table's file, so take() may hand it out
   };
+  // Runs `read`, its file errors prefixed with the weight's name as load_weight's are.
+  template <class Read>
+  static auto naming(std::string_view name, Read read) -> decltype(read()) {
+    try {
+      return read();
+    } catch (const IoError& e) {
+      throw IoError("weights['" + std::string(name) + "']: " + e.what());
+    } catch (const FormatError& e) {
+      throw FormatError("weights['" + std::string(name) + "']: " + e.what());
+    }
+  }
   WeightTensor load(std::string_view name, const std::string& rel) const {
     GraphFile where;  // load_weight's errors name the attribute and the file
     where.weights = {{std::string(name), rel}};

@@ -8,8 +8,9 @@
 //     -> wait_tensor [P] -> aten.slice.Tensor(0, 0, numel) (when padded)
 //     -> aten.reshape(shape) (when not 1-d)
 //
-// The full weight leaves the pass's WeightStore, so a rank holds 1/N of the
-// weights, and the executor's buffer plan frees each gathered weight after its
+// The full weight leaves the pass's WeightStore, and a weight not read yet is
+// never read whole: its file's header, then this rank's run of elements
+// (WeightStore::read_elements), so a rank reads and holds 1/N of the weights; and the executor's buffer plan frees each gathered weight after its
 // last use. The all-gathers take graph inputs, which is FSDP's form:
 // bucket_fsdp_all_gather then merges them.
 //
@@ -25,6 +26,7 @@
 // on this rank).
 #include <cctype>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -140,20 +142,21 @@ inline ShardReport shard_parameters(Graph& g, io::WeightStore& store, const Shar
   };
   std::vector<Planned> planned;
   for (detail::WeightUse& u : uses) {
-    const io::WeightTensor* w = store.find(u.name);
-    if (!w || w->numel() == 0 || w->numel() < o.min_numel || detail::read_by_module(g, u.name)) {
+    // The header says whether to shard; then only this rank's run of the file is read.
+    std::optional<io::WeightTensor> info = store.meta(u.name);
+    if (!info || info->numel() == 0 || info->numel() < o.min_numel || detail::read_by_module(g, u.name)) {
       ++report.whole;
       continue;
     }
-    io::WeightTensor shard = weight_shard(*w, o.world_size, o.rank);
-    io::WeightTensor info{w->dtype, w->shape, {}};
-    report.bytes_sharded += static_cast<std::int64_t>(w->bytes.size());
+    io::WeightTensor shard = weight_shard(info->dtype, info->numel(), o.world_size, o.rank,
+                                          [&](std::int64_t from, std::int64_t count) { return store.read_elements(u.name, from, count); });
+    report.bytes_sharded += info->numel() * static_cast<std::int64_t>(info->itemsize());
     report.bytes_per_rank += static_cast<std::int64_t>(shard.bytes.size());
-    store.remove(u.name);  // w dangles from here
+    store.remove(u.name);
     const TensorMeta meta = c10d_meta::contiguous({shard.shape[0]}, shard.dtype);
     const std::string name = store.create(detail::node_safe(u.name) + "_shard", std::move(shard));
     auto guard = g.inserting_before(anchor);
-    planned.push_back({&u, g.placeholder(name, meta), std::move(info)});
+    planned.push_back({&u, g.placeholder(name, meta), std::move(*info)});
     ++report.sharded;
   }
   for (Planned& p : planned) {
