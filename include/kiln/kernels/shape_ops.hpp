@@ -5,7 +5,7 @@
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/shape/copies.hpp"
-#include "kiln/kernels/shape/dead_copy.hpp"
+#include "kiln/kernels/shape/copy_in_place.hpp"
 #include "kiln/kernels/shape/fill_in_place.hpp"
 #include "kiln/kernels/shape/flip.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
@@ -76,7 +76,7 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.channel_shuffle", shape_detail::ChannelShuffle>,
     KernelEntry<"torch.nn.functional.channel_shuffle", shape_detail::ChannelShuffle>,
     KernelEntry<"aten.channel_shuffle.default", shape_detail::ChannelShuffle>,
-    KernelEntry<"aten.copy_.default", shape_detail::DeadWeightCopy>,
+    KernelEntry<"aten.copy_.default", shape_detail::CopyInPlace>,
     KernelEntry<"Tensor.repeat", shape_detail::Repeat>,
     KernelEntry<"aten.alias.default", shape_detail::Alias>,
     KernelEntry<"aten.detach.default", shape_detail::Alias>,
