@@ -8,6 +8,7 @@
 #include "kiln/kernels/shape/copy_in_place.hpp"
 #include "kiln/kernels/shape/fill_in_place.hpp"
 #include "kiln/kernels/shape/flip.hpp"
+#include "kiln/kernels/shape/index_put.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
 #include "kiln/kernels/shape/like_factories.hpp"
 #include "kiln/kernels/shape/repeat.hpp"
@@ -154,6 +155,8 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"Tensor.new_ones", shape_detail::NewFilled<1>>,
     KernelEntry<"aten.new_empty.default", shape_detail::NewFilled<-1>>,
     KernelEntry<"Tensor.new_empty", shape_detail::NewFilled<-1>>,
+    KernelEntry<"aten.empty_permuted.default", shape_detail::EmptyPermuted>,
+    KernelEntry<"aten.index_put.default", shape_detail::IndexPut>,
     KernelEntry<"aten.new_full.default", shape_detail::NewFull>,
     KernelEntry<"Tensor.new_full", shape_detail::NewFull>,
     KernelEntry<"aten.arange.default", shape_detail::AtenArange<1>>,
