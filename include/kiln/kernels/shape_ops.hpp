@@ -61,6 +61,7 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"aten.broadcast_to.default", shape_detail::Expand>,
     KernelEntry<"torch.broadcast_to", shape_detail::Expand>,
     KernelEntry<"aten.repeat.default", shape_detail::Repeat>,
+    KernelEntry<"aten.repeat_interleave.Tensor", shape_detail::RepeatInterleaveCounts>,
     KernelEntry<"aten.flip.default", shape_detail::Flip>,
     KernelEntry<"torch.flip", shape_detail::Flip>,
     KernelEntry<"Tensor.flip", shape_detail::Flip>,

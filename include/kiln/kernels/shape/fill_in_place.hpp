@@ -52,7 +52,10 @@ struct FillInPlace {
     const runtime::ValueInfo& ti = ctx.info(target);
     const runtime::ValueId root = ti.storage == runtime::Storage::view ? ti.base : target;
     switch (ctx.info(root).storage) {
-      case runtime::Storage::arena: return in_run(ctx, target, value, value_tensor);
+      case runtime::Storage::arena:
+        // A known value into an untouched empty(): its contents are set once (mvit_v1_b's repeat counts).
+        if (!value_tensor && ctx.make_constant_if_untouched(root)) return when_lowering(ctx, target, root, value, value_tensor);
+        return in_run(ctx, target, value, value_tensor);
       case runtime::Storage::constant: return when_lowering(ctx, target, root, value, value_tensor);
       default: ctx.fail("fill_ writes in place into the graph's input " + ctx.info(root).name + ", which kiln does not change");
     }
