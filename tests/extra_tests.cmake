@@ -465,12 +465,14 @@ if(KILN_HAVE_TORCH)
   # group and instance norms and the other norms, the remaining activations,
   # padding modes, shuffles, LP pooling and flip, the pooling, transposed
   # convolution, distance, like-factory and einsum forms of PoolDistanceNet,
-  # Fold/Unfold and Bilinear; at torch and aten level and as call_module leaves.
+  # Fold/Unfold and Bilinear, PoolConvNet's circular Conv (copy_ into slices
+  # of new_empty at aten level); at torch and aten level and as call_module leaves.
   if(TARGET kiln-run)
     execute_process(COMMAND ${KILN_TORCH_PYTHON} -c "from tests.python.layer_models import LEAF_MODULES; print(LEAF_MODULES)"
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR} OUTPUT_VARIABLE _layer_leaves OUTPUT_STRIP_TRAILING_WHITESPACE)
     foreach(_entry "NormNet|2,6,5,7/2,6,9/1,4,3,4,5" "ActivationNet|2,6,5,7" "PadShuffleNet|2,4,6,8/2,4,7/1,2,3,4,5"
-                   "PoolDistanceNet|2,4,6,8/2,4,7/1,4,4,4,5" "FoldBilinearNet|2,3,7,6/2,4,6")
+                   "PoolDistanceNet|2,4,6,8/2,4,7/1,4,4,4,5" "FoldBilinearNet|2,3,7,6/2,4,6"
+                   "PoolConvNet|2,4,6,8/2,4,8/1,4,4,4,5")
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _factory)
       list(GET _parts 1 _shapes)

@@ -93,7 +93,7 @@ TEST_CASE("copy_ of a weight's repeated mean back into it is no step, other copy
   Node* x1 = g.placeholder("y", meta({4}));
   g.call_function(OpRef("aten.copy_.default"), {x0, x1}, {}, "cp");
   g.output(ArgList{x0});
-  CHECK(compile_error(g, {}).find("(its destination is not an alias of a weight)") != std::string::npos);
+  CHECK(compile_error(g, {}).find("copy_ writes in place into the graph's input x") != std::string::npos);
 }
 
 namespace {
@@ -143,4 +143,37 @@ TEST_CASE("channel_shuffle against a naive index map, as a function and as a mod
   g.output(ArgList{g.call_module("m", {Arg(xn)})});
   CHECK(test::max_abs_diff(CompiledGraph::compile(g, {}).run({x})[0], run_shuffle("torch.channel_shuffle", x, 3)) == 0);
   CHECK_THROWS_WITH_AS(run_shuffle("torch.channel_shuffle", x, 4), doctest::Contains("channel_shuffle: the channels of [2, 6, 2, 3] do not split into 4 groups"), Error);
+}
+
+TEST_CASE("repeat_interleave.Tensor of counts known when lowering writes each index its count of times, against a loop") {
+  // As mvit_v1_b's aten graph writes it: counts from empty + fill_, expanded, then index_select.
+  Graph g;
+  Node* e = g.call_function(OpRef("aten.empty.memory_format"), {ints({1})}, {{"dtype", Arg(DType::int64)}});
+  Node* f = g.call_function(OpRef("aten.fill_.Scalar"), {e, std::int64_t{3}});
+  Node* ex = g.call_function(OpRef("aten.expand.default"), {f, ints({4})});
+  Node* w = g.get_attr("w", meta({4}, DType::int64));
+  Node* ri = g.call_function(OpRef("aten.repeat_interleave.Tensor"), {ex});
+  Node* rw = g.call_function(OpRef("aten.repeat_interleave.Tensor"), {w}, {{"output_size", Arg(std::int64_t{6})}});
+  Node* x = g.placeholder("x", meta({4, 2}));
+  g.output(ArgList{g.call_function(OpRef("aten.index_select.default"), {x, std::int64_t{0}, ri}),
+                   g.call_function(OpRef("aten.add.Tensor"), {rw, std::int64_t{0}})});
+  const std::vector<std::int64_t> counts{2, 0, 3, 1};
+  const Tensor xs = random_tensor({4, 2}, 41);
+  const auto out = CompiledGraph::compile(g, {{"w", Tensor::from_values<std::int64_t>({4}, counts)}}).run({xs});
+  REQUIRE(out[0].shape() == runtime::Shape{12, 2});
+  for (std::int64_t r = 0; r < 12; ++r)
+    for (std::int64_t c = 0; c < 2; ++c) CHECK(test::at(out[0], {r, c}) == test::at(xs, {r / 3, c}));
+  std::vector<std::int64_t> want;
+  for (std::size_t k = 0; k < counts.size(); ++k)
+    for (std::int64_t n = 0; n < counts[k]; ++n) want.push_back(static_cast<std::int64_t>(k));
+  REQUIRE(out[1].numel() == 6);
+  for (std::int64_t i = 0; i < 6; ++i) CHECK(out[1].data<std::int64_t>()[i] == want[static_cast<std::size_t>(i)]);
+  Graph bad;
+  Node* r = bad.placeholder("r", meta({3}, DType::int64));
+  bad.output(ArgList{bad.call_function(OpRef("aten.repeat_interleave.Tensor"), {r}, {}, "ri")});
+  CHECK(compile_error(bad).find("node ri (aten.repeat_interleave.Tensor): repeats is known only when the graph runs") != std::string::npos);
+  Graph size;
+  Node* ws = size.get_attr("w", meta({4}, DType::int64));
+  size.output(ArgList{size.call_function(OpRef("aten.repeat_interleave.Tensor"), {ws}, {{"output_size", Arg(std::int64_t{5})}}, "ri")});
+  CHECK(compile_error(size, {{"w", Tensor::from_values<std::int64_t>({4}, counts)}}).find("output_size 5 is not the repeats' sum 6") != std::string::npos);
 }

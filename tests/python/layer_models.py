@@ -26,10 +26,8 @@ PoolConvNet (input shapes 2,4,6,8/2,4,8/1,4,4,4,5): LP and adaptive max
 pooling, max pooling with ceil_mode and dilation, divisor_override, padding
 modes, transposed 1-d and 3-d convolution, pixel and channel shuffles, the
 padding layers, Fold/Unfold, Bilinear, CosineSimilarity, PairwiseDistance,
-Flatten/Unflatten. It matches at torch level and as leaves but is not under
-CTest: at aten level torch 1.13 writes Conv2d's circular padding_mode as
-new_empty, slices and in-place aten.copy_ into them, which kiln refuses (node
-copy_); with that one conv's padding zeros, the aten graph matches too.
+Flatten/Unflatten. At aten level torch 1.13 writes Conv2d's circular
+padding_mode as new_empty, slices and in-place aten.copy_ into them.
 """
 
 import torch

@@ -43,7 +43,9 @@ ZOO_LARGE = [("zoo_%s" % name, "tests.python.zoo_models:%s" % name, shape) for n
     ("vgg11_bn", "1,3,32,32"), ("efficientnet_b1", "1,3,32,32"), ("regnet_y_800mf", "1,3,32,32"),
     ("shufflenet_v2_x0_5", "1,3,32,32"), ("maxvit_t", "1,3,224,224"), ("fcn_resnet50", "1,3,64,64"),
     ("deeplabv3_resnet50", "1,3,64,64"), ("r3d_18", "1,3,4,32,32"), ("mc3_18", "1,3,4,32,32"),
-    ("r2plus1d_18", "1,3,4,32,32"))]
+    ("r2plus1d_18", "1,3,4,32,32"),
+    # S3D's last average pool takes 2x7x7: 16 frames of 224x224 is the smallest clip.
+    ("s3d", "1,3,16,224,224"))]
 
 # Factories that need an argument beyond weights=None.
 _KWARGS = {

@@ -1,7 +1,8 @@
 #pragma once
-// torch.einsum(equation, *operands) and aten.einsum on float32: explicit output
-// subscripts ("bni,bnio->bno"), letters and '...' (dims of one size in every
-// operand that has them; no broadcasting). Two operands whose letters are each
+// torch.einsum(equation, *operands) and aten.einsum on float32: output
+// subscripts explicit ("bni,bnio->bno") or implicit (no '->': the letters that
+// appear once, in ASCII order, after '...'), letters and '...'; a dim of size 1
+// broadcasts against the other operands' size of its letter. Two operands whose letters are each
 // batch (both operands and the output), contracted (both operands only) or
 // free (one operand and the output) are a batched matrix product: each operand
 // is viewed (or copied) as [batch..., M, K] and [batch..., K, N], oneDNN's
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,10 +83,21 @@ inline std::string spell_ellipsis(const runtime::LowerContext& ctx, const std::s
   return subs.substr(0, at) + fresh.substr(fresh.size() - n) + subs.substr(at + 3);
 }
 
+// The output torch gives an equation without '->': '...' if any operand has
+// it, then the letters that appear once in the whole equation, in ASCII order
+// (upper case first).
+inline std::string implicit_output(const std::string& lhs) {
+  std::string out = lhs.find("...") != std::string::npos ? "..." : "";
+  for (char c = 'A'; c <= 'z'; ++c)
+    if (std::isalpha(static_cast<unsigned char>(c)) && std::count(lhs.begin(), lhs.end(), c) == 1) out += c;
+  return out;
+}
+
 inline Equation parse_equation(const runtime::LowerContext& ctx, const std::string& eq, const std::vector<std::size_t>& ranks) {
-  const auto arrow = eq.find("->");
-  if (arrow == std::string::npos) ctx.fail("equation '" + eq + "' has no '->' (implicit output is not supported)");
-  Equation e{eq, {}, eq.substr(arrow + 2)};
+  auto arrow = eq.find("->");
+  const bool implicit = arrow == std::string::npos;
+  if (implicit) arrow = eq.size();
+  Equation e{eq, {}, implicit ? implicit_output(eq) : eq.substr(arrow + 2)};
   for (std::size_t b = 0, end; b <= arrow; b = end + 1) {
     end = eq.find(',', b);
     if (end == std::string::npos || end > arrow) end = arrow;
@@ -144,7 +157,7 @@ inline void lower_naive(runtime::LowerContext& ctx, const Equation& e, std::vect
       const std::size_t k = letters.find(e.inputs[i][d]);
       if (p.sizes[k] >= 0 && p.sizes[k] != l.shape[d])
         ctx.fail(std::string("letter '") + e.inputs[i][d] + "' has sizes " + std::to_string(p.sizes[k]) + " and " +
-                 std::to_string(l.shape[d]) + " (broadcasting is not supported)");
+                 std::to_string(l.shape[d]) + " within one operand");
       p.sizes[k] = l.shape[d];
       strides[k] += l.strides[d];
     }
@@ -255,6 +268,35 @@ inline bool product_operands_fit(const runtime::LowerContext& ctx, const Equatio
   return true;
 }
 
+// Each operand with its size-1 dims broadcast (stride 0) to the size the other
+// operands give that letter, as torch allows; sizes that differ otherwise are refused.
+inline void broadcast_operands(runtime::LowerContext& ctx, const Equation& e, std::vector<runtime::ValueId>& ins) {
+  std::map<char, std::int64_t> size;
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    const runtime::Layout& l = ctx.layout(ins[i]);
+    if (l.rank() != e.inputs[i].size()) return;  // lower_naive says why
+    for (std::size_t d = 0; d < l.rank(); ++d) {
+      const char c = e.inputs[i][d];
+      const auto known = size.find(c);
+      if (known == size.end() || known->second == 1) size[c] = l.shape[d];
+      else if (l.shape[d] != 1 && l.shape[d] != known->second)
+        ctx.fail(std::string("equation '") + e.text + "': letter '" + c + "' has sizes " + std::to_string(known->second) +
+                 " and " + std::to_string(l.shape[d]) + ", which do not broadcast");
+    }
+  }
+  for (std::size_t i = 0; i < ins.size(); ++i) {
+    runtime::Layout l = ctx.layout(ins[i]);
+    bool changed = false;
+    for (std::size_t d = 0; d < l.rank(); ++d)
+      if (l.shape[d] == 1 && size[e.inputs[i][d]] != 1) {
+        l.shape[d] = size[e.inputs[i][d]];
+        l.strides[d] = 0;
+        changed = true;
+      }
+    if (changed) ins[i] = ctx.view(ins[i], l);
+  }
+}
+
 struct Einsum {
   static void lower(runtime::LowerContext& ctx) {
     std::string eq;
@@ -270,6 +312,7 @@ struct Einsum {
     std::vector<std::size_t> ranks;
     for (auto v : ins) ranks.push_back(ctx.layout(v).rank());
     const Equation e = parse_equation(ctx, eq, ranks);
+    broadcast_operands(ctx, e, ins);
     if (const auto f = product_form(e);
         f && f->batch.size() <= kMaxProductBatchDims && product_operands_fit(ctx, e, ins[0], ins[1]))
       return lower_product(ctx, e, *f, ins[0], ins[1]);

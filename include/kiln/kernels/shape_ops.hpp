@@ -5,9 +5,10 @@
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
 #include "kiln/kernels/shape/copies.hpp"
-#include "kiln/kernels/shape/dead_copy.hpp"
+#include "kiln/kernels/shape/copy_in_place.hpp"
 #include "kiln/kernels/shape/fill_in_place.hpp"
 #include "kiln/kernels/shape/flip.hpp"
+#include "kiln/kernels/shape/index_put.hpp"
 #include "kiln/kernels/shape/indexing.hpp"
 #include "kiln/kernels/shape/like_factories.hpp"
 #include "kiln/kernels/shape/repeat.hpp"
@@ -60,6 +61,7 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"aten.broadcast_to.default", shape_detail::Expand>,
     KernelEntry<"torch.broadcast_to", shape_detail::Expand>,
     KernelEntry<"aten.repeat.default", shape_detail::Repeat>,
+    KernelEntry<"aten.repeat_interleave.Tensor", shape_detail::RepeatInterleaveCounts>,
     KernelEntry<"aten.flip.default", shape_detail::Flip>,
     KernelEntry<"torch.flip", shape_detail::Flip>,
     KernelEntry<"Tensor.flip", shape_detail::Flip>,
@@ -76,7 +78,7 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"torch.channel_shuffle", shape_detail::ChannelShuffle>,
     KernelEntry<"torch.nn.functional.channel_shuffle", shape_detail::ChannelShuffle>,
     KernelEntry<"aten.channel_shuffle.default", shape_detail::ChannelShuffle>,
-    KernelEntry<"aten.copy_.default", shape_detail::DeadWeightCopy>,
+    KernelEntry<"aten.copy_.default", shape_detail::CopyInPlace>,
     KernelEntry<"Tensor.repeat", shape_detail::Repeat>,
     KernelEntry<"aten.alias.default", shape_detail::Alias>,
     KernelEntry<"aten.detach.default", shape_detail::Alias>,
@@ -154,6 +156,8 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"Tensor.new_ones", shape_detail::NewFilled<1>>,
     KernelEntry<"aten.new_empty.default", shape_detail::NewFilled<-1>>,
     KernelEntry<"Tensor.new_empty", shape_detail::NewFilled<-1>>,
+    KernelEntry<"aten.empty_permuted.default", shape_detail::EmptyPermuted>,
+    KernelEntry<"aten.index_put.default", shape_detail::IndexPut>,
     KernelEntry<"aten.new_full.default", shape_detail::NewFull>,
     KernelEntry<"Tensor.new_full", shape_detail::NewFull>,
     KernelEntry<"aten.arange.default", shape_detail::AtenArange<1>>,

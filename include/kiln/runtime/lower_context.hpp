@@ -325,6 +325,24 @@ class LowerContext {
       if (!lowered_.contains(w)) return true;
     return false;
   }
+  // Makes `v`, a row-major arena buffer that no step has touched yet (an
+  // empty()), a constant of zeros, so that a write known now (fill_ of a
+  // value) happens once, when lowering; false if it cannot.
+  bool make_constant_if_untouched(ValueId v) {
+    ValueInfo& i = program_.values[v];
+    if (i.storage != Storage::arena || !i.layout.is_contiguous()) return false;
+    auto root = [&](ValueId x) { return program_.values[x].storage == Storage::view ? program_.values[x].base : x; };
+    for (const auto& s : program_.steps) {
+      for (ValueId r : s->reads)
+        if (root(r) == v) return false;
+      for (ValueId w : s->writes)
+        if (root(w) == v) return false;
+    }
+    i.storage = Storage::constant;
+    i.index = static_cast<std::uint32_t>(program_.constants.size());
+    program_.constants.push_back(Tensor::zeros(i.layout.shape, i.layout.dtype));
+    return true;
+  }
   // A new buffer in the arena for this node.
   ValueId buffer(Layout layout) {
     ValueInfo i;

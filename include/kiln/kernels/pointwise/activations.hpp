@@ -135,6 +135,18 @@ struct LpPool {
   }
 };
 
+// aten.rrelu_with_noise_functional(self, noise, lower, upper, training, generator)
+// -> (out, noise_out), torch 2.11's form: in eval the leaky relu above, and
+// noise comes back unchanged (training would write the drawn slopes into it).
+struct RreluWithNoiseFunctional {
+  static void lower(runtime::LowerContext& ctx) {
+    lower_unary(ctx, RreluEval::read(ctx), false);
+    const runtime::Lowered out = ctx.take_result();
+    const auto noise = ctx.tensor(1, "noise");
+    ctx.set_result(runtime::Lowered::tuple({out, runtime::Lowered::tensor(ctx.view(noise, ctx.layout(noise)))}));
+  }
+};
+
 // aten.log_sigmoid_forward(self) -> (output, buffer): the buffer is for the backward pass.
 struct LogSigmoidForward {
   static void lower(runtime::LowerContext& ctx) {
@@ -237,6 +249,7 @@ using activation_kernels = KernelGroup<
     KernelEntry<"aten.log_sigmoid_forward.default", pointwise_detail::LogSigmoidForward>,
     KernelEntry<"torch.nn.functional.rrelu", pointwise_detail::UnaryKernel<pointwise_detail::RreluEval>>,
     KernelEntry<"aten.rrelu_with_noise.default", pointwise_detail::UnaryKernel<pointwise_detail::RreluEval>>,
+    KernelEntry<"aten.rrelu_with_noise_functional.default", pointwise_detail::RreluWithNoiseFunctional>,
     KernelEntry<"torch.prelu", pointwise_detail::Prelu>,
     KernelEntry<"torch.nn.functional.prelu", pointwise_detail::Prelu>,
     KernelEntry<"aten.prelu.default", pointwise_detail::Prelu>,

@@ -322,6 +322,24 @@ struct WhereKernel {
   }
 };
 
+// clamp(self, min=None, max=None) with tensor bounds (torch 2.11's
+// aten.clamp.Tensor): a maximum with min, then a minimum with max, each
+// broadcasting as a binary op; min above max gives max, as in PyTorch.
+struct ClampTensor {
+  static bool given(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw) {
+    const Arg* a = ctx.find_arg(pos, kw);
+    return a && !a->is_none();
+  }
+  static void lower(runtime::LowerContext& ctx) {
+    const bool lo = given(ctx, 1, "min"), hi = given(ctx, 2, "max");
+    if (!lo && !hi) ctx.fail("clamp needs min or max; both are None");
+    Operand x = read_operand(ctx, 0, "self");
+    if (lo) x = Operand{lower_binary(ctx, Maximum{}, x, read_operand(ctx, 1, "min")), {}};
+    if (hi) x = Operand{lower_binary(ctx, Minimum{}, x, read_operand(ctx, 2, "max")), {}};
+    ctx.set_result(*x.tensor);
+  }
+};
+
 }  // namespace kiln::kernels::pointwise_detail
 
 namespace kiln::kernels {
@@ -380,6 +398,7 @@ using binary_kernels = KernelGroup<
     KernelEntry<"aten.clamp_min_.Tensor", BinaryKernel<BinaryOp::maximum, true>>,
     KernelEntry<"aten.clamp_max.Tensor", BinaryKernel<BinaryOp::minimum>>,
     KernelEntry<"aten.clamp_max_.Tensor", BinaryKernel<BinaryOp::minimum, true>>,
+    KernelEntry<"aten.clamp.Tensor", pointwise_detail::ClampTensor>,
     KernelEntry<"aten.where.self", pointwise_detail::WhereKernel>,
     KernelEntry<"torch.where", pointwise_detail::WhereKernel>,
     KernelEntry<"aten.sub_.Tensor", BinaryKernel<BinaryOp::sub, true>>,

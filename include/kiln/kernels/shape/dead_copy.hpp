@@ -3,7 +3,8 @@
 // statistics back at aten level, even in eval: `self` an alias of weight W,
 // `src` the mean over dim 0 of W repeated (view(repeat(W))), that is W's own
 // values (to rounding). Kiln's weights are constants, so that write is no
-// step. Any other copy_ is refused.
+// step. A copy_ into a buffer of the run is copy_in_place.hpp's; any other
+// copy_ into a weight is refused.
 #include <string>
 
 #include "kiln/kernels/kernel.hpp"

@@ -52,7 +52,10 @@ struct FillInPlace {
     const runtime::ValueInfo& ti = ctx.info(target);
     const runtime::ValueId root = ti.storage == runtime::Storage::view ? ti.base : target;
     switch (ctx.info(root).storage) {
-      case runtime::Storage::arena: return in_run(ctx, target, value, value_tensor);
+      case runtime::Storage::arena:
+        // A known value into an untouched empty(): its contents are set once (mvit_v1_b's repeat counts).
+        if (!value_tensor && ctx.make_constant_if_untouched(root)) return when_lowering(ctx, target, root, value, value_tensor);
+        return in_run(ctx, target, value, value_tensor);
       case runtime::Storage::constant: return when_lowering(ctx, target, root, value, value_tensor);
       default: ctx.fail("fill_ writes in place into the graph's input " + ctx.info(root).name + ", which kiln does not change");
     }
@@ -106,7 +109,8 @@ struct FillInPlace {
 
   // A node lowered already that reads `root` in a step (not a view of it, not
   // a constant folded from it) would see the new values on each run.
-  static void refuse_earlier_readers(const runtime::LowerContext& ctx, const Node& owner, runtime::ValueId root) {
+  static void refuse_earlier_readers(const runtime::LowerContext& ctx, const Node& owner, runtime::ValueId root,
+                                     std::string_view op = "fill_") {
     std::vector<const Node*> todo{&owner};
     std::unordered_set<const Node*> seen{&owner};
     while (!todo.empty()) {
@@ -121,7 +125,7 @@ struct FillInPlace {
         if (l.id == root || (i.storage == runtime::Storage::view && i.base == root)) {
           todo.push_back(u);
         } else if (i.storage != runtime::Storage::constant && !(i.storage == runtime::Storage::view && ctx.info(i.base).storage == runtime::Storage::constant)) {
-          ctx.fail("fill_ writes in place into " + owner.name() + ", which " + u->name() +
+          ctx.fail(std::string(op) + " writes in place into " + owner.name() + ", which " + u->name() +
                    " read earlier while the graph runs; an in-place write after a read is not supported");
         }
       }

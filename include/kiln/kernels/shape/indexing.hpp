@@ -94,11 +94,18 @@ struct IndexTensor {
 
   // `list`: per leading dim of `in`, a tensor node or None.
   static void lower_indices(runtime::LowerContext& ctx, runtime::ValueId in, const ArgList* list) {
-    const runtime::Layout l = ctx.layout(in);
-    if (list->size() > l.rank())
-      ctx.fail(std::to_string(list->size()) + " indices for a tensor of " + std::to_string(l.rank()) + " dims");
     std::vector<IndexOperand> ops;
     runtime::Shape shape;
+    operands(ctx, ctx.layout(in), list, ops, shape);
+    lower_gather(ctx, in, ops, shape);
+  }
+
+  // The index tensors of `list` (per leading dim of a tensor of layout `l`) and
+  // the shape they broadcast to, each operand's strides expanded to it.
+  static void operands(runtime::LowerContext& ctx, const runtime::Layout& l, const ArgList* list,
+                       std::vector<IndexOperand>& ops, runtime::Shape& shape) {
+    if (list->size() > l.rank())
+      ctx.fail(std::to_string(list->size()) + " indices for a tensor of " + std::to_string(l.rank()) + " dims");
     for (std::size_t k = 0; k < list->size(); ++k) {
       const Node* n = (*list)[k].node();
       if (!n) {
@@ -124,7 +131,28 @@ struct IndexTensor {
     if (ops.empty()) ctx.fail("indices holds no tensor");
     if (shape.size() > kMaxWalkRank) ctx.fail("index tensors of more than 16 dims");
     for (IndexOperand& op : ops) op.strides = runtime::expanded(ctx.layout(op.value), shape).strides;
-    lower_gather(ctx, in, ops, shape);
+  }
+
+  // The shape of self[indices]: the dims not indexed, with `bshape` at the
+  // first index's place when the indexed dims are adjacent, else in front;
+  // `bpos` is where it starts and rest_dims the result's dim of each dim not indexed.
+  static runtime::Shape result_shape(const runtime::Layout& l, const std::vector<IndexOperand>& ops,
+                                     const runtime::Shape& bshape, std::size_t& bpos, std::vector<std::size_t>& rest_dims) {
+    bool adjacent = true;
+    for (std::size_t i = 1; i < ops.size(); ++i) adjacent = adjacent && ops[i].dim == ops[i - 1].dim + 1;
+    std::vector<bool> indexed(l.rank(), false);
+    for (const IndexOperand& op : ops) indexed[op.dim] = true;
+    bpos = adjacent ? ops[0].dim : 0;
+    runtime::Shape out;
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < l.rank(); ++k) {
+      if (indexed[k]) continue;
+      if (j++ == bpos) out.insert(out.end(), bshape.begin(), bshape.end());
+      rest_dims.push_back(out.size());
+      out.push_back(l.shape[k]);
+    }
+    if (bpos >= j) out.insert(out.end(), bshape.begin(), bshape.end());
+    return out;
   }
 
   static void lower_gather(runtime::LowerContext& ctx, runtime::ValueId in, const std::vector<IndexOperand>& ops,

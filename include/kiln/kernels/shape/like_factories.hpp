@@ -86,6 +86,32 @@ struct NewFull {
   }
 };
 
+// empty_permuted(size, physical_layout): shape `size`, its dims laid out in
+// memory in physical_layout's order (outermost first); contents undefined.
+struct EmptyPermuted {
+  static void lower(runtime::LowerContext& ctx) {
+    check_factory_kwargs(ctx);
+    const auto size = ctx.ints_arg(0, "size");
+    const auto order = ctx.ints_arg(1, "physical_layout");
+    if (order.size() != size.size())
+      ctx.fail("physical_layout " + runtime::shape_str(order) + " has " + std::to_string(order.size()) +
+               " dims, size " + runtime::shape_str(size) + " has " + std::to_string(size.size()));
+    std::vector<bool> seen(size.size(), false);
+    for (std::int64_t d : order) {
+      if (d < 0 || d >= static_cast<std::int64_t>(size.size()) || seen[d])
+        ctx.fail("physical_layout " + runtime::shape_str(order) + " is not a permutation of the dims of size " + runtime::shape_str(size));
+      seen[d] = true;
+    }
+    runtime::Shape strides(size.size());
+    std::int64_t step = 1;
+    for (std::size_t k = order.size(); k-- > 0;) {
+      strides[order[k]] = step;
+      step *= std::max<std::int64_t>(size[order[k]], 1);
+    }
+    ctx.set_result(ctx.buffer(runtime::Layout{dtype_kwarg(ctx, DType::float32), runtime::Shape(size.begin(), size.end()), strides}));
+  }
+};
+
 }  // namespace shape_detail
 
 }  // namespace kiln::kernels
