@@ -2,7 +2,8 @@
 // misses (another output scale, differing input scales, a dequantize with a
 // second user, the indices read), the counters; and the lowered int8 graphs
 // run against naive loops over the int8 values (quantized.max_pool2d on u8 and
-// s8, cat and reshape of u8 tensors), which must equal them exactly.
+// s8, cat and reshape of u8 tensors), which must equal them exactly. Also
+// quant_lift_up: a quantize moved above the views feeding it, and its misses.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "kiln/passes/quantization/qcat.hpp"
 #include "kiln/passes/quantization/qmaxpool2d.hpp"
 #include "kiln/passes/quantization/qreshape.hpp"
+#include "kiln/passes/quantization/quant_lift_up.hpp"
 #include "quant_graph_support.hpp"
 #include "runtime_test_support.hpp"
 
@@ -246,5 +248,68 @@ TEST_CASE("qreshape lowers dequantize, reshape, quantize of one scale to a resha
     Graph g;
     g.output(ArgList{build(g, 0.1)});
     CHECK(qreshape(g) == 0);
+  }
+}
+
+namespace {
+
+// x [2, 3, 4] -> relu -> view [2, 12]... : relu -> permute [0, 2, 1] -> reshape [2, 12] -> quantize.
+struct LiftGraph {
+  Graph g;
+  Node *x, *relu, *perm, *reshape, *q;
+  LiftGraph() {
+    x = g.placeholder("x", meta({2, 3, 4}));
+    relu = g.call_function(aten::relu, {x});
+    relu->meta.val = meta({2, 3, 4});
+    perm = g.call_function(aten::permute, {relu, ArgList{0, 2, 1}});
+    perm->meta.val = meta({2, 4, 3});
+    reshape = g.call_function(aten::reshape, {perm, ArgList{2, 12}});
+    reshape->meta.val = meta({2, 12});
+    q = quantize(g, reshape, {2, 12});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("quant_lift_up moves a per-tensor quantize above permute and reshape, and the result equals the unlifted graph") {
+  LiftGraph t;
+  t.g.output(ArgList{dequantize(t.g, t.q, {2, 12})});
+  {
+    LiftGraph r;
+    r.g.output(ArgList{dequantize(r.g, r.q, {2, 12})});
+    const Tensor x = test::random_tensor({2, 3, 4}, 5);
+    const Tensor want = CompiledGraph::compile(r.g, {}).run({x})[0];
+    Counters c;
+    CHECK(quant_lift_up(t.g, &c) == 1);
+    lint(t.g);
+    CHECK(c.get("quant_lift_up_count") == 1);
+    const auto qs = t.g.find_nodes(OpKind::call_function, quantized_decomposed::quantize_per_tensor);
+    REQUIRE(qs.size() == 1);
+    CHECK(qs[0]->arg(0).node() == t.relu);
+    CHECK(t.perm->arg(0).node() == qs[0]);
+    CHECK(t.reshape->meta.val.tensor()->dtype == DType::uint8);
+    const Tensor got = CompiledGraph::compile(t.g, {}).run({x})[0];
+    CHECK(test::max_abs_diff(got, want) == 0.0);
+  }
+}
+
+TEST_CASE("quant_lift_up leaves a quantize whose views or their input have other users") {
+  SUBCASE("a view has a second user") {
+    LiftGraph t;
+    t.g.output(ArgList{t.q, t.perm});
+    CHECK(quant_lift_up(t.g) == 0);
+  }
+  SUBCASE("the chain's input has a second user") {
+    LiftGraph t;
+    t.g.output(ArgList{t.q, t.relu});
+    CHECK(quant_lift_up(t.g) == 0);
+  }
+  SUBCASE("no view before the quantize") {
+    Graph g;
+    Node* x = g.placeholder("x", meta({2, 3}));
+    Node* r = g.call_function(aten::relu, {x});
+    r->meta.val = meta({2, 3});
+    g.output(ArgList{quantize(g, r, {2, 3})});
+    CHECK(quant_lift_up(g) == 0);
   }
 }
