@@ -232,6 +232,16 @@ if(KILN_HAVE_TORCH)
         FIXTURES_REQUIRED model_qmlp_x86 LABELS "torch;model" TIMEOUT 120
         PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":12,\"pattern_matcher_nodes\":44,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":10,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}"
         FAIL_REGULAR_EXPRESSION "error|mismatch")
+      # QuantConvNet: the max-pool and the cat keep their int8 tensors (Inductor
+      # counted qmaxpool2d 1 and qcat 1 on this net), after promoting the two
+      # dequantizes read twice; outputs unchanged.
+      add_test(NAME kiln_numeric_check_qconvnet_x86_quantization
+        COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_qconvnet_x86/graph.json --passes quantization
+                --numeric-check --atol 1e-4 --quiet --counters)
+      set_tests_properties(kiln_numeric_check_qconvnet_x86_quantization PROPERTIES
+        FIXTURES_REQUIRED model_qconvnet_x86 LABELS "torch;model" TIMEOUT 120
+        PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":2,[^}]*\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,[^}]*\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4"
+        FAIL_REGULAR_EXPRESSION "error|mismatch")
       # On the conv nets the pipeline promotes every dequantize read twice (a block's
       # input, read by its conv and its residual add, or by its conv and the
       # downsample) and fuses the classifier; the convs stay q/dq until kiln has

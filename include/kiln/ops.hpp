@@ -6,5 +6,6 @@
 #include "kiln/ops/onednn.hpp"
 #include "kiln/ops/operator.hpp"
 #include "kiln/ops/prims.hpp"
+#include "kiln/ops/quantized.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/ops/torch.hpp"

@@ -12,6 +12,7 @@
 #include "kiln/kernels/onednn/matmul.hpp"
 #include "kiln/kernels/onednn/pooling.hpp"
 #include "kiln/kernels/onednn/qlinear.hpp"
+#include "kiln/kernels/onednn/qpooling.hpp"
 #include "kiln/kernels/onednn/softmax.hpp"
 
 namespace kiln::kernels {
@@ -129,6 +130,8 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"torch.nn.functional.adaptive_avg_pool3d", onednn_detail::AdaptiveAvgPool<3>>,
     KernelEntry<"aten.adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
     KernelEntry<"aten._adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
+    // int8 max pooling (onednn/qpooling.hpp)
+    KernelEntry<"quantized.max_pool2d.default", onednn_detail::QMaxPool2d>,
     // int8 linear (onednn/qlinear.hpp)
     KernelEntry<"onednn.qlinear_prepack.default", onednn_detail::QLinearPrepack>,
     KernelEntry<"onednn.qlinear_pointwise.default", onednn_detail::QLinearPointwise<false>>,

@@ -7,6 +7,7 @@
 #include "kiln/ops/functional.hpp"
 #include "kiln/ops/onednn.hpp"
 #include "kiln/ops/prims.hpp"
+#include "kiln/ops/quantized.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/ops/torch.hpp"
 
@@ -83,6 +84,8 @@ KILN_DECLARE_OP_SCHEMA(quantized_decomposed::quantize_per_channel,
 KILN_DECLARE_OP_SCHEMA(quantized_decomposed::dequantize_per_channel,
                        "input, scales, zero_points, axis, quant_min, quant_max, dtype, *, out_dtype=None");
 KILN_DECLARE_OP_SCHEMA(prims::convert_element_type, "a, dtype");
+// Max pooling of a uint8/int8 tensor, whose result keeps its scale and zero point.
+KILN_DECLARE_OP_SCHEMA(quantized::max_pool2d, "qx, kernel_size, stride, padding, dilation, ceil_mode=False");
 
 // The fused int8 linear (PyTorch's onednn library); kiln's qlinear_prepack keeps the [N, K] weight.
 KILN_DECLARE_OP_SCHEMA(onednn::qlinear_prepack, "weight, x_shape");

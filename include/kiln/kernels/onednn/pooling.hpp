@@ -19,6 +19,7 @@ struct PoolArgs {
   std::vector<std::int64_t> kernel, stride, padding, dilation;  // one per spatial dim
   bool ceil_mode = false;
   dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  bool int8 = false;  // a uint8/int8 input (quantized max pooling) instead of float32
   std::size_t nd() const { return kernel.size(); }
 };
 
@@ -44,17 +45,18 @@ inline std::int64_t pooled_size(const runtime::LowerContext& ctx, const runtime:
   return o;
 }
 
-inline void check_pool_input(const runtime::LowerContext& ctx, const runtime::Layout& l, std::size_t nd) {
-  if (l.rank() != nd + 2 || l.dtype != DType::float32)
-    ctx.fail(std::to_string(nd) + "-d pooling takes a " + std::to_string(nd + 2) + "-d float32 input, got " +
-             runtime::shape_str(l.shape));
+inline void check_pool_input(const runtime::LowerContext& ctx, const runtime::Layout& l, std::size_t nd, bool int8 = false) {
+  const bool dtype_ok = int8 ? (l.dtype == DType::uint8 || l.dtype == DType::int8) : l.dtype == DType::float32;
+  if (l.rank() != nd + 2 || !dtype_ok)
+    ctx.fail(std::to_string(nd) + "-d pooling takes a " + std::to_string(nd + 2) + "-d " + (int8 ? "uint8 or int8" : "float32") +
+             " input, got " + runtime::shape_str(l.shape) + " " + std::string(dtype_name(l.dtype)));
 }
 
 inline runtime::ValueId lower_pool(runtime::LowerContext& ctx, PoolArgs a) {
   const std::size_t nd = a.nd();
   runtime::ValueId in = a.input;
   const runtime::Layout l0 = ctx.layout(in);
-  check_pool_input(ctx, l0, nd);
+  check_pool_input(ctx, l0, nd, a.int8);
   if (runtime::dense_like(l0, l0.dtype) != l0) in = shape_detail::copy_into_new(ctx, in, runtime::Layout::contiguous(l0.shape));
   const runtime::Layout& l = ctx.layout(in);
   runtime::Shape out_shape{l.shape[0], l.shape[1]};

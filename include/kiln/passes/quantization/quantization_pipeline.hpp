@@ -1,24 +1,38 @@
 #pragma once
 // The quantization passes of Inductor 2.11's freezing (torch/_inductor/fx_passes/
 // quantization.py) in its order, each a pass of kiln-opt's registry, and the
-// `quantization` pipeline running them: dequant_promotion (pass 0),
-// qlinear_weight_prepack (pass 1), qlinear_post_op_fusion (passes 3 to 5), and
-// qlinear_lower, which counts what Inductor's lowering counts.
+// `quantization` pipeline running them: quant_lift_up, dequant_promotion (pass 0),
+// qlinear_weight_prepack (pass 1), qlinear_post_op_fusion (passes 3 to 5), then
+// the lowerings of Inductor's post-grad pass: qmaxpool2d, qcat, qreshape (int8
+// tensors pass through) and qlinear_lower, which counts what Inductor's
+// lowering counts.
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
+#include "kiln/passes/quantization/qcat.hpp"
 #include "kiln/passes/quantization/qlinear_lower.hpp"
 #include "kiln/passes/quantization/qlinear_post_op_fusion.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
+#include "kiln/passes/quantization/qmaxpool2d.hpp"
+#include "kiln/passes/quantization/qreshape.hpp"
+#include "kiln/passes/quantization/quant_lift_up.hpp"
 
 namespace kiln {
 
 inline void register_quantization_pipeline(PassRegistry& registry) {
+  registry.add(Pass{"quant_lift_up", "move a per-tensor quantize above the view/reshape/permute/transpose chain feeding it",
+                    [](Graph& g, PassContext& ctx) { return quant_lift_up(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qlinear_weight_prepack",
                     "dequantize -> linear with a per-channel int8 weight -> onednn.qlinear_pointwise on qlinear_prepack",
                     [](Graph& g, PassContext& ctx) { return qlinear_weight_prepack(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qlinear_post_op_fusion",
                     "fold relu/gelu, an add (then relu) and the output quantize into qlinear_pointwise (Inductor's passes 3-5)",
                     [](Graph& g, PassContext& ctx) { return qlinear_post_op_fusion(g, &ctx.counters) > 0; }});
+  registry.add(Pass{"qmaxpool2d", "dequantize -> max_pool2d_with_indices[0] -> quantize, one scale and zero point -> quantized.max_pool2d",
+                    [](Graph& g, PassContext& ctx) { return qmaxpool2d(g, &ctx.counters) > 0; }});
+  registry.add(Pass{"qcat", "cat of dequantizes -> quantize, one scale and zero point -> cat of the int8 tensors",
+                    [](Graph& g, PassContext& ctx) { return qcat(g, &ctx.counters) > 0; }});
+  registry.add(Pass{"qreshape", "dequantize -> reshape -> quantize, one scale and zero point -> reshape of the int8 tensor",
+                    [](Graph& g, PassContext& ctx) { return qreshape(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qlinear_lower", "count the qlinear_pointwise nodes Inductor's lowering counts (changes nothing)",
                     [](Graph& g, PassContext& ctx) {
                       count_qlinear_lowerings(g, &ctx.counters);
@@ -26,8 +40,10 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
                     }});
   registry.add_pipeline({"quantization", "Inductor's quantization passes in its order",
                          [](const nlohmann::json&) {
-                           return std::vector<PipelineStep>{{"dequant_promotion"}, {"qlinear_weight_prepack"},
-                                                            {"qlinear_post_op_fusion"}, {"qlinear_lower"}};
+                           return std::vector<PipelineStep>{{"quant_lift_up"}, {"dequant_promotion"}, {"qlinear_weight_prepack"},
+                                                            {"qlinear_post_op_fusion"}, {"qmaxpool2d"},
+                                                            {"qcat"},                   {"qreshape"},
+                                                            {"qlinear_lower"}};
                          }});
 }
 
