@@ -233,18 +233,20 @@ if(KILN_HAVE_TORCH)
         FAIL_REGULAR_EXPRESSION "error|mismatch")
       # On the conv nets the pipeline promotes every dequantize read twice (a block's
       # input, read by its conv and its residual add, or by its conv and the
-      # downsample) and fuses the classifier; the convs stay q/dq until kiln has
-      # the qconv passes.
-      foreach(_case "qresnet18|8" "qmobilenet_v2|10")
+      # downsample), prepacks every conv (three nodes each: the two dequantizes
+      # and the conv, as Inductor counts them) and fuses the classifier.
+      foreach(_case "qconvnet|2|4" "qresnet18|8|20" "qmobilenet_v2|10|52")
         string(REPLACE "|" ";" _parts "${_case}")
         list(GET _parts 0 _model)
         list(GET _parts 1 _promoted)
+        list(GET _parts 2 _convs)
+        math(EXPR _conv_nodes "${_convs} * 3")
         add_test(NAME kiln_numeric_check_${_model}_x86_quantization
           COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86/graph.json --passes quantization
                   --numeric-check --atol 1e-4 --quiet --counters)
         set_tests_properties(kiln_numeric_check_${_model}_x86_quantization PROPERTIES
           FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 300
-          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
+          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*\"qconv_weight_prepack_matcher_count\":${_convs},\"qconv_weight_prepack_matcher_nodes\":${_conv_nodes},\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
           FAIL_REGULAR_EXPRESSION "error|mismatch")
       endforeach()
     endif()
