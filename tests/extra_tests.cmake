@@ -215,6 +215,15 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(kiln_run_${_model}_x86 PROPERTIES
         FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+      # The same graph after the quantization passes, on the int8 kernels (qconv,
+      # qlinear, int8 max-pool and cat): PyTorch's outputs within 1e-5 of their
+      # scale; on ResNet-18 closer than unfused, whose residual sums round apart.
+      add_test(NAME kiln_run_${_model}_x86_int8
+        COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err 1e-5 --threads 2
+                --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_${_model}_x86_int8 PROPERTIES
+        FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
       # The recipe's form: q/dq pairs and int8 weights where they belong, shared scales.
       add_test(NAME check_quantized_graph_${_model}_x86
         COMMAND ${KILN_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_quantized_graph.py ${_dir} --expect ${_expect})
@@ -234,28 +243,30 @@ if(KILN_HAVE_TORCH)
         FAIL_REGULAR_EXPRESSION "error|mismatch")
       # QuantConvNet: the max-pool and the cat keep their int8 tensors (Inductor
       # counted qmaxpool2d 1 and qcat 1 on this net), after promoting the two
-      # dequantizes read twice; outputs unchanged.
+      # dequantizes read twice and prepacking its four convs; outputs unchanged.
       add_test(NAME kiln_numeric_check_qconvnet_x86_quantization
         COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_qconvnet_x86/graph.json --passes quantization
                 --numeric-check --atol 1e-4 --quiet --counters)
       set_tests_properties(kiln_numeric_check_qconvnet_x86_quantization PROPERTIES
         FIXTURES_REQUIRED model_qconvnet_x86 LABELS "torch;model" TIMEOUT 120
-        PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":2,[^}]*\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,[^}]*\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4"
+        PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":2,[^}]*\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,\"qconv_weight_prepack_matcher_count\":4,\"qconv_weight_prepack_matcher_nodes\":12,[^}]*\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4"
         FAIL_REGULAR_EXPRESSION "error|mismatch")
       # On the conv nets the pipeline promotes every dequantize read twice (a block's
       # input, read by its conv and its residual add, or by its conv and the
-      # downsample) and fuses the classifier; the convs stay q/dq until kiln has
-      # the qconv passes.
-      foreach(_case "qresnet18|8" "qmobilenet_v2|10")
+      # downsample), prepacks every conv (three nodes each: the two dequantizes
+      # and the conv, as Inductor counts them) and fuses the classifier.
+      foreach(_case "qresnet18|8|20" "qmobilenet_v2|10|52")
         string(REPLACE "|" ";" _parts "${_case}")
         list(GET _parts 0 _model)
         list(GET _parts 1 _promoted)
+        list(GET _parts 2 _convs)
+        math(EXPR _conv_nodes "${_convs} * 3")
         add_test(NAME kiln_numeric_check_${_model}_x86_quantization
           COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86/graph.json --passes quantization
                   --numeric-check --atol 1e-4 --quiet --counters)
         set_tests_properties(kiln_numeric_check_${_model}_x86_quantization PROPERTIES
           FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 300
-          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
+          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*\"qconv_weight_prepack_matcher_count\":${_convs},\"qconv_weight_prepack_matcher_nodes\":${_conv_nodes},\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
           FAIL_REGULAR_EXPRESSION "error|mismatch")
       endforeach()
     endif()

@@ -11,6 +11,7 @@
 #include "kiln/kernels/onednn/layer_norm.hpp"
 #include "kiln/kernels/onednn/matmul.hpp"
 #include "kiln/kernels/onednn/pooling.hpp"
+#include "kiln/kernels/onednn/qconv.hpp"
 #include "kiln/kernels/onednn/qlinear.hpp"
 #include "kiln/kernels/onednn/qpooling.hpp"
 #include "kiln/kernels/onednn/softmax.hpp"
@@ -132,6 +133,13 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"aten._adaptive_avg_pool3d.default", onednn_detail::AdaptiveAvgPool<3>>,
     // int8 max pooling (onednn/qpooling.hpp)
     KernelEntry<"quantized.max_pool2d.default", onednn_detail::QMaxPool2d>,
+    // int8 convolution (onednn/qconv.hpp)
+    KernelEntry<"onednn.qconv_prepack.default", onednn_detail::QConvPrepack>,
+    KernelEntry<"onednn.qconv_pointwise.default", onednn_detail::QConvPointwise<false>>,
+    KernelEntry<"onednn.qconv_pointwise.tensor", onednn_detail::QConvPointwise<true>>,
+    KernelEntry<"onednn.qconv2d_pointwise.default", onednn_detail::QConvPointwise<false>>,
+    KernelEntry<"onednn.qconv2d_pointwise.binary", onednn_detail::QConvPointwiseBinary<false>>,
+    KernelEntry<"onednn.qconv2d_pointwise.binary_tensor", onednn_detail::QConvPointwiseBinary<true>>,
     // int8 linear (onednn/qlinear.hpp)
     KernelEntry<"onednn.qlinear_prepack.default", onednn_detail::QLinearPrepack>,
     KernelEntry<"onednn.qlinear_pointwise.default", onednn_detail::QLinearPointwise<false>>,

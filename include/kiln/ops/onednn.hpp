@@ -5,8 +5,10 @@
 namespace kiln::onednn {
 
 KILN_DECLARE_OP(qconv_pointwise, "onednn.qconv_pointwise.default");
+KILN_DECLARE_OP(qconv_pointwise_tensor, "onednn.qconv_pointwise.tensor");
 KILN_DECLARE_OP(qconv2d_pointwise, "onednn.qconv2d_pointwise.default");
 KILN_DECLARE_OP(qconv2d_pointwise_binary, "onednn.qconv2d_pointwise.binary");
+KILN_DECLARE_OP(qconv2d_pointwise_binary_tensor, "onednn.qconv2d_pointwise.binary_tensor");
 KILN_DECLARE_OP(qlinear_pointwise, "onednn.qlinear_pointwise.default");
 KILN_DECLARE_OP(qlinear_pointwise_tensor, "onednn.qlinear_pointwise.tensor");
 KILN_DECLARE_OP(qlinear_pointwise_binary, "onednn.qlinear_pointwise.binary");

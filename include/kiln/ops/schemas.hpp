@@ -104,4 +104,22 @@ KILN_DECLARE_OP_SCHEMA(onednn::qlinear_pointwise_binary_tensor,
                        "output_dtype, other_scale, other_zp, binary_post_op, binary_alpha, unary_post_op, unary_post_op_args, "
                        "unary_post_op_algorithm");
 
+// The fused int8 convolution; kiln's qconv_prepack keeps the logical [OC, IC/groups, k...] weight.
+KILN_DECLARE_OP_SCHEMA(onednn::qconv_prepack,
+                       "weight, w_scales, x_scale, x_zp, stride, padding, dilation, groups, x_shape=None");
+#define KILN_QCONV_UNARY_SCHEMA                                                                                    \
+  "qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, bias, stride, padding, dilation, groups, output_scale, " \
+  "output_zero_point, output_dtype, attr, scalars, algorithm"
+KILN_DECLARE_OP_SCHEMA(onednn::qconv_pointwise, KILN_QCONV_UNARY_SCHEMA);
+KILN_DECLARE_OP_SCHEMA(onednn::qconv_pointwise_tensor, KILN_QCONV_UNARY_SCHEMA);
+KILN_DECLARE_OP_SCHEMA(onednn::qconv2d_pointwise, KILN_QCONV_UNARY_SCHEMA);
+#undef KILN_QCONV_UNARY_SCHEMA
+#define KILN_QCONV_BINARY_SCHEMA                                                                                           \
+  "qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, qaccum, bias, stride, padding, dilation, groups, output_scale, " \
+  "output_zero_point, output_dtype, accum_scale, accum_zero_point, binary_attr, alpha, unary_attr, unary_scalars, "      \
+  "unary_algorithm"
+KILN_DECLARE_OP_SCHEMA(onednn::qconv2d_pointwise_binary, KILN_QCONV_BINARY_SCHEMA);
+KILN_DECLARE_OP_SCHEMA(onednn::qconv2d_pointwise_binary_tensor, KILN_QCONV_BINARY_SCHEMA);
+#undef KILN_QCONV_BINARY_SCHEMA
+
 }  // namespace kiln::ops_schemas

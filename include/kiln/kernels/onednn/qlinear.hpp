@@ -101,7 +101,8 @@ inline QWeight qweight(const runtime::LowerContext& ctx, std::int64_t k) {
 // The bias in accumulator units with the source zero point folded in (see the top).
 inline runtime::Tensor accumulator_bias(const runtime::LowerContext& ctx, const QWeight& q, const SourceQuant& x,
                                         std::optional<runtime::ValueId> bias) {
-  const std::int64_t n = q.w.shape()[0], k = q.w.shape()[1];
+  // Each output channel's weights are one contiguous run of k (a linear's row, a convolution's [IC/groups, k...]).
+  const std::int64_t n = q.w.shape()[0], k = q.w.numel() / n;
   std::vector<double> b(static_cast<std::size_t>(n), 0.0);
   if (bias) {
     b = constant_numbers(ctx, *bias, "the bias");
@@ -179,12 +180,8 @@ inline runtime::ValueId add_float(runtime::LowerContext& ctx, runtime::ValueId a
   return out;
 }
 
-// The unfused computation, through the q/dq and float kernels: for weights,
-// scales or zero points known only when the graph runs (a graph whose buffers
-// are inputs, as kiln-opt's numeric check feeds them), asymmetric weights, and
-// full-range weights on a CPU without VNNI.
-inline void lower_qlinear_composed(runtime::LowerContext& ctx, bool tensors, const QLinearTail& tail, const std::string& unary,
-                                   const std::string& algorithm, const std::string& after_add, std::optional<runtime::ValueId> bias) {
+// The source dequantized (qx, x_scale, x_zero_point at 0, 1, 2).
+inline runtime::ValueId dequantized_source(runtime::LowerContext& ctx, bool tensors) {
   using runtime::CallArg;
   const auto xv = ctx.tensor(0, "qx");
   const DType xd = ctx.layout(xv).dtype;
@@ -192,21 +189,21 @@ inline void lower_qlinear_composed(runtime::LowerContext& ctx, bool tensors, con
   std::vector<CallArg> dq{CallArg::of_tensor(xv), CallArg::of(ctx.value(1, "x_scale")), CallArg::of(ctx.value(2, "x_zero_point")),
                           CallArg::of(Arg(lo)), CallArg::of(Arg(hi)), CallArg::of(Arg(xd))};
   if (tensors) dq[1] = CallArg::of_tensor(ctx.tensor(1, "x_scale")), dq[2] = CallArg::of_tensor(ctx.tensor(2, "x_zero_point"));
-  const auto x = piece(ctx, tensors ? "quantized_decomposed.dequantize_per_tensor.tensor" : "quantized_decomposed.dequantize_per_tensor.default", dq);
-  const auto w = piece(ctx, "quantized_decomposed.dequantize_per_channel.default",
+  return piece(ctx, tensors ? "quantized_decomposed.dequantize_per_tensor.tensor" : "quantized_decomposed.dequantize_per_tensor.default", dq);
+}
+
+// The per-channel int8 weight (qw, w_scale, w_zero_point at 3, 4, 5) dequantized along dim 0.
+inline runtime::ValueId dequantized_weight(runtime::LowerContext& ctx) {
+  using runtime::CallArg;
+  return piece(ctx, "quantized_decomposed.dequantize_per_channel.default",
                        {CallArg::of_tensor(ctx.tensor(3, "qw")), CallArg::of_tensor(ctx.tensor(4, "w_scale")),
                         CallArg::of_tensor(ctx.tensor(5, "w_zero_point")), CallArg::of(Arg(std::int64_t{0})),
                         CallArg::of(Arg(std::int64_t{-128})), CallArg::of(Arg(std::int64_t{127})), CallArg::of(Arg(DType::int8))});
-  auto y = piece(ctx, "aten.linear.default",
-                 {CallArg::of_tensor(x), CallArg::of_tensor(w), bias ? CallArg::of_tensor(*bias) : CallArg::of(Arg())});
-  const auto unary_op = [&](runtime::ValueId v, const std::string& name, const std::string& alg) {
-    if (name == "relu") return piece(ctx, "aten.relu.default", {CallArg::of_tensor(v)});
-    if (name == "gelu") return piece(ctx, "aten.gelu.default", {CallArg::of_tensor(v), CallArg::of(Arg(alg == "tanh" ? std::string("tanh") : std::string("none")))});
-    return v;
-  };
-  y = unary_op(y, unary, algorithm);
-  if (tail.other) y = add_float(ctx, y, *tail.other);
-  y = unary_op(y, after_add, "none");
+}
+
+// A float result in the tail's output dtype: quantized (uint8/int8), bfloat16 or as it is; the node's result.
+inline void finish_composed(runtime::LowerContext& ctx, runtime::ValueId y, const QLinearTail& tail) {
+  using runtime::CallArg;
   if (tail.out == DType::uint8 || tail.out == DType::int8) {
     const std::int64_t olo = tail.out == DType::uint8 ? 0 : -128, ohi = tail.out == DType::uint8 ? 255 : 127;
     y = piece(ctx, "quantized_decomposed.quantize_per_tensor.default",
@@ -216,6 +213,27 @@ inline void lower_qlinear_composed(runtime::LowerContext& ctx, bool tensors, con
     y = piece(ctx, "prims.convert_element_type.default", {CallArg::of_tensor(y), CallArg::of(Arg(DType::bfloat16))});
   }
   ctx.set_result(y);
+}
+
+// The unfused computation, through the q/dq and float kernels: for weights,
+// scales or zero points known only when the graph runs (a graph whose buffers
+// are inputs, as kiln-opt's numeric check feeds them), asymmetric weights, and
+// full-range weights on a CPU without VNNI.
+inline void lower_qlinear_composed(runtime::LowerContext& ctx, bool tensors, const QLinearTail& tail, const std::string& unary,
+                                   const std::string& algorithm, const std::string& after_add, std::optional<runtime::ValueId> bias) {
+  using runtime::CallArg;
+  const auto x = dequantized_source(ctx, tensors);
+  const auto w = dequantized_weight(ctx);
+  auto y = piece(ctx, "aten.linear.default",
+                 {CallArg::of_tensor(x), CallArg::of_tensor(w), bias ? CallArg::of_tensor(*bias) : CallArg::of(Arg())});
+  const auto unary_op = [&](runtime::ValueId v, const std::string& name, const std::string& alg) {
+    if (name == "relu") return piece(ctx, "aten.relu.default", {CallArg::of_tensor(v)});
+    if (name == "gelu") return piece(ctx, "aten.gelu.default", {CallArg::of_tensor(v), CallArg::of(Arg(alg == "tanh" ? std::string("tanh") : std::string("none")))});
+    return v;
+  };
+  y = unary_op(y, unary, algorithm);
+  if (tail.other) y = add_float(ctx, y, *tail.other);
+  finish_composed(ctx, unary_op(y, after_add, "none"), tail);
 }
 
 // Lowers one qlinear; `unary` and `after_add` name the post-ops before and after the addend.

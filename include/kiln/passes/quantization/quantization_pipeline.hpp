@@ -2,13 +2,14 @@
 // The quantization passes of Inductor 2.11's freezing (torch/_inductor/fx_passes/
 // quantization.py) in its order, each a pass of kiln-opt's registry, and the
 // `quantization` pipeline running them: quant_lift_up, dequant_promotion (pass 0),
-// qlinear_weight_prepack (pass 1), qlinear_post_op_fusion (passes 3 to 5), then
-// the lowerings of Inductor's post-grad pass: qmaxpool2d, qcat, qreshape (int8
-// tensors pass through) and qlinear_lower, which counts what Inductor's
-// lowering counts.
+// qconv_weight_prepack and qlinear_weight_prepack (pass 1), qlinear_post_op_fusion
+// (passes 3 to 5), then the lowerings of Inductor's post-grad pass: qmaxpool2d,
+// qcat, qreshape (int8 tensors pass through) and qlinear_lower, which counts what
+// Inductor's lowering counts.
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
 #include "kiln/passes/quantization/qcat.hpp"
+#include "kiln/passes/quantization/qconv_weight_prepack.hpp"
 #include "kiln/passes/quantization/qlinear_lower.hpp"
 #include "kiln/passes/quantization/qlinear_post_op_fusion.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
@@ -21,6 +22,9 @@ namespace kiln {
 inline void register_quantization_pipeline(PassRegistry& registry) {
   registry.add(Pass{"quant_lift_up", "move a per-tensor quantize above the view/reshape/permute/transpose chain feeding it",
                     [](Graph& g, PassContext& ctx) { return quant_lift_up(g, &ctx.counters) > 0; }});
+  registry.add(Pass{"qconv_weight_prepack",
+                    "dequantize -> 2-d convolution with a per-channel int8 weight -> onednn.qconv_pointwise on qconv_prepack",
+                    [](Graph& g, PassContext& ctx) { return qconv_weight_prepack(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qlinear_weight_prepack",
                     "dequantize -> linear with a per-channel int8 weight -> onednn.qlinear_pointwise on qlinear_prepack",
                     [](Graph& g, PassContext& ctx) { return qlinear_weight_prepack(g, &ctx.counters) > 0; }});
@@ -40,10 +44,9 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
                     }});
   registry.add_pipeline({"quantization", "Inductor's quantization passes in its order",
                          [](const nlohmann::json&) {
-                           return std::vector<PipelineStep>{{"quant_lift_up"}, {"dequant_promotion"}, {"qlinear_weight_prepack"},
-                                                            {"qlinear_post_op_fusion"}, {"qmaxpool2d"},
-                                                            {"qcat"},                   {"qreshape"},
-                                                            {"qlinear_lower"}};
+                           return std::vector<PipelineStep>{{"quant_lift_up"}, {"dequant_promotion"}, {"qconv_weight_prepack"},
+                                                            {"qlinear_weight_prepack"}, {"qlinear_post_op_fusion"}, {"qmaxpool2d"},
+                                                            {"qcat"}, {"qreshape"}, {"qlinear_lower"}};
                          }});
 }
 

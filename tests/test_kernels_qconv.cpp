@@ -1,0 +1,253 @@
+// onednn.qconv_pointwise and onednn.qconv2d_pointwise.binary against the
+// unfused q/dq computation written as a naive loop: dequantize, float
+// convolution, post-ops, quantize; a quantized output may differ by one step
+// (oneDNN sums in another order).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/executor/compiled_graph.hpp"
+#include "runtime_test_support.hpp"
+
+using namespace kiln;
+using runtime::CompiledGraph;
+using runtime::Tensor;
+using test::meta;
+
+namespace {
+
+constexpr double XS = 0.05, OS = 0.03, AS = 0.04;
+constexpr std::int64_t OZ = 5, AZ = 120;
+
+Tensor ints(runtime::Shape shape, DType d, int lo, int hi, unsigned seed) {
+  Tensor t = Tensor::empty(std::move(shape), d);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> u(lo, hi);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    if (d == DType::uint8) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(u(rng));
+    else if (d == DType::int8) t.data<std::int8_t>()[i] = static_cast<std::int8_t>(u(rng));
+    else t.data<std::int64_t>()[i] = u(rng);
+  }
+  return t;
+}
+
+// One convolution's geometry and operands (uint8 source [B, C, H, W], int8 weight [OC, C/g, KH, KW]).
+struct Conv {
+  std::int64_t B = 2, C = 4, H = 7, W = 6, OC = 6, KH = 3, KW = 3, groups = 1, stride = 1, pad = 1, dil = 1;
+  std::int64_t xz = 128;
+  Tensor x, w, ws, wz, b, accum;
+  std::int64_t OH() const { return (H + 2 * pad - dil * (KH - 1) - 1) / stride + 1; }
+  std::int64_t OW() const { return (W + 2 * pad - dil * (KW - 1) - 1) / stride + 1; }
+  runtime::Shape out_shape() const { return {B, OC, OH(), OW()}; }
+  std::vector<Dim> out_dims() const { return {B, OC, OH(), OW()}; }
+  // Weights within [-64, 64]: the int8 primitive runs on any CPU (see int8_products_exact).
+  void make(int wlo = -64, int whi = 64) {
+    x = ints({B, C, H, W}, DType::uint8, 0, 255, 1), w = ints({OC, C / groups, KH, KW}, DType::int8, wlo, whi, 2);
+    ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64), b = test::random_tensor({OC}, 3);
+    for (std::int64_t j = 0; j < OC; ++j) ws.data<float>()[j] = 0.002f + 0.0005f * float(j), wz.data<std::int64_t>()[j] = 0;
+    accum = ints(out_shape(), DType::uint8, 0, 255, 4);
+  }
+  runtime::Weights weights() const { return {{"w", w}, {"ws", ws}, {"wz", wz}, {"b", b}}; }
+
+  // y[n, oc, oh, ow] in float from dequantized operands, then post(y, dequantized accum).
+  template <class Post>
+  std::vector<double> reference(Post post) const {
+    const std::int64_t oh_n = OH(), ow_n = OW(), cg = C / groups, og = OC / groups;
+    std::vector<double> out(static_cast<std::size_t>(B * OC * oh_n * ow_n));
+    std::size_t i = 0;
+    for (std::int64_t n = 0; n < B; ++n)
+      for (std::int64_t oc = 0; oc < OC; ++oc)
+        for (std::int64_t oh = 0; oh < oh_n; ++oh)
+          for (std::int64_t ow = 0; ow < ow_n; ++ow, ++i) {
+            double acc = b.data<float>()[oc];
+            for (std::int64_t c = 0; c < cg; ++c)
+              for (std::int64_t kh = 0; kh < KH; ++kh)
+                for (std::int64_t kw = 0; kw < KW; ++kw) {
+                  const std::int64_t ih = oh * stride - pad + kh * dil, iw = ow * stride - pad + kw * dil;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;  // zero padding of the float source
+                  const std::int64_t ic = (oc / og) * cg + c;
+                  const double xd = (double(x.data<std::uint8_t>()[((n * C + ic) * H + ih) * W + iw]) - double(xz)) * XS;
+                  const double wd = double(w.data<std::int8_t>()[((oc * cg + c) * KH + kh) * KW + kw]) * ws.data<float>()[oc];
+                  acc += xd * wd;
+                }
+            out[i] = post(acc, (double(accum.data<std::uint8_t>()[i]) - double(AZ)) * AS);
+          }
+    return out;
+  }
+
+  Node* prepacked(Graph& g) const {
+    return g.call_function(OpRef("onednn.qconv_prepack.default"),
+                           {g.get_attr("w", meta({OC, C / groups, KH, KW}, DType::int8)), g.get_attr("ws", meta({OC})), XS, xz,
+                            ArgList{stride, stride}, ArgList{pad, pad}, ArgList{dil, dil}, groups, Arg()});
+  }
+  ArgList geometry() const { return {ArgList{stride, stride}, ArgList{pad, pad}, ArgList{dil, dil}, groups}; }
+};
+
+double quantize(double y) { return std::clamp(std::nearbyint(y / OS) + double(OZ), 0.0, 255.0); }
+
+double worst(const std::vector<double>& ref, const Tensor& out) {
+  REQUIRE(static_cast<std::int64_t>(ref.size()) == out.numel());
+  double err = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const auto f = static_cast<std::int64_t>(i);
+    const double v = out.dtype() == DType::uint8 ? double(out.data<std::uint8_t>()[f]) : double(out.data<float>()[f]);
+    err = std::max(err, std::abs(v - ref[i]));
+  }
+  return err;
+}
+
+// qconv_pointwise(.tensor) of the source placeholder with `attr` and `scalars`; a float output when out_dtype is float32.
+Node* qconv(Graph& g, const Conv& c, Node* x, bool tensors, Arg out_dtype, const std::string& attr, ArgList scalars) {
+  Arg xs = XS, xz = c.xz;
+  if (tensors) xs = g.get_attr("xs", meta({})), xz = g.get_attr("xz", meta({}, DType::int64));
+  const bool q = out_dtype.is_none();
+  ArgList args{x, xs, xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
+               g.get_attr("b", meta({c.OC}))};
+  for (const Arg& a : c.geometry()) args.push_back(a);
+  for (const Arg& a : ArgList{q ? OS : 1.0, q ? OZ : 0, out_dtype, attr, scalars, Arg()}) args.push_back(a);
+  return g.call_function(OpRef(tensors ? "onednn.qconv_pointwise.tensor" : "onednn.qconv_pointwise.default"), args, {}, "qc");
+}
+
+// Runs qconv_pointwise with a uint8 and a float32 output; checks both against the reference with `f` as post-op.
+void check_unary(const Conv& c, const std::string& attr, const ArgList& scalars, double (*f)(double), bool tensors = false) {
+  Graph g;
+  Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
+  g.output(ArgList{qconv(g, c, x, tensors, Arg(), attr, scalars), qconv(g, c, x, tensors, Arg(DType::float32), attr, scalars)});
+  runtime::Weights w = c.weights();
+  Tensor xs = Tensor::empty({}), xz = Tensor::empty({}, DType::int64);
+  xs.data<float>()[0] = float(XS), xz.data<std::int64_t>()[0] = c.xz;
+  w.emplace("xs", xs), w.emplace("xz", xz);
+  auto out = CompiledGraph::compile(g, w).run({c.x});
+  REQUIRE(out[0].shape() == c.out_shape());
+  CHECK(out[0].dtype() == DType::uint8);
+  CHECK(out[1].dtype() == DType::float32);
+  CHECK(worst(c.reference([&](double y, double) { return quantize(f(y)); }), out[0]) <= 1.0);
+  CHECK(worst(c.reference([&](double y, double) { return f(y); }), out[1]) < 1e-3);
+}
+
+double identity(double v) { return v; }
+double relu(double v) { return std::max(v, 0.0); }
+
+}  // namespace
+
+TEST_CASE("qconv_pointwise with padding and a non-zero source zero point, stride, dilation, groups and depthwise") {
+  struct Shape {
+    std::int64_t groups, OC, stride, pad, dil, xz;
+  };
+  const std::vector<Shape> shapes{{1, 6, 1, 1, 1, 128}, {1, 6, 2, 1, 1, 77}, {1, 6, 1, 2, 2, 200}, {2, 6, 1, 1, 1, 128},
+                                  {4, 4, 1, 1, 1, 128}, {4, 8, 2, 1, 1, 31},  {1, 6, 1, 0, 1, 128}, {1, 6, 1, 1, 1, 0}};
+  for (const Shape& s : shapes)
+    for (const bool tensors : {false, true}) {
+      CAPTURE(s.groups);
+      CAPTURE(s.OC);
+      CAPTURE(s.stride);
+      CAPTURE(s.pad);
+      CAPTURE(s.dil);
+      CAPTURE(s.xz);
+      CAPTURE(tensors);
+      Conv c;
+      c.groups = s.groups, c.OC = s.OC, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil, c.xz = s.xz;
+      c.make();
+      check_unary(c, "none", {}, identity, tensors);
+    }
+}
+
+TEST_CASE("qconv_pointwise post-ops relu, hardtanh, hardswish and swish") {
+  Conv c;
+  c.make();
+  check_unary(c, "relu", {}, relu);
+  check_unary(c, "hardtanh", {0.0, 6.0}, [](double v) { return std::clamp(v, 0.0, 6.0); });
+  check_unary(c, "hardtanh", {-0.5, 0.25}, [](double v) { return std::clamp(v, -0.5, 0.25); });
+  check_unary(c, "hardswish", {}, [](double v) { return v * std::clamp(v + 3.0, 0.0, 6.0) / 6.0; });
+  check_unary(c, "swish", {}, [](double v) { return v / (1.0 + std::exp(-v)); });
+}
+
+TEST_CASE("qconv_pointwise with full-range weights or weights given as inputs runs within one step of the reference") {
+  Conv c;
+  c.make(-128, 127);
+  check_unary(c, "relu", {}, relu);
+  Conv d;
+  d.make();
+  Graph g;
+  Node* x = g.placeholder("x", meta({d.B, d.C, d.H, d.W}, DType::uint8));
+  Node* w = g.placeholder("w", meta({d.OC, d.C, d.KH, d.KW}, DType::int8));
+  ArgList args{x, XS, d.xz, w, g.placeholder("ws", meta({d.OC})), g.placeholder("wz", meta({d.OC}, DType::int64)),
+               g.placeholder("b", meta({d.OC}))};
+  for (const Arg& a : d.geometry()) args.push_back(a);
+  for (const Arg& a : ArgList{OS, OZ, Arg(), "relu", ArgList{}, Arg()}) args.push_back(a);
+  g.output(ArgList{g.call_function(OpRef("onednn.qconv_pointwise.default"), args)});
+  auto out = CompiledGraph::compile(g, {}).run({d.x, d.w, d.ws, d.wz, d.b});
+  CHECK(worst(d.reference([](double y, double) { return quantize(relu(y)); }), out[0]) <= 1.0);
+}
+
+TEST_CASE("qconv2d_pointwise.binary adds a uint8 or float32 accum, then relu, with uint8 and float32 outputs") {
+  for (const bool float_accum : {false, true})
+    for (const std::string binary : {"add", "sum"})
+      for (const std::string after : {"none", "relu"}) {
+        CAPTURE(float_accum);
+        CAPTURE(binary);
+        CAPTURE(after);
+        Conv c;
+        c.make();
+        Tensor accum = c.accum;
+        if (float_accum) {
+          accum = Tensor::empty(c.out_shape());
+          for (std::int64_t i = 0; i < accum.numel(); ++i)
+            accum.data<float>()[i] = float((double(c.accum.data<std::uint8_t>()[i]) - double(AZ)) * AS);
+        }
+        Graph g;
+        Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
+        Node* a = g.placeholder("accum", meta(c.out_dims(), float_accum ? DType::float32 : DType::uint8));
+        const auto node = [&](Arg out_dtype) {
+          const bool q = out_dtype.is_none();
+          ArgList args{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)), a,
+                       g.get_attr("b", meta({c.OC}))};
+          for (const Arg& v : c.geometry()) args.push_back(v);
+          for (const Arg& v : ArgList{q ? OS : 1.0, q ? OZ : 0, out_dtype, float_accum ? 1.0 : AS, float_accum ? 0 : AZ, binary, 1.0,
+                                      after, ArgList{}, Arg()})
+            args.push_back(v);
+          return g.call_function(OpRef("onednn.qconv2d_pointwise.binary"), args);
+        };
+        g.output(ArgList{node(Arg()), node(Arg(DType::float32))});
+        auto out = CompiledGraph::compile(g, c.weights()).run({c.x, accum});
+        const auto f = [&](double y, double o) { return after == "relu" ? relu(y + o) : y + o; };
+        CHECK(worst(c.reference([&](double y, double o) { return quantize(f(y, o)); }), out[0]) <= 1.0);
+        CHECK(worst(c.reference(f), out[1]) < 1e-3);
+      }
+}
+
+TEST_CASE("qconv_pointwise refuses, naming the node, the dtypes and post-ops it does not take") {
+  const auto refused = [](const std::string& op, DType xd, ArgList tail, const std::string& message) {
+    CAPTURE(message);
+    Conv c;
+    c.make();
+    Graph g;
+    Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, xd));
+    ArgList args{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64))};
+    if (op.find("binary") != std::string::npos) args.push_back(g.placeholder("accum", meta(c.out_dims(), DType::uint8)));
+    args.push_back(g.get_attr("b", meta({c.OC})));
+    for (const Arg& a : c.geometry()) args.push_back(a);
+    for (const Arg& a : tail) args.push_back(a);
+    g.output(ArgList{g.call_function(OpRef(op), args, {}, "qc")});
+    CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, c.weights()), doctest::Contains(message.c_str()), runtime::CompileError);
+  };
+  const std::string unary = "onednn.qconv_pointwise.default", binary = "onednn.qconv2d_pointwise.binary";
+  refused(unary, DType::float32, {OS, OZ, Arg(), "none", ArgList{}, Arg()},
+          "node qc (onednn.qconv_pointwise.default): the input is float32; qconv takes uint8 or int8");
+  refused(unary, DType::uint8, {OS, OZ, Arg(), "gelu", ArgList{}, Arg()},
+          "node qc (onednn.qconv_pointwise.default): unary post-op 'gelu' is not supported");
+  refused(unary, DType::uint8, {OS, OZ, Arg(), "hardtanh", ArgList{1.0}, Arg()}, "hardtanh takes two scalars");
+  refused(unary, DType::uint8, {OS, OZ, Arg(DType::int64), "none", ArgList{}, Arg()}, "output_dtype must be uint8, int8, float32 or bfloat16");
+  refused(unary, DType::uint8, {OS, OZ, Arg(DType::float32), "none", ArgList{}, Arg()},
+          "a float output takes output_scale 1 and output_zero_point 0");
+  refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "mul", 1.0, "none", ArgList{}, Arg()},
+          "node qc (onednn.qconv2d_pointwise.binary): binary post-op 'mul' is not supported (add and sum are)");
+  refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "sum", 2.0, "none", ArgList{}, Arg()}, "alpha must be 1");
+  refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "sum", 1.0, "gelu", ArgList{}, Arg()}, "unary post-op 'gelu' is not supported");
+}
