@@ -290,3 +290,19 @@ TEST_CASE("native_layer_norm gives its mean and rstd where they are read, shaped
     CHECK(rel < 1e-5);
   }
 }
+
+TEST_CASE("pooling refuses a stride, kernel_size or dilation below 1 and a negative padding, naming them") {
+  struct Case {
+    std::int64_t K, S, P, D;
+  };
+  for (const Case& c : {Case{2, 0, 0, 1}, Case{0, 1, 0, 1}, Case{2, 1, -1, 1}, Case{2, 1, 0, 0}}) {
+    CAPTURE(c.S);
+    CAPTURE(c.K);
+    Graph g;
+    Node* x = g.placeholder("x", meta({1, 2, 6, 6}));
+    Node* m = g.call_function(op("aten.max_pool2d.default"), {x, ArgList{c.K, c.K}, ArgList{c.S, c.S}, ArgList{c.P, c.P}, ArgList{c.D, c.D}});
+    g.output(ArgList{m});
+    CHECK_THROWS_WITH(CompiledGraph::compile(g, {}),
+                      doctest::Contains("kernel_size, stride and dilation must be positive and padding not negative"));
+  }
+}

@@ -35,6 +35,10 @@ inline std::vector<std::int64_t> per_dim(const runtime::LowerContext& ctx, std::
 
 // The pooled size along spatial dim `k` of the input `l`.
 inline std::int64_t pooled_size(const runtime::LowerContext& ctx, const runtime::Layout& l, const PoolArgs& a, std::size_t k) {
+  if (a.kernel[k] < 1 || a.stride[k] < 1 || a.dilation[k] < 1 || a.padding[k] < 0)
+    ctx.fail("kernel_size, stride and dilation must be positive and padding not negative, got kernel_size " +
+             std::to_string(a.kernel[k]) + ", stride " + std::to_string(a.stride[k]) + ", dilation " +
+             std::to_string(a.dilation[k]) + ", padding " + std::to_string(a.padding[k]));
   const std::int64_t n = l.shape[2 + k], eff = a.dilation[k] * (a.kernel[k] - 1) + 1;
   if (a.padding[k] * 2 > a.kernel[k]) ctx.fail("padding must be at most half the kernel size");
   const std::int64_t span = n + 2 * a.padding[k] - eff;
