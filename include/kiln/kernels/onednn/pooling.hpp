@@ -61,7 +61,7 @@ inline runtime::ValueId lower_pool(runtime::LowerContext& ctx, PoolArgs a) {
   runtime::ValueId in = a.input;
   const runtime::Layout l0 = ctx.layout(in);
   check_pool_input(ctx, l0, nd, a.int8);
-  if (runtime::dense_like(l0, l0.dtype) != l0) in = shape_detail::copy_into_new(ctx, in, runtime::Layout::contiguous(l0.shape));
+  if (runtime::dense_like(l0, l0.dtype) != l0) in = shape_detail::copy_into_new(ctx, in, runtime::Layout::contiguous(l0.shape, l0.dtype));
   const runtime::Layout& l = ctx.layout(in);
   runtime::Shape out_shape{l.shape[0], l.shape[1]};
   dnnl::memory::dims strides, kernel, dilation, pad_l, pad_r;

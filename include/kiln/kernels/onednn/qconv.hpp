@@ -23,6 +23,7 @@
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 #include "kiln/kernels/onednn/qlinear.hpp"
+#include "kiln/runtime/strided_copy.hpp"
 
 namespace kiln::kernels::onednn_detail {
 
@@ -138,34 +139,22 @@ inline QWeight qconv_weight(const runtime::LowerContext& ctx) {
   return q;
 }
 
-// The source copied into a contiguous buffer with `pad` cells of `value` on each side of every spatial dim.
+// The source copied into a new buffer with `pad` cells of `value` on each side of every spatial dim.
 inline runtime::ValueId padded_source(runtime::LowerContext& ctx, runtime::ValueId x, const std::vector<std::int64_t>& pad, std::int64_t value) {
   const runtime::Layout xl = ctx.layout(x);
   runtime::Shape shape = xl.shape;
   for (std::size_t i = 0; i < pad.size(); ++i) shape[2 + i] += 2 * pad[i];
-  const runtime::Layout pl = runtime::Layout::contiguous(shape, xl.dtype);
+  // Channels-last for 2-d, the layout the convolution reads.
+  const runtime::Layout pl = xl.rank() == 4 ? runtime::channels_last(shape, xl.dtype) : runtime::Layout::contiguous(shape, xl.dtype);
   const auto out = ctx.buffer(pl);
   const auto fill = static_cast<unsigned char>(value);
-  ctx.add_step(runtime::make_step([x, out, xl, pl, pad, fill](runtime::Frame& f) {
-                 const auto* src = reinterpret_cast<const unsigned char*>(f.data(x));
-                 auto* dst = reinterpret_cast<unsigned char*>(f.data(out));
-                 std::memset(dst, fill, pl.nbytes());
-                 const std::size_t r = xl.rank();
-                 std::vector<std::int64_t> idx(r, 0);
-                 // One innermost row at a time, the other indices counted like an odometer.
-                 for (std::int64_t row = 0, rows = xl.numel() / xl.shape[r - 1]; row < rows; ++row) {
-                   std::int64_t so = 0, d = 0;
-                   for (std::size_t k = 0; k + 1 < r; ++k) {
-                     so += idx[k] * xl.strides[k];
-                     d += (idx[k] + (k >= 2 ? pad[k - 2] : 0)) * pl.strides[k];
-                   }
-                   d += pad.back();
-                   for (std::int64_t j = 0; j < xl.shape[r - 1]; ++j) dst[d + j] = src[so + j * xl.strides[r - 1]];
-                   for (std::size_t k = r - 1; k-- > 0;) {
-                     if (++idx[k] < xl.shape[k]) break;
-                     idx[k] = 0;
-                   }
-                 }
+  // The source lands in the interior of the padded buffer: its strides, offset by the padding.
+  std::int64_t interior = 0;
+  for (std::size_t i = 0; i < pad.size(); ++i) interior += pad[i] * pl.strides[2 + i] * static_cast<std::int64_t>(pl.itemsize());
+  const runtime::CopyPlan copy = runtime::plan_copy(xl, runtime::Layout{xl.dtype, xl.shape, pl.strides});
+  ctx.add_step(runtime::make_step([x, out, pl, interior, copy, fill](runtime::Frame& f) {
+                 std::memset(f.data(out), fill, pl.nbytes());
+                 runtime::run_copy(copy, f.data(x), f.data(out) + interior, f.threads());
                }),
                {x}, {out});
   return out;
@@ -173,14 +162,15 @@ inline runtime::ValueId padded_source(runtime::LowerContext& ctx, runtime::Value
 
 // The primitive's attributes: per-channel output scales, the unary op, the addend, the
 // op after it, and a quantized output's scale and zero point.
-inline dnnl::primitive_attr qconv_attr(const runtime::LowerContext& ctx, const SourceQuant& xq, const QWeight& q, const QConvSpec& s) {
+inline dnnl::primitive_attr qconv_attr(const runtime::LowerContext& ctx, const SourceQuant& xq, const QWeight& q, const QConvSpec& s,
+                                       const dnnl::memory::desc& other_md) {
   dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
   std::vector<float> scales(q.scale.size());
   for (std::size_t j = 0; j < scales.size(); ++j) scales[j] = static_cast<float>(xq.scale * q.scale[j]);
   attr.set_output_scales(1 << 1, scales);
   dnnl::post_ops po;
   append_conv_unary(ctx, po, s.unary);
-  if (s.tail.other) po.append_binary(dnnl::algorithm::binary_add, onednn::desc_of(ctx.layout(*s.tail.other)));
+  if (s.tail.other) po.append_binary(dnnl::algorithm::binary_add, other_md);
   append_conv_unary(ctx, po, s.after_add);
   if (s.tail.out == DType::uint8 || s.tail.out == DType::int8)
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, static_cast<float>(1.0 / s.tail.output_scale),
@@ -225,17 +215,10 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
   const QWeight q = qconv_weight(ctx);
   const std::size_t nd = xl.rank() - 2;
   const std::int64_t OC = q.w.shape()[0], G = s.groups;
-  bool padded = false;
-  for (std::int64_t p : s.padding) padded |= p > 0;
-  padded &= xq.zero_point != 0;
-  const auto src = padded ? padded_source(ctx, xv, s.padding, xq.zero_point) : xv;
-  const runtime::Layout sl = ctx.layout(src);
-  const dnnl::memory::dims pad = padded ? dnnl::memory::dims(nd, 0) : dnnl::memory::dims(s.padding.begin(), s.padding.end());
-  dnnl::memory::dims dil(nd);
-  for (std::size_t i = 0; i < nd; ++i) dil[i] = s.dilation[i] - 1;  // oneDNN counts the gaps
-
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
+  dnnl::memory::dims dil(nd);
+  for (std::size_t i = 0; i < nd; ++i) dil[i] = s.dilation[i] - 1;  // oneDNN counts the gaps
   dnnl::memory::dims wdims;
   if (G > 1) wdims.push_back(G);
   wdims.push_back(OC / G);
@@ -243,33 +226,82 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
   static constexpr tag plain[] = {tag::oiw, tag::oihw, tag::oidhw}, grouped[] = {tag::goiw, tag::goihw, tag::goidhw};
   const dnnl::memory::desc w_plain(wdims, dt::s8, G > 1 ? grouped[nd - 1] : plain[nd - 1]);
   const dnnl::memory::desc w_any(wdims, dt::s8, tag::any);
-  const dnnl::memory::desc b_md({OC}, dt::f32, tag::x);
-  const runtime::Layout dst = runtime::Layout::contiguous(out_shape, s.tail.out);
+  const dnnl::memory::desc b_md({OC}, dt::f32, tag::x), zp_md({1}, dt::s32, tag::x);
+  // 2-d results are channels-last: oneDNN's fast int8 convolutions and pooling read and
+  // write NHWC (NCHW runs its gemm or reference code), so int8 activations stay NHWC.
+  const runtime::Layout dst = nd == 2 ? runtime::channels_last(out_shape, s.tail.out) : runtime::Layout::contiguous(out_shape, s.tail.out);
+  const dnnl::memory::desc dst_md = onednn::desc_of(dst);
+  // The addend is read in the destination's layout (reordered in when it has another).
+  const dnnl::memory::desc other_md =
+      onednn::desc_of(nd == 2 ? runtime::channels_last(out_shape, DType::float32) : runtime::Layout::contiguous(out_shape, DType::float32));
+  const auto make_pd = [&](const runtime::Layout& sl, const dnnl::memory::dims& pad, bool zp_attr) {
+    const dnnl::memory::desc src_any(dnnl::memory::dims(sl.shape.begin(), sl.shape.end()), onednn::desc_of(sl).data_type(), tag::any);
+    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src_any, w_any, b_md,
+                                            dst_md, dnnl::memory::dims(s.stride.begin(), s.stride.end()), dil, pad, pad);
+    dnnl::primitive_attr attr = qconv_attr(ctx, xq, q, s, other_md);
+    if (zp_attr) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+    return dnnl::convolution_forward::primitive_desc(d, attr, onednn::engine());
+  };
+
+  // A non-zero source zero point with padding: oneDNN's own zero-point attribute, which
+  // treats the padding as the zero point, where its fast code takes it; else the source
+  // is copied into a buffer padded with the zero point and the convolution pads nothing.
+  bool padded = false;
+  for (std::int64_t p : s.padding) padded |= p > 0;
+  padded &= xq.zero_point != 0;
+  const dnnl::memory::dims given_pad(s.padding.begin(), s.padding.end());
   dnnl::convolution_forward::primitive_desc pd;
-  try {
-    const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, onednn::desc_of(sl),
-                                            w_any, b_md, onednn::desc_of(dst), dnnl::memory::dims(s.stride.begin(), s.stride.end()), dil,
-                                            pad, pad);
-    pd = dnnl::convolution_forward::primitive_desc(d, qconv_attr(ctx, xq, q, s), onednn::engine());
-  } catch (const dnnl::error& err) {
-    ctx.fail(std::string("oneDNN refused the int8 convolution: ") + err.what());
-  }
+  bool zp_attr = false;
+  if (padded) try {
+      pd = make_pd(xl, given_pad, true);
+      zp_attr = !std::string(pd.impl_info_str()).starts_with("ref");
+    } catch (const dnnl::error&) {
+      // no zero-point support here: the padded copy
+    }
+  const auto src = padded && !zp_attr ? padded_source(ctx, xv, s.padding, xq.zero_point) : xv;
+  const runtime::Layout sl = ctx.layout(src);
+  const dnnl::memory::desc src_given = onednn::desc_of(sl);
+  if (!zp_attr) try {
+      pd = make_pd(sl, padded ? dnnl::memory::dims(nd, 0) : given_pad, false);
+    } catch (const dnnl::error& err) {
+      ctx.fail(std::string("oneDNN refused the int8 convolution: ") + err.what());
+    }
+  // With the attribute, the bias no longer folds the zero point in.
+  SourceQuant bias_quant = xq;
+  if (zp_attr) bias_quant.zero_point = 0;
   const auto name = ctx.node().name();
   const auto wp = ctx.constant_value(onednn::reorder_once(q.w, w_plain, pd.weights_desc()), name + ".packed_weight");
-  const auto bp = ctx.constant_value(accumulator_bias(ctx, q, xq, s.bias), name + ".accumulator_bias");
+  const auto bp = ctx.constant_value(accumulator_bias(ctx, q, bias_quant, s.bias), name + ".accumulator_bias");
   const auto out = ctx.buffer(dst);
-  std::vector<onednn::PrimitiveStep::Bound> args{{DNNL_ARG_SRC, src, onednn::desc_of(sl)},
-                                                 {DNNL_ARG_WEIGHTS, wp, pd.weights_desc()},
-                                                 {DNNL_ARG_BIAS, bp, b_md},
-                                                 {DNNL_ARG_DST, out, onednn::desc_of(dst)}};
+  std::size_t scratch = 0;
+  const auto reserve = [&](const dnnl::memory::desc& given, const dnnl::memory::desc& wanted) -> std::size_t {
+    if (given == wanted) return 0;
+    const std::size_t at = scratch;
+    scratch += (wanted.get_size() + 63) / 64 * 64;
+    return at;
+  };
+  std::vector<onednn::PrimitiveStep::In> ins{{DNNL_ARG_SRC, src, src_given, pd.src_desc(), reserve(src_given, pd.src_desc())},
+                                             {DNNL_ARG_WEIGHTS, wp, pd.weights_desc(), pd.weights_desc(), 0},
+                                             {DNNL_ARG_BIAS, bp, b_md, b_md, 0}};
   std::vector<runtime::ValueId> reads{src, wp, bp};
   if (s.tail.other) {
     const int index = s.unary.name == "none" || s.unary.name.empty() ? 0 : 1;
-    args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, *s.tail.other, onednn::desc_of(ctx.layout(*s.tail.other))});
+    const dnnl::memory::desc given = onednn::desc_of(ctx.layout(*s.tail.other));
+    ins.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, *s.tail.other, given, other_md, reserve(given, other_md)});
     reads.push_back(*s.tail.other);
   }
-  onednn::add_primitive_step(ctx, std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), args, pd.scratchpad_desc()),
-                             std::move(reads), {out});
+  if (zp_attr) {
+    runtime::Tensor zp = runtime::Tensor::empty({1}, DType::int32);
+    zp.data<std::int32_t>()[0] = static_cast<std::int32_t>(xq.zero_point);
+    const auto zv = ctx.constant_value(std::move(zp), name + ".source_zero_point");
+    ins.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zv, zp_md, zp_md, 0});
+    reads.push_back(zv);
+  }
+  const std::size_t pad_at = scratch;
+  scratch += pd.scratchpad_desc().get_size();
+  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, std::nullopt,
+                                                        runtime::CopyPlan{}, pd.scratchpad_desc(), pad_at),
+               std::move(reads), {out}, scratch);
   ctx.set_result(out);
 }
 
