@@ -503,6 +503,26 @@ TEST_CASE("quantize_per_tensor rounds half to even and clamps at both ends, uint
   CHECK(out[3].data<std::uint8_t>()[1] == 0);
 }
 
+TEST_CASE("quantize_per_tensor of a large dense tensor on two threads, with infinities and values past 2^22") {
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({300, 200}));
+  g.output(ArgList{quantize(g, x, 0.02, 7, 0, 255, DType::uint8), quantize(g, x, 1e-7, -5, -128, 127, DType::int8)});
+  auto cg = CompiledGraph::compile(g, {});
+  Tensor tx = random_tensor({300, 200}, 93);
+  const std::vector<float> odd{std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 1e30f, -1e30f,
+                               4194304.5f, -4194305.0f, 8388609.0f, 0.01f, -0.01f, 0.03f};
+  for (std::size_t j = 0; j < odd.size(); ++j) tx.data<float>()[j * 997] = odd[j];
+  runtime::RunContext run = cg.make_context(2);
+  auto out = run.run({tx});
+  const auto ref = [&](float inv, std::int64_t zp, std::int64_t lo, std::int64_t hi) {
+    return [&tx, inv, zp, lo, hi](const std::vector<std::int64_t>& i) { return quantize_ref(float(value_at(tx, i)), inv, zp, lo, hi); };
+  };
+  CHECK(inexact(out[0], ref(float(1.0 / 0.02), 7, 0, 255)) == 0);
+  CHECK(inexact(out[1], ref(float(1.0 / 1e-7), -5, -128, 127)) == 0);
+  CHECK(out[0].data<std::uint8_t>()[0] == 255);
+  CHECK(out[0].data<std::uint8_t>()[997] == 0);
+}
+
 TEST_CASE("quantize_per_tensor multiplies by float32(1 / scale), which rounds apart from dividing by the scale") {
   const double scale = 0.0123;
   const float inv = float(1.0 / scale), sf = float(scale);

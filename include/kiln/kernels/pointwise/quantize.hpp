@@ -10,7 +10,9 @@
 //     (float32, or bfloat16 with each step rounded to it);
 //   dequantize per channel: (q - zero_points[c]) * scales[c] in float32, then
 //     converted to out_dtype.
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>
@@ -121,6 +123,42 @@ PerTensorParams per_tensor_params(const runtime::LowerContext& ctx) {
   return p;
 }
 
+// One value quantized as quantized() does, in a form the compiler vectorizes: the
+// product is clamped to +-2^22 first (which the final clamp makes no difference to
+// while |zero_point| <= 2^20), where adding and taking away 1.5 * 2^23 rounds it
+// to an integer, half to even, in the default rounding mode.
+template <class Q>
+inline Q quantize_one(float x, float inv_scale, float zero_point, float lo, float hi) {
+  constexpr float big = 4194304.0f, magic = 12582912.0f;
+  const float r = std::min(std::max(x * inv_scale, -big), big);
+  const float v = std::min(std::max((r + magic) - magic + zero_point, lo), hi);
+  return static_cast<Q>(static_cast<int>(v));
+}
+
+// A dense float32 input (the graph's input, a convolution's result): one flat
+// loop split among the threads, instead of xtensor's expression per row.
+template <class Q>
+runtime::ValueId lower_dense_quantize(runtime::LowerContext& ctx, runtime::ValueId in, DType q, const PerTensorParams& p, float lo,
+                                      float hi) {
+  const runtime::Layout layout = ctx.layout(in);
+  const auto out = ctx.buffer(runtime::dense_like(layout, q));
+  std::vector<runtime::ValueId> reads{in};
+  for (runtime::ValueId v : p.tensors()) reads.push_back(v);
+  const std::int64_t n = layout.numel();
+  ctx.add_step(runtime::make_step([in, out, p, lo, hi, n](runtime::Frame& fr) {
+                 const auto [scale, zero_point] = p.at_run(fr);
+                 const float inv_scale = static_cast<float>(1.0 / scale), z = static_cast<float>(zero_point);
+                 const float* x = fr.data_as<float>(in);
+                 Q* y = reinterpret_cast<Q*>(fr.data(out));
+                 constexpr std::int64_t chunk = 16384;
+#pragma omp parallel for num_threads(fr.threads()) schedule(static) if (fr.threads() > 1 && n >= kParallelElements)
+                 for (std::int64_t b = 0; b < n; b += chunk)
+                   for (std::int64_t i = b, e = std::min(n, b + chunk); i < e; ++i) y[i] = quantize_one<Q>(x[i], inv_scale, z, lo, hi);
+               }),
+               std::move(reads), {out});
+  return out;
+}
+
 template <bool FromTensors>
 struct QuantizePerTensorKernel {
   static void lower(runtime::LowerContext& ctx) {
@@ -130,6 +168,11 @@ struct QuantizePerTensorKernel {
     const std::pair<float, float> bounds = quant_bounds(ctx, 3, q, true);
     const float lo = bounds.first, hi = bounds.second;
     const PerTensorParams p = per_tensor_params<FromTensors>(ctx);
+    const runtime::Layout& l = ctx.layout(in);
+    if (runtime::dense_like(l, l.dtype) == l && !FromTensors && std::abs(p.zero_point) <= (std::int64_t{1} << 20))
+      return ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
+        return lower_dense_quantize<typename decltype(tag)::type>(ctx, in, q, p, lo, hi);
+      }));
     ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
       using Q = typename decltype(tag)::type;
       return lower_map_late<Q, float>(ctx, q, in, p.tensors(), [p, lo, hi](const runtime::Frame& fr) {
