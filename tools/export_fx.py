@@ -75,7 +75,10 @@ Writes, under DIR:
                           (and leaf module parameter) and a ``modules``
                           table for every ``call_module`` target;
 * ``weights/<attr>.npy``  the value of each ``get_attr`` target (and leaf
-                          module parameter);
+                          module parameter); with ``--shards N``, instead
+                          ``weights/<attr>.rank<r>.npy`` for each rank r and
+                          the manifest ``weights/<attr>.shards.json`` the
+                          table names;
 * ``inputs/<name>.npy``   the random inputs, one per placeholder, in order;
 * ``outputs/output_<i>.npy``  PyTorch's eager outputs, flattened in the order
                           of the output node's nested list;
@@ -170,6 +173,11 @@ def build_parser():
                         "(uint8 per-tensor activations observed on the inputs, "
                         "int8 per-channel weights); the outputs written are "
                         "PyTorch's own on that graph")
+    p.add_argument("--shards", type=int, default=1, metavar="N",
+                   help="keep each weight as N files, one per rank (weights/<attr>.rank<r>.npy, "
+                        "the elements shard_parameters gives rank r of N), named by a manifest "
+                        "weights/<attr>.shards.json in the weights table: each machine of a "
+                        "sharded run needs only its rank's files (default 1: one .npy per weight)")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     return p
 
@@ -833,6 +841,36 @@ def save_npy(path, value):
     np.save(path, value, allow_pickle=False)
 
 
+def save_weight(out_dir, rel_npy, value, shards):
+    """Writes a weight as rel_npy, or (shards > 1) as one file per rank and their
+    manifest (kiln/io/weight_shards.hpp); returns the path the weights table names."""
+    if shards <= 1:
+        save_npy(os.path.join(out_dir, rel_npy), value)
+        return rel_npy
+    import numpy as np
+    flat = np.ascontiguousarray(value).reshape(-1)
+    per = (flat.size + shards - 1) // shards
+    stem = os.path.basename(rel_npy)[:-len(".npy")]
+    files = []
+    for r in range(shards):
+        name = "%s.rank%d.npy" % (stem, r)
+        save_npy(os.path.join(out_dir, os.path.dirname(rel_npy), name), flat[min(flat.size, r * per):min(flat.size, (r + 1) * per)])
+        files.append(name)
+    rel = rel_npy[:-len(".npy")] + ".shards.json"
+    write_json(os.path.join(out_dir, rel), {
+        "format": "kiln-weight-shards", "version": 1, "dtype": np_dtype_name(value.dtype),
+        "shape": list(value.shape), "world_size": shards, "files": files})
+    return rel
+
+
+def np_dtype_name(dtype):
+    """fx-graph-json's name of a numpy dtype (to_numpy writes bfloat16 as float32)."""
+    names = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool")
+    if str(dtype) not in names:
+        raise UsageError("--shards: a weight of numpy dtype %s cannot be sharded" % dtype)
+    return str(dtype)
+
+
 def write_json(path, obj):
     with open(path, "w") as f:
         f.write(json.dumps(obj, separators=(",", ":"), allow_nan=False))
@@ -878,6 +916,8 @@ def _load_quantizer(args):
 
 
 def export(args):
+    if args.shards < 1:
+        raise UsageError("--shards must be at least 1, got %d" % args.shards)
     try:
         import numpy as np
         import torch
@@ -1015,16 +1055,14 @@ def export(args):
             value = get_attr_value(gm, n.target)
             if isinstance(value, torch.Tensor):
                 stem = safe_file_stem(n.target, used_stems)
-                rel = "weights/%s.npy" % stem
-                save_npy(os.path.join(out_dir, rel), to_numpy(value))
+                rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(value), args.shards)
                 weights[n.target] = {"file": rel}
             else:
                 sys.stderr.write("%s: warning: get_attr %s is a %s, not a tensor; "
                                  "no weight file\n" % (PROG, n.target, type(value).__name__))
         if n.op == "placeholder" and n.name in bound:
             stem = safe_file_stem(n.target, used_stems)
-            rel = "weights/%s.npy" % stem
-            save_npy(os.path.join(out_dir, rel), to_numpy(bound[n.name]))
+            rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(bound[n.name]), args.shards)
             weights[n.target] = {"file": rel}
         if n.op == "call_module":
             mod = gm.get_submodule(n.target)
@@ -1033,8 +1071,7 @@ def export(args):
                 if full in weights or value is None or not value.is_floating_point():
                     continue  # (num_batches_tracked counts training steps)
                 stem = safe_file_stem(full, used_stems)
-                rel = "weights/%s.npy" % stem
-                save_npy(os.path.join(out_dir, rel), to_numpy(value.detach()))
+                rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(value.detach()), args.shards)
                 weights[full] = {"file": rel}
         nodes.append({
             "name": n.name,
@@ -1092,6 +1129,8 @@ def export(args):
         "graph_vs_eager_max_abs_diff": worst if math.isfinite(worst) else str(worst),
         "node_count": len(nodes),
     }
+    if args.shards > 1:
+        manifest["shards"] = args.shards
     if quant is not None:
         manifest["quantize"] = args.quantize
         manifest["quantized"] = quantized

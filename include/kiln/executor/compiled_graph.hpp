@@ -22,6 +22,7 @@
 
 #include "kiln/core/parallel_shares.hpp"
 #include "kiln/io/graph_file.hpp"
+#include "kiln/io/graph_weights.hpp"
 #include "kiln/io/npy_weights.hpp"
 #include "kiln/io/weight_store.hpp"
 #include "kiln/kernels/registry.hpp"

@@ -2,7 +2,7 @@
 // Weights: the .npy files named by a graph file's "weights" table.
 //
 //   kiln::io::GraphFile f = kiln::io::read_fx_json("graph.json");
-//   std::map<std::string, kiln::io::WeightTensor> w = kiln::io::load_weights(f);
+//   std::map<std::string, kiln::io::WeightTensor> w = kiln::io::load_weights(f);   // graph_weights.hpp
 //   std::vector<float> v = w.at("w").values<float>();
 //
 // A WeightTensor is type-erased (dtype, shape, raw bytes in C order, native
@@ -366,28 +366,6 @@ WeightTensor make_weight(std::vector<std::int64_t> shape, const std::vector<T>& 
     if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
   }
   return t;
-}
-
-// The weight of attribute `attr`, read from the file its weights entry names.
-// Errors name the attribute and the file.
-inline WeightTensor load_weight(const GraphFile& f, std::string_view attr) {
-  const std::string* rel = find_weight(f.weights, attr);
-  if (!rel) throw Error("weights['" + std::string(attr) + "']: the graph file has no weights entry for it");
-  const std::filesystem::path path = f.base_dir / *rel;
-  try {
-    return read_npy(path);
-  } catch (const IoError& e) {
-    throw IoError("weights['" + std::string(attr) + "']: " + e.what());
-  } catch (const FormatError& e) {
-    throw FormatError("weights['" + std::string(attr) + "']: " + e.what());
-  }
-}
-
-// Every weight of the weights table, by attribute name.
-inline std::map<std::string, WeightTensor> load_weights(const GraphFile& f) {
-  std::map<std::string, WeightTensor> out;
-  for (const auto& [attr, rel] : f.weights) out.emplace(attr, load_weight(f, attr));
-  return out;
 }
 
 }  // namespace kiln::io

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "kiln/io/graph_file.hpp"
+#include "kiln/io/graph_weights.hpp"
 #include "kiln/io/npy_slice.hpp"
+#include "kiln/io/weight_shards.hpp"
 #include "kiln/io/npy_weights.hpp"
 
 namespace kiln::io {
@@ -54,7 +56,7 @@ class WeightStore {
     if (auto it = values_.find(name); it != values_.end()) return WeightTensor{it->second.value.dtype, it->second.value.shape, {}};
     const std::string* rel = find_weight(table_, name);
     if (!rel) return std::nullopt;
-    return naming(name, [&] { return read_npy_layout(base_dir_ / *rel).meta; });
+    return naming(name, [&] { return weight_file_meta(base_dir_ / *rel); });
   }
 
   // `count` elements of a weight flattened in C order, from element `from`, as
@@ -71,7 +73,7 @@ class WeightStore {
     }
     const std::string* rel = find_weight(table_, name);
     if (!rel) throw Error("WeightStore: no weight named '" + std::string(name) + "'");
-    return naming(name, [&] { return read_npy_elements(base_dir_ / *rel, from, count); });
+    return naming(name, [&] { return read_weight_file_elements(base_dir_ / *rel, from, count); });
   }
 
   // Moves a weight whose value comes from its file out of the store, for a pass
