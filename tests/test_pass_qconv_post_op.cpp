@@ -55,12 +55,23 @@ struct Net {
   runtime::Weights weights;
   Node *x, *conv;
   std::int64_t C;
-  explicit Net(std::int64_t channels = 4) : C(channels) {
+  // `tensor_qparams`: x dequantized by the .tensor overload, its scale and zero point constants.
+  explicit Net(std::int64_t channels = 4, bool tensor_qparams = false) : C(channels) {
     x = g.placeholder("x", meta({1, C, 8, 8}, DType::uint8));
-    conv = conv_of(dequantize(x, XS, XZ, {1, C, 8, 8}));
     Tensor ws = Tensor::empty({6}), wz = Tensor::empty({6}, DType::int64);
     for (std::int64_t j = 0; j < 6; ++j) ws.data<float>()[j] = 0.004f + 0.001f * float(j), wz.data<std::int64_t>()[j] = 0;
     weights = {{"w", uniform_ints({6, C, 3, 3}, DType::int8, -64, 64, 2)}, {"ws", ws}, {"wz", wz}, {"b", test::random_tensor({6}, 3)}};
+    if (!tensor_qparams) {
+      conv = conv_of(dequantize(x, XS, XZ, {1, C, 8, 8}));
+      return;
+    }
+    Tensor xs = Tensor::empty({}), xz = Tensor::empty({}, DType::int64);
+    xs.data<float>()[0] = float(XS), xz.data<std::int64_t>()[0] = XZ;
+    weights.emplace("xs", xs), weights.emplace("xz", xz);
+    conv = conv_of(with_meta(g.call_function(quantized_decomposed::dequantize_per_tensor_tensor,
+                                             {x, g.get_attr("xs", meta({})), g.get_attr("xz", meta({}, DType::int64)), 0, 255,
+                                              Arg(DType::uint8)}),
+                             {1, C, 8, 8}));
   }
   Node* dequantize(Node* q, double scale, std::int64_t zp, const std::vector<Dim>& shape, DType d = DType::uint8) {
     const std::int64_t lo = d == DType::uint8 ? 0 : -128, hi = d == DType::uint8 ? 255 : 127;
@@ -349,4 +360,26 @@ TEST_CASE("qconv binary fusion numerics: each fused form within one output step 
       net.output(quantized ? net.quantize(s) : s, quantized ? DType::uint8 : DType::float32);
       check_numerics(net, {x, a}, quantized ? OS * 1.001 : 1e-4, 1);
     }
+}
+
+TEST_CASE("qconv post-op fusion keeps the .tensor overload, and takes an int8 accum, numerics against the unfused graph") {
+  const Tensor x = uniform_ints({1, 4, 8, 8}, DType::uint8, 0, 255, 11);
+  {
+    Net net(4, true);  // unary, int8 output
+    net.output(net.quantize(net.unary("relu", net.conv), DType::int8), DType::int8);
+    check_numerics(net, {x}, OS * 1.001, 1);
+    CHECK(count(net.g, onednn::qconv_pointwise_tensor) == 1);
+  }
+  for (const DType accum : {DType::uint8, DType::int8}) {
+    const std::string dtype(dtype_name(accum));
+    CAPTURE(dtype);
+    Net net(4, true);  // binary: qconv_pointwise.tensor becomes qconv2d_pointwise.binary_tensor
+    Node* da = net.dequantize(net.g.placeholder("a", meta(Y_SHAPE, accum)), AS, accum == DType::uint8 ? AZ : 5, Y_SHAPE, accum);
+    net.output(net.quantize(net.unary("relu", net.add(da, net.conv))), DType::uint8);
+    const Tensor a = accum == DType::uint8 ? uniform_ints({1, 6, 8, 8}, accum, 0, 255, 12) : uniform_ints({1, 6, 8, 8}, accum, -128, 127, 12);
+    check_numerics(net, {x, a}, OS * 1.001, 1);
+    REQUIRE(count(net.g, onednn::qconv2d_pointwise_binary_tensor) == 1);
+    const Node* n = net.g.find_nodes(OpKind::call_function, onednn::qconv2d_pointwise_binary_tensor)[0];
+    CHECK(n->arg(6).node()->meta.val.tensor()->dtype == accum);
+  }
 }
