@@ -243,30 +243,47 @@ if(KILN_HAVE_TORCH)
         FAIL_REGULAR_EXPRESSION "error|mismatch")
       # QuantConvNet: the max-pool and the cat keep their int8 tensors (Inductor
       # counted qmaxpool2d 1 and qcat 1 on this net), after promoting the two
-      # dequantizes read twice and prepacking its four convs; outputs unchanged.
+      # dequantizes read twice and prepacking its four convs; three convs take in
+      # relu and their output quantize, the last its residual add and relu (float
+      # out); outputs unchanged. Every counter is Inductor 2.11's but the
+      # prepack's nodes and so pattern_matcher_nodes (its graph clones three
+      # weights: 15 and 46 there, see bench/README.md).
       add_test(NAME kiln_numeric_check_qconvnet_x86_quantization
         COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_qconvnet_x86/graph.json --passes quantization
                 --numeric-check --atol 1e-4 --quiet --counters)
       set_tests_properties(kiln_numeric_check_qconvnet_x86_quantization PROPERTIES
         FIXTURES_REQUIRED model_qconvnet_x86 LABELS "torch;model" TIMEOUT 120
-        PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":2,[^}]*\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,\"qconv_weight_prepack_matcher_count\":4,\"qconv_weight_prepack_matcher_nodes\":12,[^}]*\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4"
+        PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":2,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":18,\"pattern_matcher_nodes\":43,\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,\"qconv2d_binary_lower_count\":1,\"qconv2d_binary_lower_nodes\":1,\"qconv2d_binary_matcher_count\":1,\"qconv2d_binary_matcher_nodes\":3,\"qconv_unary_lower_count\":3,\"qconv_unary_lower_nodes\":3,\"qconv_unary_matcher_count\":3,\"qconv_unary_matcher_nodes\":9,\"qconv_weight_prepack_matcher_count\":4,\"qconv_weight_prepack_matcher_nodes\":12,\"qlinear_unary_lower_count\":1,\"qlinear_unary_lower_nodes\":1,\"qlinear_weight_prepack_matcher_count\":1,\"qlinear_weight_prepack_matcher_nodes\":4,\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4}"
         FAIL_REGULAR_EXPRESSION "error|mismatch")
       # On the conv nets the pipeline promotes every dequantize read twice (a block's
       # input, read by its conv and its residual add, or by its conv and the
       # downsample), prepacks every conv (three nodes each: the two dequantizes
-      # and the conv, as Inductor counts them) and fuses the classifier.
-      foreach(_case "qresnet18|8|20" "qmobilenet_v2|10|52")
+      # and the conv, where Inductor's graph sometimes holds a weight clone too),
+      # fuses every conv's post-ops and output quantize, Inductor 2.11's counts:
+      # ResNet-18's 12 unary (9 relu, 3 downsamples; 33 nodes) and 8 residual
+      # sums with relu (40 nodes), MobileNetV2's 42 unary (35 relu6 as hardtanh,
+      # which Inductor counts as clamp_min + clamp_max; 154 nodes) and 10 sums
+      # (40 nodes), and the lower counters, one a fused conv.
+      foreach(_case "qresnet18|8|20|12|33|8|40" "qmobilenet_v2|10|52|42|154|10|40")
         string(REPLACE "|" ";" _parts "${_case}")
         list(GET _parts 0 _model)
         list(GET _parts 1 _promoted)
         list(GET _parts 2 _convs)
+        list(GET _parts 3 _unary)
+        list(GET _parts 4 _unary_nodes)
+        list(GET _parts 5 _binary)
+        list(GET _parts 6 _binary_nodes)
         math(EXPR _conv_nodes "${_convs} * 3")
+        set(_fused "\"qconv2d_binary_lower_count\":${_binary},\"qconv2d_binary_lower_nodes\":${_binary},")
+        string(APPEND _fused "\"qconv2d_binary_matcher_count\":${_binary},\"qconv2d_binary_matcher_nodes\":${_binary_nodes},")
+        string(APPEND _fused "\"qconv_unary_lower_count\":${_unary},\"qconv_unary_lower_nodes\":${_unary},")
+        string(APPEND _fused "\"qconv_unary_matcher_count\":${_unary},\"qconv_unary_matcher_nodes\":${_unary_nodes},")
         add_test(NAME kiln_numeric_check_${_model}_x86_quantization
           COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86/graph.json --passes quantization
                   --numeric-check --atol 1e-4 --quiet --counters)
         set_tests_properties(kiln_numeric_check_${_model}_x86_quantization PROPERTIES
           FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 300
-          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*\"qconv_weight_prepack_matcher_count\":${_convs},\"qconv_weight_prepack_matcher_nodes\":${_conv_nodes},\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
+          PASS_REGULAR_EXPRESSION "\"total\":{\"dequant_promotion_matcher_count\":${_promoted},[^}]*${_fused}\"qconv_weight_prepack_matcher_count\":${_convs},\"qconv_weight_prepack_matcher_nodes\":${_conv_nodes},\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,"
           FAIL_REGULAR_EXPRESSION "error|mismatch")
       endforeach()
     endif()

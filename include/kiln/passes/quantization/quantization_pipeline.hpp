@@ -2,13 +2,17 @@
 // The quantization passes of Inductor 2.11's freezing (torch/_inductor/fx_passes/
 // quantization.py) in its order, each a pass of kiln-opt's registry, and the
 // `quantization` pipeline running them: quant_lift_up, dequant_promotion (pass 0),
-// qconv_weight_prepack and qlinear_weight_prepack (pass 1), qlinear_post_op_fusion
-// (passes 3 to 5), then the lowerings of Inductor's post-grad pass: qmaxpool2d,
-// qcat, qreshape (int8 tensors pass through) and qlinear_lower, which counts what
+// qconv_weight_prepack and qlinear_weight_prepack (pass 1), qconv_post_op_fusion
+// and qlinear_post_op_fusion (passes 3 to 5; conv and linear patterns never
+// share a node, so running the conv ones first changes nothing), then the
+// lowerings of Inductor's post-grad pass: qmaxpool2d, qcat, qreshape (int8
+// tensors pass through), qconv_lower and qlinear_lower, which count what
 // Inductor's lowering counts.
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
 #include "kiln/passes/quantization/qcat.hpp"
+#include "kiln/passes/quantization/qconv_lower.hpp"
+#include "kiln/passes/quantization/qconv_post_op_fusion.hpp"
 #include "kiln/passes/quantization/qconv_weight_prepack.hpp"
 #include "kiln/passes/quantization/qlinear_lower.hpp"
 #include "kiln/passes/quantization/qlinear_post_op_fusion.hpp"
@@ -28,6 +32,10 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
   registry.add(Pass{"qlinear_weight_prepack",
                     "dequantize -> linear with a per-channel int8 weight -> onednn.qlinear_pointwise on qlinear_prepack",
                     [](Graph& g, PassContext& ctx) { return qlinear_weight_prepack(g, &ctx.counters) > 0; }});
+  registry.add(Pass{"qconv_post_op_fusion",
+                    "fold relu/hardtanh/hardswish/silu, a dequantized or float addend (then relu) and the output quantize into "
+                    "qconv_pointwise and qconv2d_pointwise.binary (Inductor's passes 3-5)",
+                    [](Graph& g, PassContext& ctx) { return qconv_post_op_fusion(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qlinear_post_op_fusion",
                     "fold relu/gelu, an add (then relu) and the output quantize into qlinear_pointwise (Inductor's passes 3-5)",
                     [](Graph& g, PassContext& ctx) { return qlinear_post_op_fusion(g, &ctx.counters) > 0; }});
@@ -37,6 +45,11 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
                     [](Graph& g, PassContext& ctx) { return qcat(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qreshape", "dequantize -> reshape -> quantize, one scale and zero point -> reshape of the int8 tensor",
                     [](Graph& g, PassContext& ctx) { return qreshape(g, &ctx.counters) > 0; }});
+  registry.add(Pass{"qconv_lower", "count the qconv nodes Inductor's lowering counts (changes nothing)",
+                    [](Graph& g, PassContext& ctx) {
+                      count_qconv_lowerings(g, &ctx.counters);
+                      return false;
+                    }});
   registry.add(Pass{"qlinear_lower", "count the qlinear_pointwise nodes Inductor's lowering counts (changes nothing)",
                     [](Graph& g, PassContext& ctx) {
                       count_qlinear_lowerings(g, &ctx.counters);
@@ -45,8 +58,9 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
   registry.add_pipeline({"quantization", "Inductor's quantization passes in its order",
                          [](const nlohmann::json&) {
                            return std::vector<PipelineStep>{{"quant_lift_up"}, {"dequant_promotion"}, {"qconv_weight_prepack"},
-                                                            {"qlinear_weight_prepack"}, {"qlinear_post_op_fusion"}, {"qmaxpool2d"},
-                                                            {"qcat"}, {"qreshape"}, {"qlinear_lower"}};
+                                                            {"qlinear_weight_prepack"}, {"qconv_post_op_fusion"},
+                                                            {"qlinear_post_op_fusion"}, {"qmaxpool2d"}, {"qcat"}, {"qreshape"},
+                                                            {"qconv_lower"}, {"qlinear_lower"}};
                          }});
 }
 
