@@ -367,6 +367,22 @@ if(KILN_HAVE_TORCH)
         list(APPEND _sharded_runs
           "bert_tiny_${level}|${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}|exported_bert_tiny_${level}|32|2")
       endforeach()
+      # The same model exported as two shards per weight (--shards 2): each of 2
+      # ranks reads its own files; 4 ranks read pieces of them; one process joins them.
+      set(_sdir ${CMAKE_CURRENT_BINARY_DIR}/model_resnet18_32_aten_shards2)
+      add_test(NAME export_model_resnet18_32_aten_shards2
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py torchvision.models:resnet18
+                --input-shape 1,3,32,32 --level aten --seed 0 --shards 2 --out ${_sdir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_model_resnet18_32_aten_shards2 PROPERTIES
+        FIXTURES_SETUP model_resnet18_32_aten_shards2 LABELS "torch;model" TIMEOUT 600)
+      add_test(NAME kiln_run_resnet18_shards2_joined
+        COMMAND kiln-run ${_sdir} --compare ${_sdir}/outputs --max-rel-err 1e-4 --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_resnet18_shards2_joined PROPERTIES FIXTURES_REQUIRED model_resnet18_32_aten_shards2
+        LABELS "torch;model" PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+      list(APPEND _sharded_runs
+        "resnet18_shards2|${_sdir}|model_resnet18_32_aten_shards2|102|2"
+        "resnet18_shards2|${_sdir}|model_resnet18_32_aten_shards2|102|4")
       foreach(_run ${_sharded_runs})
         string(REPLACE "|" ";" _parts "${_run}")
         list(GET _parts 0 _model)

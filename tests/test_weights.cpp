@@ -320,3 +320,59 @@ TEST_CASE("WeightStore::meta and read_elements read a file's header and one run 
   CHECK_THROWS_WITH_AS(store.meta("gone"), doctest::Contains("weights['gone']: "), kiln::io::IoError);
   CHECK_THROWS_WITH_AS(store.read_elements("nothing", 0, 1), doctest::Contains("no weight named 'nothing'"), kiln::Error);
 }
+
+TEST_CASE("a weight kept as shards reads whole, by its header alone, or a run from only the shards it covers") {
+  TempDir dir("weights_shards");
+  // 10 elements over 3 ranks: shards of 4, 4 and 2 (shard_parameters's cut).
+  std::vector<float> v(10);
+  for (int i = 0; i < 10; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>(i) + 0.5f;
+  const auto shard = [&](int from, int n) { return kiln::io::make_weight<float>({n}, std::vector<float>(v.begin() + from, v.begin() + from + n)); };
+  kiln::io::write_npy(dir.path / "weights/w.rank0.npy", shard(0, 4));
+  kiln::io::write_npy(dir.path / "weights/w.rank1.npy", shard(4, 4));
+  kiln::io::write_npy(dir.path / "weights/w.rank2.npy", shard(8, 2));
+  const std::string manifest = R"({"format":"kiln-weight-shards","version":1,"dtype":"float32","shape":[2,5],"world_size":3,)"
+                               R"("files":["w.rank0.npy","w.rank1.npy","w.rank2.npy"]})";
+  kiln::io::write_file(dir.path / "weights/w.shards.json", manifest);
+  write_graph_with_weights(dir.path / "graph.json", {{"w", "weights/w.shards.json"}});
+  const auto f = kiln::io::read_fx_json(dir.path / "graph.json");
+  CHECK(kiln::io::load_weight(f, "w") == kiln::io::make_weight<float>({2, 5}, v));
+  const auto floats = [](const std::vector<std::byte>& b) {
+    std::vector<float> out(b.size() / 4);
+    std::memcpy(out.data(), b.data(), b.size());
+    return out;
+  };
+  {
+    kiln::io::WeightStore store(f);
+    CHECK(floats(store.read_elements("w", 2, 5)) == std::vector<float>(v.begin() + 2, v.begin() + 7));  // across three shards
+  }
+  // Rank 1 of 3 needs its own file only.
+  fs::remove(dir.path / "weights/w.rank0.npy");
+  fs::remove(dir.path / "weights/w.rank2.npy");
+  kiln::io::WeightStore store(f);
+  const auto m = store.meta("w");
+  REQUIRE(m.has_value());
+  CHECK(m->shape == std::vector<std::int64_t>{2, 5});
+  CHECK(m->bytes.empty());
+  CHECK(floats(store.read_elements("w", 4, 4)) == std::vector<float>(v.begin() + 4, v.begin() + 8));
+  CHECK_THROWS_WITH_AS(store.read_elements("w", 0, 5), doctest::Contains("w.rank0.npy: cannot open for reading"), kiln::io::IoError);
+  CHECK_THROWS_WITH_AS(kiln::io::load_weight(f, "w"), doctest::Contains("weights['w']: "), kiln::io::IoError);
+  CHECK_THROWS_WITH_AS(store.read_elements("w", 8, 3), doctest::Contains("elements 8 to 11 asked of a weight of 10"), kiln::Error);
+  // A shard of the wrong length, and manifests that do not hold together.
+  kiln::io::write_npy(dir.path / "weights/w.rank0.npy", shard(0, 3));
+  CHECK_THROWS_WITH_AS(store.read_elements("w", 0, 1), doctest::Contains("rank 0's shard must be a 1-d float32 array of 4 elements"),
+                       kiln::io::FormatError);
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {R"({"format":"kiln-weight-shards","version":1,"dtype":"float32","shape":[2,5],"world_size":2,"files":["a.npy"]})",
+       "\"files\" must list one file per rank (2)"},
+      {R"({"format":"kiln-weight-shards","version":1,"dtype":"float99","shape":[2,5],"world_size":1,"files":["a.npy"]})",
+       "\"dtype\" is missing or not a dtype name"},
+      {R"({"format":"npy-shards","version":1})", "\"format\" is not \"kiln-weight-shards\""},
+      {R"({"format":"kiln-weight-shards","version":1,"dtype":"float32","shape":[-2],"world_size":1,"files":["a.npy"]})",
+       "\"shape\" holds something that is not a size"},
+      {"{not json", "not JSON"}};
+  for (const auto& [text, message] : bad) {
+    kiln::io::write_file(dir.path / "weights/w.shards.json", text);
+    CHECK_THROWS_WITH_AS(store.meta("w"), doctest::Contains(("weights['w']: " + (dir.path / "weights/w.shards.json").string() + ": " + message).c_str()),
+                         kiln::io::FormatError);
+  }
+}
