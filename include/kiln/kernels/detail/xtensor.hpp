@@ -11,6 +11,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#include <xsimd/xsimd.hpp>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xassign.hpp>
 #include <xtensor/xmath.hpp>

@@ -12,7 +12,7 @@
 //     converted to out_dtype.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -123,16 +123,22 @@ PerTensorParams per_tensor_params(const runtime::LowerContext& ctx) {
   return p;
 }
 
-// One value quantized as quantized() does, in a form the compiler vectorizes: the
-// product is clamped to +-2^22 first (which the final clamp makes no difference to
-// while |zero_point| <= 2^20), where adding and taking away 1.5 * 2^23 rounds it
-// to an integer, half to even, in the default rounding mode.
+// A run of floats quantized as quantized() does, with xsimd (GCC keeps scalar
+// code for the float clamps, which may trap): round half to even, add the zero
+// point, clamp, then narrow, the narrowing in plain (vectorizable) integer code.
 template <class Q>
-inline Q quantize_one(float x, float inv_scale, float zero_point, float lo, float hi) {
-  constexpr float big = 4194304.0f, magic = 12582912.0f;
-  const float r = std::min(std::max(x * inv_scale, -big), big);
-  const float v = std::min(std::max((r + magic) - magic + zero_point, lo), hi);
-  return static_cast<Q>(static_cast<int>(v));
+inline void quantize_run(const float* x, Q* y, std::int64_t n, float inv_scale, float zero_point, float lo, float hi) {
+  using B = xsimd::batch<float>;
+  constexpr auto W = static_cast<std::int64_t>(B::size);
+  alignas(64) std::int32_t ints[W];
+  const B inv(inv_scale), z(zero_point), low(lo), high(hi);
+  std::int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const B v = xsimd::min(xsimd::max(xsimd::nearbyint(B::load_unaligned(x + i) * inv) + z, low), high);
+    xsimd::batch_cast<std::int32_t>(v).store_aligned(ints);
+    for (std::int64_t k = 0; k < W; ++k) y[i + k] = static_cast<Q>(ints[k]);
+  }
+  for (; i < n; ++i) y[i] = static_cast<Q>(std::min(std::max(std::nearbyint(x[i] * inv_scale) + zero_point, lo), hi));
 }
 
 // A dense float32 input (the graph's input, a convolution's result): one flat
@@ -153,7 +159,7 @@ runtime::ValueId lower_dense_quantize(runtime::LowerContext& ctx, runtime::Value
                  constexpr std::int64_t chunk = 16384;
 #pragma omp parallel for num_threads(fr.threads()) schedule(static) if (fr.threads() > 1 && n >= kParallelElements)
                  for (std::int64_t b = 0; b < n; b += chunk)
-                   for (std::int64_t i = b, e = std::min(n, b + chunk); i < e; ++i) y[i] = quantize_one<Q>(x[i], inv_scale, z, lo, hi);
+                   quantize_run<Q>(x + b, y + b, std::min(chunk, n - b), inv_scale, z, lo, hi);
                }),
                std::move(reads), {out});
   return out;
@@ -169,7 +175,7 @@ struct QuantizePerTensorKernel {
     const float lo = bounds.first, hi = bounds.second;
     const PerTensorParams p = per_tensor_params<FromTensors>(ctx);
     const runtime::Layout& l = ctx.layout(in);
-    if (runtime::dense_like(l, l.dtype) == l && !FromTensors && std::abs(p.zero_point) <= (std::int64_t{1} << 20))
+    if (runtime::dense_like(l, l.dtype) == l && !FromTensors)
       return ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
         return lower_dense_quantize<typename decltype(tag)::type>(ctx, in, q, p, lo, hi);
       }));
