@@ -351,7 +351,7 @@ if(KILN_HAVE_TORCH)
     # shard_parameters under mpirun (with MPI only): every weight sharded over the
     # ranks and all-gathered before its first use, unbucketed and bucketed by
     # bucket_fsdp_all_gather, gives PyTorch's outputs. ResNet-18 at 32x32 (aten
-    # level, 102 weights) at 2 and 4 ranks; BERT-tiny (above, 32 weights) at 2 ranks.
+    # level, 102 weights) and BERT-tiny (above, 32 weights) at 2 and 4 ranks.
     if(KILN_HAVE_MPI AND MPIEXEC_EXECUTABLE)
       set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_resnet18_32_aten)
       add_test(NAME export_model_resnet18_32_aten
@@ -365,7 +365,8 @@ if(KILN_HAVE_TORCH)
         "resnet18|${_dir}|model_resnet18_32_aten|102|4")
       foreach(level torch aten)
         list(APPEND _sharded_runs
-          "bert_tiny_${level}|${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}|exported_bert_tiny_${level}|32|2")
+          "bert_tiny_${level}|${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}|exported_bert_tiny_${level}|32|2"
+          "bert_tiny_${level}|${CMAKE_CURRENT_BINARY_DIR}/export_bert_tiny_${level}|exported_bert_tiny_${level}|32|4")
       endforeach()
       # The same model exported as two shards per weight (--shards 2): each of 2
       # ranks reads its own files; 4 ranks read pieces of them; one process joins them.
