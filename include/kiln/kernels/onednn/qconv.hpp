@@ -316,9 +316,17 @@ struct QConvPrepack {
   }
 };
 
-inline void check_source_rank(const runtime::LowerContext& ctx) {
+// The source's rank checked, then bias at `bias_pos`, followed by stride, padding,
+// dilation, groups, output_scale, output_zero_point and output_dtype (both forms' order).
+inline QConvSpec read_qconv_spec(const runtime::LowerContext& ctx, std::size_t bias_pos) {
   const runtime::Layout& xl = ctx.layout(ctx.tensor(0, "qx"));
   if (xl.rank() < 3 || xl.rank() > 5) ctx.fail("qconv takes an input of rank 3 to 5, got " + runtime::shape_str(xl.shape));
+  QConvSpec s;
+  s.bias = ctx.optional_tensor(bias_pos, "bias");
+  read_geometry(ctx, s, bias_pos + 1, xl.rank() - 2);
+  s.tail = {ctx.scalar_arg(bias_pos + 5, "output_scale"), ctx.int_arg(bias_pos + 6, "output_zero_point"),
+            qconv_output_dtype(ctx, bias_pos + 7, xl.dtype), std::nullopt};
+  return s;
 }
 
 // qconv_pointwise(qx, x_scale, x_zero_point, qw, w_scale, w_zero_point, bias, stride, padding, dilation,
@@ -326,12 +334,7 @@ inline void check_source_rank(const runtime::LowerContext& ctx) {
 template <bool Tensors>
 struct QConvPointwise {
   static void lower(runtime::LowerContext& ctx) {
-    check_source_rank(ctx);
-    const runtime::Layout& xl = ctx.layout(ctx.tensor(0, "qx"));
-    QConvSpec s;
-    s.bias = ctx.optional_tensor(6, "bias");
-    read_geometry(ctx, s, 7, xl.rank() - 2);
-    s.tail = {ctx.scalar_arg(11, "output_scale"), ctx.int_arg(12, "output_zero_point"), qconv_output_dtype(ctx, 13, xl.dtype), std::nullopt};
+    QConvSpec s = read_qconv_spec(ctx, 6);
     s.unary = qconv_unary(ctx, 14, "attr", 15, "scalars");
     lower_qconv(ctx, Tensors, s);
   }
@@ -345,12 +348,7 @@ struct QConvPointwise {
 template <bool Tensors>
 struct QConvPointwiseBinary {
   static void lower(runtime::LowerContext& ctx) {
-    check_source_rank(ctx);
-    const runtime::Layout& xl = ctx.layout(ctx.tensor(0, "qx"));
-    QConvSpec s;
-    s.bias = ctx.optional_tensor(7, "bias");
-    read_geometry(ctx, s, 8, xl.rank() - 2);
-    s.tail = {ctx.scalar_arg(12, "output_scale"), ctx.int_arg(13, "output_zero_point"), qconv_output_dtype(ctx, 14, xl.dtype), std::nullopt};
+    QConvSpec s = read_qconv_spec(ctx, 7);
     const std::string binary = ctx.string_arg(17, "binary_attr", "none");
     if (binary != "add" && binary != "sum") ctx.fail("binary post-op '" + binary + "' is not supported (add and sum are)");
     if (ctx.scalar_arg(18, "alpha", 1.0) != 1.0) ctx.fail("alpha must be 1");
