@@ -19,6 +19,7 @@
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
+#include "kiln/passes/quantization/pass_through_lowering.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 #include "kiln/passes/quantization/same_qparams.hpp"
 
@@ -59,17 +60,9 @@ inline Node* lower_qmaxpool2d(Graph& g, const std::vector<Node*>& nodes, Node* o
 inline void register_qmaxpool2d_patterns(PatternMatcherPass& pass, Counters* counters = nullptr) {
   using namespace pattern;
   namespace qd = quantization_detail;
-  const auto handler = [counters](auto& m, Graph& g, Node* out) {
-    qd::lower_qmaxpool2d(g, m.nodes(), out);
-    const auto nodes = static_cast<std::int64_t>(m.nodes().size());
-    m.erase_nodes();
-    if (!counters) return;
-    counters->increment("qmaxpool2d_matcher_count", 1);
-    counters->increment("qmaxpool2d_matcher_nodes", nodes);
-  };
+  const auto handler = qd::pass_through_handler(counters, "qmaxpool2d", qd::lower_qmaxpool2d);
   const auto check = [](const auto& m) { return qd::valid_qmaxpool2d(m.nodes()); };
-  const auto dq = CallFunction(quantized_decomposed::dequantize_per_tensor, kw<"x">, kw<"x_scale">, kw<"x_zp">, kw<"x_quant_min">,
-                               kw<"x_quant_max">, kw<"x_dq_dtype">);
+  const auto dq = qd::dequantize_x_pattern();
   const auto quant = [](auto inner) {
     return CallFunction(quantized_decomposed::quantize_per_tensor, CallFunction(pyop::getitem, inner, pattern::Arg()), kw<"o_inv_scale">,
                         kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">, kw<"o_dtype">);
