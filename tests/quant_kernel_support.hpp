@@ -1,5 +1,5 @@
 #pragma once
-// What the int8 kernel suites share to check a kernel against its unfused
+// What the int8 suites share to check a kernel or a lowered graph against its
 // q/dq reference: random integer operands and the largest error of an output,
 // read as uint8 steps or float values.
 #include <doctest/doctest.h>
