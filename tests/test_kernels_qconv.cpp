@@ -16,11 +16,9 @@
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 using runtime::CompiledGraph;
 using runtime::Tensor;
-using test::max_abs_error;
-using test::meta;
-using test::random_ints;
 
 namespace {
 
@@ -39,7 +37,7 @@ struct Conv {
   // Weights within [-64, 64]: the int8 primitive runs on any CPU (see int8_products_exact).
   void make(int wlo = -64, int whi = 64) {
     x = random_ints({B, C, H, W}, DType::uint8, 0, 255, 1), w = random_ints({OC, C / groups, KH, KW}, DType::int8, wlo, whi, 2);
-    ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64), b = test::random_tensor({OC}, 3);
+    ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64), b = random_tensor({OC}, 3);
     for (std::int64_t j = 0; j < OC; ++j) ws.data<float>()[j] = 0.002f + 0.0005f * float(j), wz.data<std::int64_t>()[j] = 0;
     accum = random_ints(out_shape(), DType::uint8, 0, 255, 4);
   }

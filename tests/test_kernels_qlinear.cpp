@@ -18,11 +18,9 @@
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 using runtime::CompiledGraph;
 using runtime::Tensor;
-using test::max_abs_error;
-using test::meta;
-using test::random_ints;
 
 namespace {
 
@@ -33,8 +31,8 @@ constexpr std::int64_t XZ = 128, OZ = 3;
 struct Params {
   // Weights within [-64, 64]: the int8 primitive runs on any CPU (see int8_products_exact).
   Tensor x = random_ints({M0, M1, K}, DType::uint8, 0, 255, 1), w = random_ints({N, K}, DType::int8, -64, 64, 2);
-  Tensor ws = Tensor::empty({N}), wz = Tensor::empty({N}, DType::int64), b = test::random_tensor({N}, 3);
-  Tensor other = test::random_tensor({M0, M1, N}, 4);
+  Tensor ws = Tensor::empty({N}), wz = Tensor::empty({N}, DType::int64), b = random_tensor({N}, 3);
+  Tensor other = random_tensor({M0, M1, N}, 4);
   Params() {
     for (std::int64_t j = 0; j < N; ++j) ws.data<float>()[j] = 0.002f + 0.001f * j, wz.data<std::int64_t>()[j] = 0;
   }
@@ -219,20 +217,20 @@ TEST_CASE("the qmlp fixture after the quantization pipeline, its buffers bound a
     const std::string l = layer.first;
     const std::int64_t n = layer.second.first, k = layer.second.second;
     w.emplace("b_" + l + "_wq", random_ints({n, k}, DType::int8, -64, 64, seed++));
-    Tensor s = Tensor::empty({n}), b = test::random_tensor({n}, seed++);
+    Tensor s = Tensor::empty({n}), b = random_tensor({n}, seed++);
     for (std::int64_t j = 0; j < n; ++j) s.data<float>()[j] = 0.002f + 0.0001f * float(j % 13);
     w.emplace("b_" + l + "_ws", s);
     w.emplace("b_" + l + "_wz", random_ints({n}, DType::int64, 0, 0, seed++));
     w.emplace("b_" + l + "_b", b);
   }
-  const Tensor x = test::random_tensor({4, 8, 32}, 30);
+  const Tensor x = random_tensor({4, 8, 32}, 30);
   auto unfused = CompiledGraph::compile(file.graph, w).run({x});
   auto out = CompiledGraph::compile(fused, w).run({x});
   REQUIRE(out[0].shape() == runtime::Shape{4, 8, 16});
   double err = 0, scale = 1e-12;
   for (std::int64_t i = 0; i < out[0].numel(); ++i) {
-    err = std::max(err, std::abs(double(test::element(out[0], i)) - test::element(unfused[0], i)));
-    scale = std::max(scale, std::abs(double(test::element(unfused[0], i))));
+    err = std::max(err, std::abs(double(element(out[0], i)) - element(unfused[0], i)));
+    scale = std::max(scale, std::abs(double(element(unfused[0], i))));
   }
   CHECK(err / scale < 1e-3);
 }
