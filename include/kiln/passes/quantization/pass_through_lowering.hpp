@@ -23,12 +23,14 @@ inline auto dequantize_x_pattern() {
                       kw<"x_quant_max">, kw<"x_dq_dtype">);
 }
 
-// `lower(g, nodes, out)` puts the int8 node in place of `out`; `pass_name`
-// names the counters (a literal: the handler keeps the view).
+// `lower(g, nodes)` builds the int8 node that takes the place of the match's
+// output `out`; `pass_name` names the counters (a literal: the handler keeps the view).
 template <class Lower>
 auto pass_through_handler(Counters* counters, std::string_view pass_name, Lower lower) {
   return [counters, pass_name, lower](auto& m, Graph& g, Node* out) {
-    lower(g, m.nodes(), out);
+    Node* lowered = lower(g, m.nodes());
+    lowered->meta = out->meta;
+    out->replace_all_uses_with(lowered);
     const auto nodes = static_cast<std::int64_t>(m.nodes().size());
     m.erase_nodes();
     count_inductor_match(counters, pass_name, nodes, nodes);

@@ -20,14 +20,11 @@ namespace kiln {
 
 namespace quantization_detail {
 
-inline Node* lower_qcat(Graph& g, const std::vector<Node*>& nodes, Node* out) {
+inline Node* lower_qcat(Graph& g, const std::vector<Node*>& nodes) {
   const Node* cat = find_target(nodes, {aten::cat});
   ArgList inputs;
   for (const Arg& a : *cat->arg(0).list()) inputs.push_back(a.node()->arg(0));
-  Node* c = g.call_function(aten::cat, {Arg(std::move(inputs)), cat->arg(1)});
-  c->meta = out->meta;
-  out->replace_all_uses_with(c);
-  return c;
+  return g.call_function(aten::cat, {Arg(std::move(inputs)), cat->arg(1)});
 }
 
 }  // namespace quantization_detail

@@ -44,15 +44,12 @@ inline bool valid_qmaxpool2d(const std::vector<Node*>& nodes) {
   return item && arg_is_int(item, 1, 0) && input_output_same_qparams(nodes);
 }
 
-inline Node* lower_qmaxpool2d(Graph& g, const std::vector<Node*>& nodes, Node* out) {
+inline Node* lower_qmaxpool2d(Graph& g, const std::vector<Node*>& nodes) {
   const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor});
   const Node* pool = find_target(nodes, {aten::max_pool2d_with_indices});
   ArgList args{dq->arg(0)};
   for (std::size_t i = 1; i <= 5; ++i) args.push_back(max_pool_arg(pool, i));
-  Node* q = g.call_function(quantized::max_pool2d, args);
-  q->meta = out->meta;
-  out->replace_all_uses_with(q);
-  return q;
+  return g.call_function(quantized::max_pool2d, args);
 }
 
 }  // namespace quantization_detail

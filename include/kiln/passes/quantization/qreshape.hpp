@@ -18,13 +18,10 @@ namespace kiln {
 
 namespace quantization_detail {
 
-inline Node* lower_qreshape(Graph& g, const std::vector<Node*>& nodes, Node* out) {
+inline Node* lower_qreshape(Graph& g, const std::vector<Node*>& nodes) {
   const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor});
   const Node* reshape = find_target(nodes, {aten::reshape});
-  Node* r = g.call_function(aten::reshape, {dq->arg(0), reshape->arg(1)});
-  r->meta = out->meta;
-  out->replace_all_uses_with(r);
-  return r;
+  return g.call_function(aten::reshape, {dq->arg(0), reshape->arg(1)});
 }
 
 }  // namespace quantization_detail
