@@ -33,12 +33,10 @@ inline void register_qcat_patterns(PatternMatcherPass& pass, Counters* counters 
   using namespace pattern;
   namespace qd = quantization_detail;
   const auto handler = qd::pass_through_handler(counters, "qcat", qd::lower_qcat);
-  const auto check = [](const auto& m) { return qd::input_output_same_qparams(m.nodes()); };
   const auto dq = CallFunction(quantized_decomposed::dequantize_per_tensor, pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg());
   const auto cat = CallFunction(aten::cat, ListOf(dq), kw<"dim">);
-  const auto quant = CallFunction(quantized_decomposed::quantize_per_tensor, cat, kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">,
-                                  kw<"o_qmax">, kw<"o_dtype">);
-  pass.register_pattern(quant, handler, check, PatternOptions{.name = "qcat: quant(cat(dequant...))"});
+  pass.register_pattern(qd::quantize_o_pattern(cat), handler, qd::same_qparams_check,
+                        PatternOptions{.name = "qcat: quant(cat(dequant...))"});
 }
 
 // Lowers each match over `g`; returns the number lowered.

@@ -60,10 +60,7 @@ inline void register_qmaxpool2d_patterns(PatternMatcherPass& pass, Counters* cou
   const auto handler = qd::pass_through_handler(counters, "qmaxpool2d", qd::lower_qmaxpool2d);
   const auto check = [](const auto& m) { return qd::valid_qmaxpool2d(m.nodes()); };
   const auto dq = qd::dequantize_x_pattern();
-  const auto quant = [](auto inner) {
-    return CallFunction(quantized_decomposed::quantize_per_tensor, CallFunction(pyop::getitem, inner, pattern::Arg()), kw<"o_inv_scale">,
-                        kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">, kw<"o_dtype">);
-  };
+  const auto quant = [](auto inner) { return qd::quantize_o_pattern(CallFunction(pyop::getitem, inner, pattern::Arg())); };
   const auto pool = [](auto... rest) { return CallFunction(aten::max_pool2d_with_indices, rest...); };
   const auto opts = [](const char* name) { return PatternOptions{.name = name}; };
   pass.register_pattern(quant(pool(dq, kw<"kernel_size">)), handler, check, opts("qmaxpool2d: kernel_size"));

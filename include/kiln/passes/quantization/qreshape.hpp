@@ -30,11 +30,9 @@ inline void register_qreshape_patterns(PatternMatcherPass& pass, Counters* count
   using namespace pattern;
   namespace qd = quantization_detail;
   const auto handler = qd::pass_through_handler(counters, "qreshape", qd::lower_qreshape);
-  const auto check = [](const auto& m) { return qd::input_output_same_qparams(m.nodes()); };
   const auto reshape = CallFunction(aten::reshape, qd::dequantize_x_pattern(), kw<"shape">);
-  const auto quant = CallFunction(quantized_decomposed::quantize_per_tensor, reshape,
-                                  kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">, kw<"o_dtype">);
-  pass.register_pattern(quant, handler, check, PatternOptions{.name = "qreshape: quant(reshape(dequant))"});
+  pass.register_pattern(qd::quantize_o_pattern(reshape), handler, qd::same_qparams_check,
+                        PatternOptions{.name = "qreshape: quant(reshape(dequant))"});
 }
 
 // Lowers each match over `g`; returns the number lowered.
