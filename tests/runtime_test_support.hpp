@@ -109,4 +109,7 @@ inline std::string compile_error(const Graph& g, const runtime::Weights& w = {})
   return "";
 }
 
+// Whether `s` holds `part`, as the suites check a piece of an error message.
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 }  // namespace kiln::test

@@ -14,16 +14,9 @@
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 using runtime::CompiledGraph;
 using runtime::Tensor;
-using test::compile_error;
-using test::ints;
-using test::meta;
-using test::random_tensor;
-
-namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-}  // namespace
 
 TEST_CASE("aten.clamp.Tensor with a min, a max or both, bounds broadcasting, min above max giving max") {
   const Tensor x = random_tensor({3, 4}, 31), lo = random_tensor({1, 4}, 32), hi = random_tensor({3, 1}, 33);

@@ -11,12 +11,9 @@
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 using runtime::CompiledGraph;
 using runtime::Tensor;
-using test::compile_error;
-using test::ints;
-using test::meta;
-using test::random_tensor;
 
 namespace {
 
@@ -26,7 +23,6 @@ Node* slice(Graph& g, Node* x, std::int64_t dim, std::int64_t start, std::int64_
 Node* copy(Graph& g, Node* dst, Node* src, const char* name = "cp") {
   return g.call_function(OpRef("aten.copy_.default"), {dst, src}, {}, name);
 }
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -7,35 +7,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/executor/compiled_graph.hpp"
+#include "quant_kernel_support.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 using runtime::CompiledGraph;
 using runtime::Tensor;
-using test::meta;
 
 namespace {
 
 constexpr double XS = 0.05, OS = 0.03, AS = 0.04;
 constexpr std::int64_t OZ = 5, AZ = 120;
-
-Tensor ints(runtime::Shape shape, DType d, int lo, int hi, unsigned seed) {
-  Tensor t = Tensor::empty(std::move(shape), d);
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> u(lo, hi);
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    if (d == DType::uint8) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(u(rng));
-    else if (d == DType::int8) t.data<std::int8_t>()[i] = static_cast<std::int8_t>(u(rng));
-    else t.data<std::int64_t>()[i] = u(rng);
-  }
-  return t;
-}
 
 // One convolution's geometry and operands (uint8 source [B, C, H, W], int8 weight [OC, C/g, KH, KW]).
 struct Conv {
@@ -48,10 +36,10 @@ struct Conv {
   std::vector<Dim> out_dims() const { return {B, OC, OH(), OW()}; }
   // Weights within [-64, 64]: the int8 primitive runs on any CPU (see int8_products_exact).
   void make(int wlo = -64, int whi = 64) {
-    x = ints({B, C, H, W}, DType::uint8, 0, 255, 1), w = ints({OC, C / groups, KH, KW}, DType::int8, wlo, whi, 2);
-    ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64), b = test::random_tensor({OC}, 3);
+    x = random_ints({B, C, H, W}, DType::uint8, 0, 255, 1), w = random_ints({OC, C / groups, KH, KW}, DType::int8, wlo, whi, 2);
+    ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64), b = random_tensor({OC}, 3);
     for (std::int64_t j = 0; j < OC; ++j) ws.data<float>()[j] = 0.002f + 0.0005f * float(j), wz.data<std::int64_t>()[j] = 0;
-    accum = ints(out_shape(), DType::uint8, 0, 255, 4);
+    accum = random_ints(out_shape(), DType::uint8, 0, 255, 4);
   }
   runtime::Weights weights() const { return {{"w", w}, {"ws", ws}, {"wz", wz}, {"b", b}}; }
 
@@ -91,17 +79,6 @@ struct Conv {
 
 double quantize(double y) { return std::clamp(std::nearbyint(y / OS) + double(OZ), 0.0, 255.0); }
 
-double worst(const std::vector<double>& ref, const Tensor& out) {
-  REQUIRE(static_cast<std::int64_t>(ref.size()) == out.numel());
-  double err = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const auto f = static_cast<std::int64_t>(i);
-    const double v = out.dtype() == DType::uint8 ? double(out.data<std::uint8_t>()[f]) : double(out.data<float>()[f]);
-    err = std::max(err, std::abs(v - ref[i]));
-  }
-  return err;
-}
-
 // qconv_pointwise(.tensor) of the source placeholder with `attr` and `scalars`; a float output when out_dtype is float32.
 Node* qconv(Graph& g, const Conv& c, Node* x, bool tensors, Arg out_dtype, const std::string& attr, ArgList scalars) {
   Arg xs = XS, xz = c.xz;
@@ -127,8 +104,8 @@ void check_unary(const Conv& c, const std::string& attr, const ArgList& scalars,
   REQUIRE(out[0].shape() == c.out_shape());
   CHECK(out[0].dtype() == DType::uint8);
   CHECK(out[1].dtype() == DType::float32);
-  CHECK(worst(c.reference([&](double y, double) { return quantize(f(y)); }), out[0]) <= 1.0);
-  CHECK(worst(c.reference([&](double y, double) { return f(y); }), out[1]) < 1e-3);
+  CHECK(max_abs_error(c.reference([&](double y, double) { return quantize(f(y)); }), out[0]) <= 1.0);
+  CHECK(max_abs_error(c.reference([&](double y, double) { return f(y); }), out[1]) < 1e-3);
 }
 
 double identity(double v) { return v; }
@@ -183,7 +160,7 @@ TEST_CASE("qconv_pointwise with full-range weights or weights given as inputs ru
   for (const Arg& a : ArgList{OS, OZ, Arg(), "relu", ArgList{}, Arg()}) args.push_back(a);
   g.output(ArgList{g.call_function(OpRef("onednn.qconv_pointwise.default"), args)});
   auto out = CompiledGraph::compile(g, {}).run({d.x, d.w, d.ws, d.wz, d.b});
-  CHECK(worst(d.reference([](double y, double) { return quantize(relu(y)); }), out[0]) <= 1.0);
+  CHECK(max_abs_error(d.reference([](double y, double) { return quantize(relu(y)); }), out[0]) <= 1.0);
 }
 
 TEST_CASE("qconv2d_pointwise.binary adds a uint8 or float32 accum, then relu, with uint8 and float32 outputs") {
@@ -217,8 +194,8 @@ TEST_CASE("qconv2d_pointwise.binary adds a uint8 or float32 accum, then relu, wi
         g.output(ArgList{node(Arg()), node(Arg(DType::float32))});
         auto out = CompiledGraph::compile(g, c.weights()).run({c.x, accum});
         const auto f = [&](double y, double o) { return after == "relu" ? relu(y + o) : y + o; };
-        CHECK(worst(c.reference([&](double y, double o) { return quantize(f(y, o)); }), out[0]) <= 1.0);
-        CHECK(worst(c.reference(f), out[1]) < 1e-3);
+        CHECK(max_abs_error(c.reference([&](double y, double o) { return quantize(f(y, o)); }), out[0]) <= 1.0);
+        CHECK(max_abs_error(c.reference(f), out[1]) < 1e-3);
       }
 }
 

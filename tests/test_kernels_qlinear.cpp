@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <utility>
 #include <vector>
 #include <string>
@@ -15,12 +14,13 @@
 #include "kiln/io.hpp"
 #include "kiln/passes/pass_manager.hpp"
 #include "kiln/passes/quantization/quantization_pipeline.hpp"
+#include "quant_kernel_support.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
+using namespace kiln::test;
 using runtime::CompiledGraph;
 using runtime::Tensor;
-using test::meta;
 
 namespace {
 
@@ -28,23 +28,11 @@ constexpr std::int64_t M0 = 2, M1 = 3, K = 33, N = 5;
 constexpr double XS = 0.05, OS = 0.02;
 constexpr std::int64_t XZ = 128, OZ = 3;
 
-Tensor ints(runtime::Shape shape, DType d, int lo, int hi, unsigned seed) {
-  Tensor t = Tensor::empty(std::move(shape), d);
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> u(lo, hi);
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    if (d == DType::uint8) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(u(rng));
-    else if (d == DType::int8) t.data<std::int8_t>()[i] = static_cast<std::int8_t>(u(rng));
-    else t.data<std::int64_t>()[i] = u(rng);
-  }
-  return t;
-}
-
 struct Params {
   // Weights within [-64, 64]: the int8 primitive runs on any CPU (see int8_products_exact).
-  Tensor x = ints({M0, M1, K}, DType::uint8, 0, 255, 1), w = ints({N, K}, DType::int8, -64, 64, 2);
-  Tensor ws = Tensor::empty({N}), wz = Tensor::empty({N}, DType::int64), b = test::random_tensor({N}, 3);
-  Tensor other = test::random_tensor({M0, M1, N}, 4);
+  Tensor x = random_ints({M0, M1, K}, DType::uint8, 0, 255, 1), w = random_ints({N, K}, DType::int8, -64, 64, 2);
+  Tensor ws = Tensor::empty({N}), wz = Tensor::empty({N}, DType::int64), b = random_tensor({N}, 3);
+  Tensor other = random_tensor({M0, M1, N}, 4);
   Params() {
     for (std::int64_t j = 0; j < N; ++j) ws.data<float>()[j] = 0.002f + 0.001f * j, wz.data<std::int64_t>()[j] = 0;
   }
@@ -70,16 +58,6 @@ std::vector<double> reference(const Params& p, Post post, bool with_other) {
 double quantize(double y) { return std::clamp(std::nearbyint(float(y) * float(1.0 / OS)) + double(OZ), 0.0, 255.0); }
 double gelu(double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }
 double gelu_tanh(double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v))); }
-
-double worst(const std::vector<double>& ref, const Tensor& out) {
-  double err = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const auto f = static_cast<std::int64_t>(i);
-    const double v = out.dtype() == DType::uint8 ? double(out.data<std::uint8_t>()[f]) : double(out.data<float>()[f]);
-    err = std::max(err, std::abs(v - ref[i]));
-  }
-  return err;
-}
 
 // One qlinear_pointwise node over the fixed operands; `tensors` reads x_scale/x_zero_point from constants.
 Node* qlinear(Graph& g, Node* x, bool tensors, Arg out_dtype, const std::string& post, const std::string& algorithm) {
@@ -122,8 +100,8 @@ TEST_CASE("qlinear_pointwise with relu, gelu and no post-op, uint8 and float32 o
       REQUIRE(out[0].shape() == runtime::Shape{M0, M1, N});
       CHECK(out[0].dtype() == DType::uint8);
       CHECK(out[1].dtype() == DType::float32);
-      CHECK(worst(reference(p, [&](double y, double) { return quantize(c.f(y)); }, false), out[0]) <= 1.0);
-      CHECK(worst(reference(p, [&](double y, double) { return c.f(y); }, false), out[1]) < 1e-4);
+      CHECK(max_abs_error(reference(p, [&](double y, double) { return quantize(c.f(y)); }, false), out[0]) <= 1.0);
+      CHECK(max_abs_error(reference(p, [&](double y, double) { return c.f(y); }, false), out[1]) < 1e-4);
     }
 }
 
@@ -148,8 +126,8 @@ TEST_CASE("qlinear_pointwise.binary adds a float tensor, then relu, with uint8 a
       auto cg = CompiledGraph::compile(g, p.weights());
       auto out = cg.run({p.x, p.other});
       const auto f = [&](double y, double o) { return after == "relu" ? std::max(y + o, 0.0) : y + o; };
-      CHECK(worst(reference(p, [&](double y, double o) { return quantize(f(y, o)); }, true), out[0]) <= 1.0);
-      CHECK(worst(reference(p, f, true), out[1]) < 1e-4);
+      CHECK(max_abs_error(reference(p, [&](double y, double o) { return quantize(f(y, o)); }, true), out[0]) <= 1.0);
+      CHECK(max_abs_error(reference(p, f, true), out[1]) < 1e-4);
     }
 }
 
@@ -180,8 +158,8 @@ TEST_CASE("qlinear_pointwise with the weight, scales and zero points as inputs, 
       ref[r * N + n] = quantize(std::max(acc, 0.0));
       ref_sum[r * N + n] = std::max(acc + p.other.data<float>()[r * N + n], 0.0);
     }
-  CHECK(worst(ref, out[0]) <= 1.0);
-  CHECK(worst(ref_sum, out[1]) < 1e-4);
+  CHECK(max_abs_error(ref, out[0]) <= 1.0);
+  CHECK(max_abs_error(ref_sum, out[1]) < 1e-4);
 }
 
 TEST_CASE("qlinear_pointwise refuses, naming the node, the post-ops and quantization it does not take") {
@@ -213,14 +191,14 @@ TEST_CASE("qlinear_pointwise refuses, naming the node, the post-ops and quantiza
 
 TEST_CASE("qlinear_pointwise with full-range int8 weights stays within one step of the unfused computation on any CPU") {
   Params p;
-  p.w = ints({N, K}, DType::int8, -128, 127, 7);
+  p.w = random_ints({N, K}, DType::int8, -128, 127, 7);
   Graph g;
   Node* x = g.placeholder("x", meta({M0, M1, K}, DType::uint8));
   g.output(ArgList{qlinear(g, x, false, Arg(), "relu", ""), qlinear(g, x, false, Arg(DType::float32), "none", "")});
   auto cg = CompiledGraph::compile(g, p.weights());
   auto out = cg.run({p.x});
-  CHECK(worst(reference(p, [](double y, double) { return quantize(std::max(y, 0.0)); }, false), out[0]) <= 1.0);
-  CHECK(worst(reference(p, [](double y, double) { return y; }, false), out[1]) < 1e-4);
+  CHECK(max_abs_error(reference(p, [](double y, double) { return quantize(std::max(y, 0.0)); }, false), out[0]) <= 1.0);
+  CHECK(max_abs_error(reference(p, [](double y, double) { return y; }, false), out[1]) < 1e-4);
 }
 
 TEST_CASE("the qmlp fixture after the quantization pipeline, its buffers bound as weights, matches the unfused graph on the int8 kernels") {
@@ -238,21 +216,21 @@ TEST_CASE("the qmlp fixture after the quantization pipeline, its buffers bound a
   for (const auto& layer : layers) {
     const std::string l = layer.first;
     const std::int64_t n = layer.second.first, k = layer.second.second;
-    w.emplace("b_" + l + "_wq", ints({n, k}, DType::int8, -64, 64, seed++));
-    Tensor s = Tensor::empty({n}), b = test::random_tensor({n}, seed++);
+    w.emplace("b_" + l + "_wq", random_ints({n, k}, DType::int8, -64, 64, seed++));
+    Tensor s = Tensor::empty({n}), b = random_tensor({n}, seed++);
     for (std::int64_t j = 0; j < n; ++j) s.data<float>()[j] = 0.002f + 0.0001f * float(j % 13);
     w.emplace("b_" + l + "_ws", s);
-    w.emplace("b_" + l + "_wz", ints({n}, DType::int64, 0, 0, seed++));
+    w.emplace("b_" + l + "_wz", random_ints({n}, DType::int64, 0, 0, seed++));
     w.emplace("b_" + l + "_b", b);
   }
-  const Tensor x = test::random_tensor({4, 8, 32}, 30);
+  const Tensor x = random_tensor({4, 8, 32}, 30);
   auto unfused = CompiledGraph::compile(file.graph, w).run({x});
   auto out = CompiledGraph::compile(fused, w).run({x});
   REQUIRE(out[0].shape() == runtime::Shape{4, 8, 16});
   double err = 0, scale = 1e-12;
   for (std::int64_t i = 0; i < out[0].numel(); ++i) {
-    err = std::max(err, std::abs(double(test::element(out[0], i)) - test::element(unfused[0], i)));
-    scale = std::max(scale, std::abs(double(test::element(unfused[0], i))));
+    err = std::max(err, std::abs(double(element(out[0], i)) - element(unfused[0], i)));
+    scale = std::max(scale, std::abs(double(element(unfused[0], i))));
   }
   CHECK(err / scale < 1e-3);
 }

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <random>
+#include <utility>
 #include <vector>
 
 #include "kiln/core.hpp"
@@ -19,6 +19,7 @@
 #include "kiln/passes/quantization/qreshape.hpp"
 #include "kiln/passes/quantization/quant_lift_up.hpp"
 #include "quant_graph_support.hpp"
+#include "quant_kernel_support.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
@@ -57,15 +58,20 @@ struct PoolGraph {
   }
 };
 
+// How many matches `pass` lowers in `t`'s graph with its quantize as the
+// output, and `other_user` (a second user of some node in it) beside it if given.
+template <class Net>
+std::size_t lowered(Net& t, std::size_t (*pass)(Graph&, Counters*), Node* other_user = nullptr) {
+  ArgList outs{t.q};
+  if (other_user) outs.push_back(other_user);
+  t.g.output(std::move(outs));
+  return pass(t.g, nullptr);
+}
+
+// Values over the whole range of a uint8 or int8 tensor.
 Tensor u8(runtime::Shape shape, unsigned seed, DType d = DType::uint8) {
-  Tensor t = Tensor::empty(std::move(shape), d);
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> u(0, 255);
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    if (d == DType::uint8) t.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(u(rng));
-    else t.data<std::int8_t>()[i] = static_cast<std::int8_t>(u(rng) - 128);
-  }
-  return t;
+  const int lo = d == DType::uint8 ? 0 : -128;
+  return test::random_ints(std::move(shape), d, lo, lo + 255, seed);
 }
 int value(const Tensor& t, std::int64_t i) {
   return t.dtype() == DType::uint8 ? int(t.data<std::uint8_t>()[i]) : int(t.data<std::int8_t>()[i]);
@@ -110,18 +116,15 @@ TEST_CASE("qmaxpool2d also takes kernel_size alone, and an unread indices getite
 TEST_CASE("qmaxpool2d near misses: another output scale, the indices, a dequantize with a second user") {
   SUBCASE("the quantize has another scale") {
     PoolGraph t(0.1);
-    t.g.output(ArgList{t.q});
-    CHECK(qmaxpool2d(t.g) == 0);
+    CHECK(lowered(t, qmaxpool2d) == 0);
   }
   SUBCASE("getitem 1 (the indices) is quantized") {
     PoolGraph t(S, 1);
-    t.g.output(ArgList{t.q});
-    CHECK(qmaxpool2d(t.g) == 0);
+    CHECK(lowered(t, qmaxpool2d) == 0);
   }
   SUBCASE("the dequantize has a non-quant user") {
     PoolGraph t;
-    t.g.output(ArgList{t.q, t.g.call_function(aten::relu, {t.dq})});
-    CHECK(qmaxpool2d(t.g) == 0);
+    CHECK(lowered(t, qmaxpool2d, t.g.call_function(aten::relu, {t.dq})) == 0);
   }
 }
 
@@ -206,18 +209,15 @@ TEST_CASE("qcat lowers a cat of dequantizes with one scale and zero point to a c
 TEST_CASE("qcat near misses: differing input scales, another output zero point, a dequantize with a second user") {
   SUBCASE("the inputs' scales differ") {
     CatGraph t(0.07);
-    t.g.output(ArgList{t.q});
-    CHECK(qcat(t.g) == 0);
+    CHECK(lowered(t, qcat) == 0);
   }
   SUBCASE("the quantize has another zero point") {
     CatGraph t(S, 0);
-    t.g.output(ArgList{t.q});
-    CHECK(qcat(t.g) == 0);
+    CHECK(lowered(t, qcat) == 0);
   }
   SUBCASE("a dequantize has a non-quant user") {
     CatGraph t;
-    t.g.output(ArgList{t.q, t.g.call_function(aten::relu, {t.db})});
-    CHECK(qcat(t.g) == 0);
+    CHECK(lowered(t, qcat, t.g.call_function(aten::relu, {t.db})) == 0);
   }
 }
 
@@ -296,13 +296,11 @@ TEST_CASE("quant_lift_up moves a per-tensor quantize above permute and reshape, 
 TEST_CASE("quant_lift_up leaves a quantize whose views or their input have other users") {
   SUBCASE("a view has a second user") {
     LiftGraph t;
-    t.g.output(ArgList{t.q, t.perm});
-    CHECK(quant_lift_up(t.g) == 0);
+    CHECK(lowered(t, quant_lift_up, t.perm) == 0);
   }
   SUBCASE("the chain's input has a second user") {
     LiftGraph t;
-    t.g.output(ArgList{t.q, t.relu});
-    CHECK(quant_lift_up(t.g) == 0);
+    CHECK(lowered(t, quant_lift_up, t.relu) == 0);
   }
   SUBCASE("no view before the quantize") {
     Graph g;

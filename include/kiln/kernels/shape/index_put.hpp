@@ -98,13 +98,10 @@ struct IndexPut {
     const auto item = static_cast<std::int64_t>(ol.itemsize());
     std::vector<runtime::ValueId> reads{out, values};
     for (const IndexOperand& op : ops) reads.push_back(op.value);
-    const std::string who = "node " + ctx.node().name() + " (" + std::string(ctx.node().target_name()) + "): ";
+    const auto offsets_of = step_index_offsets(ctx, ops, bshape);
     ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
                    auto* offsets = reinterpret_cast<std::int64_t*>(f.scratch());
-                   index_offsets(
-                       ops, bshape, offsets,
-                       [&](std::size_t i, std::int64_t off) { return read_index(f.data(ops[i].value), ops[i].i64, off); },
-                       [&](const std::string& m) { throw Error(who + m); });
+                   offsets_of(f, offsets);
                    for (std::size_t b = 0; b < blk.val_offsets.size(); ++b) {
                      std::byte* dst = f.data(out) + offsets[b] * item;
                      const std::byte* src = f.data(values) + blk.val_offsets[b] * item;

@@ -6,6 +6,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/kernels/kernel.hpp"
@@ -75,6 +76,17 @@ void index_offsets(const std::vector<IndexOperand>& ops, const runtime::Shape& s
 // An index element: int64 or int32 at element offset `off` of `p`.
 inline std::int64_t read_index(const std::byte* p, bool i64, std::int64_t off) {
   return i64 ? reinterpret_cast<const std::int64_t*>(p)[off] : reinterpret_cast<const std::int32_t*>(p)[off];
+}
+
+// index_offsets as a step runs it: the index tensors read from the frame, and
+// a bad index thrown as an Error naming the node that `ctx` lowers.
+inline auto step_index_offsets(runtime::LowerContext& ctx, std::vector<IndexOperand> ops, runtime::Shape shape) {
+  const std::string who = "node " + ctx.node().name() + " (" + std::string(ctx.node().target_name()) + "): ";
+  return [who, ops = std::move(ops), shape = std::move(shape)](runtime::Frame& f, std::int64_t* offsets) {
+    index_offsets(
+        ops, shape, offsets, [&](std::size_t i, std::int64_t off) { return read_index(f.data(ops[i].value), ops[i].i64, off); },
+        [&](const std::string& m) { throw Error(who + m); });
+  };
 }
 
 // aten.index.Tensor(self, indices): indices holds one optional integer tensor
@@ -216,14 +228,11 @@ struct IndexTensor {
     }
     std::vector<runtime::ValueId> reads{in};
     for (const IndexOperand& op : ops) reads.push_back(op.value);
-    const std::string who = "node " + ctx.node().name() + " (" + std::string(ctx.node().target_name()) + "): ";
+    const auto offsets_of = step_index_offsets(ctx, ops, bshape);
     ctx.add_step(runtime::make_step([=](runtime::Frame& f) {
                    // The offsets are computed first (in the scratch), so a bad index throws before anything is written.
                    auto* src_offsets = reinterpret_cast<std::int64_t*>(f.scratch());
-                   index_offsets(
-                       ops, bshape, src_offsets,
-                       [&](std::size_t i, std::int64_t off) { return read_index(f.data(ops[i].value), ops[i].i64, off); },
-                       [&](const std::string& m) { throw Error(who + m); });
+                   offsets_of(f, src_offsets);
                    for (std::size_t b = 0; b < dst_offsets.size(); ++b)
                      runtime::run_copy(block, f.data(in) + src_offsets[b] * item, f.data(out) + dst_offsets[b] * item, 1);
                  }),

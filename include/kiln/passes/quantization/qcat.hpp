@@ -4,13 +4,14 @@
 // one scale and zero point (same_qparams.hpp), becomes aten.cat of the int8
 // tensors themselves. Inductor's pattern is cat(ListOf(dequantize), dim), dim
 // given. Counters qcat_matcher_count and qcat_matcher_nodes.
-#include <cstdint>
+#include <vector>
 
 #include "kiln/core/graph.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/passes/quantization/pass_through_lowering.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 #include "kiln/passes/quantization/same_qparams.hpp"
 #include "kiln/pattern/list_of.hpp"
@@ -19,14 +20,11 @@ namespace kiln {
 
 namespace quantization_detail {
 
-inline Node* lower_qcat(Graph& g, const std::vector<Node*>& nodes, Node* out) {
+inline Node* lower_qcat(Graph& g, const std::vector<Node*>& nodes) {
   const Node* cat = find_target(nodes, {aten::cat});
   ArgList inputs;
   for (const Arg& a : *cat->arg(0).list()) inputs.push_back(a.node()->arg(0));
-  Node* c = g.call_function(aten::cat, {Arg(std::move(inputs)), cat->arg(1)});
-  c->meta = out->meta;
-  out->replace_all_uses_with(c);
-  return c;
+  return g.call_function(aten::cat, {Arg(std::move(inputs)), cat->arg(1)});
 }
 
 }  // namespace quantization_detail
@@ -34,20 +32,11 @@ inline Node* lower_qcat(Graph& g, const std::vector<Node*>& nodes, Node* out) {
 inline void register_qcat_patterns(PatternMatcherPass& pass, Counters* counters = nullptr) {
   using namespace pattern;
   namespace qd = quantization_detail;
-  const auto handler = [counters](auto& m, Graph& g, Node* out) {
-    qd::lower_qcat(g, m.nodes(), out);
-    const auto nodes = static_cast<std::int64_t>(m.nodes().size());
-    m.erase_nodes();
-    if (!counters) return;
-    counters->increment("qcat_matcher_count", 1);
-    counters->increment("qcat_matcher_nodes", nodes);
-  };
-  const auto check = [](const auto& m) { return qd::input_output_same_qparams(m.nodes()); };
+  const auto handler = qd::pass_through_handler(counters, "qcat", qd::lower_qcat);
   const auto dq = CallFunction(quantized_decomposed::dequantize_per_tensor, pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg(), pattern::Arg());
   const auto cat = CallFunction(aten::cat, ListOf(dq), kw<"dim">);
-  const auto quant = CallFunction(quantized_decomposed::quantize_per_tensor, cat, kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">,
-                                  kw<"o_qmax">, kw<"o_dtype">);
-  pass.register_pattern(quant, handler, check, PatternOptions{.name = "qcat: quant(cat(dequant...))"});
+  pass.register_pattern(qd::quantize_o_pattern(cat), handler, qd::same_qparams_check,
+                        PatternOptions{.name = "qcat: quant(cat(dequant...))"});
 }
 
 // Lowers each match over `g`; returns the number lowered.

@@ -19,6 +19,7 @@
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
+#include "kiln/passes/quantization/pass_through_lowering.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 #include "kiln/passes/quantization/same_qparams.hpp"
 
@@ -43,15 +44,12 @@ inline bool valid_qmaxpool2d(const std::vector<Node*>& nodes) {
   return item && arg_is_int(item, 1, 0) && input_output_same_qparams(nodes);
 }
 
-inline Node* lower_qmaxpool2d(Graph& g, const std::vector<Node*>& nodes, Node* out) {
+inline Node* lower_qmaxpool2d(Graph& g, const std::vector<Node*>& nodes) {
   const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor});
   const Node* pool = find_target(nodes, {aten::max_pool2d_with_indices});
   ArgList args{dq->arg(0)};
   for (std::size_t i = 1; i <= 5; ++i) args.push_back(max_pool_arg(pool, i));
-  Node* q = g.call_function(quantized::max_pool2d, args);
-  q->meta = out->meta;
-  out->replace_all_uses_with(q);
-  return q;
+  return g.call_function(quantized::max_pool2d, args);
 }
 
 }  // namespace quantization_detail
@@ -59,21 +57,10 @@ inline Node* lower_qmaxpool2d(Graph& g, const std::vector<Node*>& nodes, Node* o
 inline void register_qmaxpool2d_patterns(PatternMatcherPass& pass, Counters* counters = nullptr) {
   using namespace pattern;
   namespace qd = quantization_detail;
-  const auto handler = [counters](auto& m, Graph& g, Node* out) {
-    qd::lower_qmaxpool2d(g, m.nodes(), out);
-    const auto nodes = static_cast<std::int64_t>(m.nodes().size());
-    m.erase_nodes();
-    if (!counters) return;
-    counters->increment("qmaxpool2d_matcher_count", 1);
-    counters->increment("qmaxpool2d_matcher_nodes", nodes);
-  };
+  const auto handler = qd::pass_through_handler(counters, "qmaxpool2d", qd::lower_qmaxpool2d);
   const auto check = [](const auto& m) { return qd::valid_qmaxpool2d(m.nodes()); };
-  const auto dq = CallFunction(quantized_decomposed::dequantize_per_tensor, kw<"x">, kw<"x_scale">, kw<"x_zp">, kw<"x_quant_min">,
-                               kw<"x_quant_max">, kw<"x_dq_dtype">);
-  const auto quant = [](auto inner) {
-    return CallFunction(quantized_decomposed::quantize_per_tensor, CallFunction(pyop::getitem, inner, pattern::Arg()), kw<"o_inv_scale">,
-                        kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">, kw<"o_dtype">);
-  };
+  const auto dq = qd::dequantize_x_pattern();
+  const auto quant = [](auto inner) { return qd::quantize_o_pattern(CallFunction(pyop::getitem, inner, pattern::Arg())); };
   const auto pool = [](auto... rest) { return CallFunction(aten::max_pool2d_with_indices, rest...); };
   const auto opts = [](const char* name) { return PatternOptions{.name = name}; };
   pass.register_pattern(quant(pool(dq, kw<"kernel_size">)), handler, check, opts("qmaxpool2d: kernel_size"));

@@ -3,39 +3,36 @@
 // dequantize_per_tensor -> reshape -> quantize_per_tensor with one scale and
 // zero point on both sides (same_qparams.hpp) becomes aten.reshape of the int8
 // tensor itself. Counters qreshape_matcher_count and qreshape_matcher_nodes.
-#include <cstdint>
+#include <vector>
 
 #include "kiln/core/graph.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
+#include "kiln/passes/quantization/pass_through_lowering.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 #include "kiln/passes/quantization/same_qparams.hpp"
 
 namespace kiln {
 
+namespace quantization_detail {
+
+inline Node* lower_qreshape(Graph& g, const std::vector<Node*>& nodes) {
+  const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor});
+  const Node* reshape = find_target(nodes, {aten::reshape});
+  return g.call_function(aten::reshape, {dq->arg(0), reshape->arg(1)});
+}
+
+}  // namespace quantization_detail
+
 inline void register_qreshape_patterns(PatternMatcherPass& pass, Counters* counters = nullptr) {
   using namespace pattern;
   namespace qd = quantization_detail;
-  const auto handler = [counters](auto& m, Graph& g, Node* out) {
-    const Node* dq = qd::find_target(m.nodes(), {quantized_decomposed::dequantize_per_tensor});
-    const Node* reshape = qd::find_target(m.nodes(), {aten::reshape});
-    Node* r = g.call_function(aten::reshape, {dq->arg(0), reshape->arg(1)});
-    r->meta = out->meta;
-    out->replace_all_uses_with(r);
-    const auto nodes = static_cast<std::int64_t>(m.nodes().size());
-    m.erase_nodes();
-    if (!counters) return;
-    counters->increment("qreshape_matcher_count", 1);
-    counters->increment("qreshape_matcher_nodes", nodes);
-  };
-  const auto check = [](const auto& m) { return qd::input_output_same_qparams(m.nodes()); };
-  const auto dq = CallFunction(quantized_decomposed::dequantize_per_tensor, kw<"x">, kw<"x_scale">, kw<"x_zp">, kw<"x_quant_min">,
-                               kw<"x_quant_max">, kw<"x_dq_dtype">);
-  const auto quant = CallFunction(quantized_decomposed::quantize_per_tensor, CallFunction(aten::reshape, dq, kw<"shape">),
-                                  kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">, kw<"o_dtype">);
-  pass.register_pattern(quant, handler, check, PatternOptions{.name = "qreshape: quant(reshape(dequant))"});
+  const auto handler = qd::pass_through_handler(counters, "qreshape", qd::lower_qreshape);
+  const auto reshape = CallFunction(aten::reshape, qd::dequantize_x_pattern(), kw<"shape">);
+  pass.register_pattern(qd::quantize_o_pattern(reshape), handler, qd::same_qparams_check,
+                        PatternOptions{.name = "qreshape: quant(reshape(dequant))"});
 }
 
 // Lowers each match over `g`; returns the number lowered.
