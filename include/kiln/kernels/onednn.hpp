@@ -15,6 +15,7 @@
 #include "kiln/kernels/onednn/qlinear.hpp"
 #include "kiln/kernels/onednn/qpooling.hpp"
 #include "kiln/kernels/onednn/softmax.hpp"
+#include "kiln/kernels/onednn/weight_int8pack_mm.hpp"
 
 namespace kiln::kernels {
 
@@ -145,6 +146,8 @@ using onednn_kernels = KernelGroup<
     KernelEntry<"onednn.qlinear_pointwise.default", onednn_detail::QLinearPointwise<false>>,
     KernelEntry<"onednn.qlinear_pointwise.tensor", onednn_detail::QLinearPointwise<true>>,
     KernelEntry<"onednn.qlinear_pointwise.binary", onednn_detail::QLinearPointwiseBinary<false>>,
-    KernelEntry<"onednn.qlinear_pointwise.binary_tensor", onednn_detail::QLinearPointwiseBinary<true>>>;
+    KernelEntry<"onednn.qlinear_pointwise.binary_tensor", onednn_detail::QLinearPointwiseBinary<true>>,
+    // weight-only int8 (onednn/weight_int8pack_mm.hpp)
+    KernelEntry<"aten._weight_int8pack_mm.default", onednn_detail::WeightInt8PackMm>>;
 
 }  // namespace kiln::kernels

@@ -7,6 +7,7 @@
 namespace kiln::aten {
 
 KILN_DECLARE_OP(mm, "aten.mm.default");
+KILN_DECLARE_OP(weight_int8pack_mm, "aten._weight_int8pack_mm.default");
 KILN_DECLARE_OP(addmm, "aten.addmm.default");
 KILN_DECLARE_OP(bmm, "aten.bmm.default");
 KILN_DECLARE_OP(baddbmm, "aten.baddbmm.default");

@@ -18,6 +18,7 @@ KILN_DECLARE_OP_SCHEMA(aten::sub_Tensor, "self, other, *, alpha=1");
 KILN_DECLARE_OP_SCHEMA(aten::mul_Tensor, "self, other");
 KILN_DECLARE_OP_SCHEMA(aten::div_Tensor, "self, other");
 KILN_DECLARE_OP_SCHEMA(aten::mm, "self, mat2");
+KILN_DECLARE_OP_SCHEMA(aten::weight_int8pack_mm, "self, mat2, scales");
 KILN_DECLARE_OP_SCHEMA(aten::bmm, "self, mat2");
 KILN_DECLARE_OP_SCHEMA(aten::addmm, "self, mat1, mat2, *, beta=1, alpha=1");
 KILN_DECLARE_OP_SCHEMA(aten::baddbmm, "self, batch1, batch2, *, beta=1, alpha=1");
