@@ -248,6 +248,16 @@ inline dnnl::primitive_attr primitive_attr_for(const runtime::LowerContext& ctx)
   return a;
 }
 
+// A step's scratch, handed out in 64-byte aligned pieces (reorder targets, the scratchpad).
+struct ScratchPlan {
+  std::size_t bytes = 0;
+  std::size_t take(std::size_t n) {
+    const std::size_t at = bytes;
+    bytes += (n + 63) / 64 * 64;
+    return at;
+  }
+};
+
 // Adds `step` to the node being lowered, reading `reads`, writing `writes`,
 // with its scratchpad planned in the arena.
 inline void add_primitive_step(runtime::LowerContext& ctx, std::unique_ptr<PrimitiveStep> step,

@@ -241,16 +241,11 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
     }
   }
 
-  std::size_t scratch = 0;
-  auto reserve = [&](std::size_t n) {
-    const std::size_t at = scratch;
-    scratch += (n + 63) / 64 * 64;
-    return at;
-  };
+  onednn::ScratchPlan scratch;
   std::vector<onednn::PrimitiveStep::In> ins;
   std::vector<runtime::ValueId> reads;
   ins.push_back({DNNL_ARG_SRC, a.input, src_given, pd.src, 0});
-  if (!(src_given == pd.src)) ins.back().scratch_offset = reserve(pd.src.get_size());
+  if (!(src_given == pd.src)) ins.back().scratch_offset = scratch.take(pd.src.get_size());
   reads.push_back(a.input);
   if (wv) {
     const auto packed = ctx.constant_value(onednn::reorder_once(*wv, w_plain, pd.weights), ctx.node().name() + ".packed_weight");
@@ -259,7 +254,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   } else {
     if (!w.is_contiguous()) ctx.fail("a non-constant weight must be contiguous");
     ins.push_back({DNNL_ARG_WEIGHTS, a.weight, w_plain, pd.weights, 0});
-    if (!(w_plain == pd.weights)) ins.back().scratch_offset = reserve(pd.weights.get_size());
+    if (!(w_plain == pd.weights)) ins.back().scratch_offset = scratch.take(pd.weights.get_size());
     reads.push_back(a.weight);
   }
   if (bv) {
@@ -291,11 +286,11 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
     out = ctx.buffer(out_layout);
   }
   std::optional<onednn::PrimitiveStep::DstReorder> written;
-  if (!(pd.dst == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst, reserve(pd.dst.get_size()), e.addend.has_value()};
-  const std::size_t pad_at = reserve(pd.scratchpad.get_size());
+  if (!(pd.dst == dst_md)) written = onednn::PrimitiveStep::DstReorder{pd.dst, scratch.take(pd.dst.get_size()), e.addend.has_value()};
+  const std::size_t pad_at = scratch.take(pd.scratchpad.get_size());
   ctx.add_step(std::make_unique<onednn::PrimitiveStep>(pd.prim, std::move(ins), out, dst_md, pre_fill,
                                                         pre_copy, pd.scratchpad, pad_at, std::move(written)),
-               reads, {out}, scratch);
+               reads, {out}, scratch.bytes);
   const std::int64_t batch_dim[] = {0};
   const runtime::ValueId result = unbatched ? ctx.view(out, runtime::squeezed(ctx.layout(out), batch_dim)) : out;
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));

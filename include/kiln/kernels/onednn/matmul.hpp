@@ -70,7 +70,6 @@ struct MatmulSpec {
   std::optional<dnnl::algorithm> activation;
 };
 
-inline std::size_t align64(std::size_t n) { return (n + 63) / 64 * 64; }
 
 // The shape of a [..., M, K] @ [..., K, N] product of operands `la` and `lb`,
 // brought to one rank (the originals for messages).
@@ -147,15 +146,7 @@ inline ProductLayouts product_layouts(const runtime::LowerContext& ctx, const La
   return p;
 }
 
-// The step's scratch, handed out in 64-byte aligned pieces.
-struct ScratchPlan {
-  std::size_t bytes = 0;
-  std::size_t take(std::size_t n) {
-    const std::size_t at = bytes;
-    bytes += align64(n);
-    return at;
-  }
-};
+using onednn::ScratchPlan;
 
 inline Operand operand_for(ValueId v, const Layout& l, ScratchPlan& scratch) {
   Operand o{v, l, {}, {}};

@@ -273,12 +273,10 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
   const auto wp = ctx.constant_value(onednn::reorder_once(q.w, w_plain, pd.weights_desc()), name + ".packed_weight");
   const auto bp = ctx.constant_value(accumulator_bias(ctx, q, bias_quant, s.bias), name + ".accumulator_bias");
   const auto out = ctx.buffer(dst);
-  std::size_t scratch = 0;
+  onednn::ScratchPlan scratch;
+  // A reorder target only where the primitive wants another layout than the value's.
   const auto reserve = [&](const dnnl::memory::desc& given, const dnnl::memory::desc& wanted) -> std::size_t {
-    if (given == wanted) return 0;
-    const std::size_t at = scratch;
-    scratch += (wanted.get_size() + 63) / 64 * 64;
-    return at;
+    return given == wanted ? 0 : scratch.take(wanted.get_size());
   };
   std::vector<onednn::PrimitiveStep::In> ins{{DNNL_ARG_SRC, src, src_given, pd.src_desc(), reserve(src_given, pd.src_desc())},
                                              {DNNL_ARG_WEIGHTS, wp, pd.weights_desc(), pd.weights_desc(), 0},
@@ -297,11 +295,10 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
     ins.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zv, zp_md, zp_md, 0});
     reads.push_back(zv);
   }
-  const std::size_t pad_at = scratch;
-  scratch += pd.scratchpad_desc().get_size();
+  const std::size_t pad_at = scratch.take(pd.scratchpad_desc().get_size());
   ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, std::nullopt,
                                                         runtime::CopyPlan{}, pd.scratchpad_desc(), pad_at),
-               std::move(reads), {out}, scratch);
+               std::move(reads), {out}, scratch.bytes);
   ctx.set_result(out);
 }
 
