@@ -1,6 +1,6 @@
 #pragma once
 // What the int8 pass-through lowerings (qmaxpool2d, qcat, qreshape) share:
-// the dequantize and quantize they match, their check, and one match handler, which builds the int8
+// their check (the dequantize and quantize they match are qdq_patterns.hpp's) and one match handler, which builds the int8
 // node, drops the matched q/dq nodes and counts the match as Inductor does
 // (its nodes are kiln's, so pattern_matcher_nodes needs no correction).
 #include <cstdint>
@@ -11,26 +11,12 @@
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/quantization/inductor_match_count.hpp"
+#include "kiln/passes/quantization/qdq_patterns.hpp"
 #include "kiln/passes/quantization/same_qparams.hpp"
 #include "kiln/pattern/call.hpp"
 #include "kiln/pattern/leaf.hpp"
 
 namespace kiln::quantization_detail {
-
-// dequantize_per_tensor of a captured `x` with captured quantization arguments.
-inline auto dequantize_x_pattern() {
-  using namespace pattern;
-  return CallFunction(quantized_decomposed::dequantize_per_tensor, kw<"x">, kw<"x_scale">, kw<"x_zp">, kw<"x_quant_min">,
-                      kw<"x_quant_max">, kw<"x_dq_dtype">);
-}
-
-// quantize_per_tensor of `inner` with captured quantization arguments.
-template <class Inner>
-auto quantize_o_pattern(Inner inner) {
-  using namespace pattern;
-  return CallFunction(quantized_decomposed::quantize_per_tensor, inner, kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">,
-                      kw<"o_dtype">);
-}
 
 // The check of a lowering with no further condition: one scale and zero point
 // on every dequantize and the quantize (same_qparams.hpp).

@@ -112,7 +112,7 @@ inline void register_qconv_binary_fusion_patterns(PatternMatcherPasses& passes, 
   const auto add_f = CallFunction(aten::add_Tensor, qc, kw<"accum_after_dequant">);
   const auto add_f_swapped = CallFunction(aten::add_Tensor, kw<"accum_after_dequant">, qc);
   const auto relu = [](auto inner) { return CallFunction(aten::relu, inner); };
-  const auto quant = [](auto inner) { return qd::output_quant_pattern(inner); };
+  const auto quant = [](auto inner) { return qd::quantize_o_pattern(inner); };
   const auto opts = [](std::size_t pass, const char* name) { return PatternOptions{.name = name, .pass_number = pass}; };
   // Pass 3 (Inductor's): int8 output, the accum dequantized in the match.
   passes.register_pattern(quant(add_q), handler, check, opts(0, "qconv2d_binary: quant(qconv + dequant(accum))"));

@@ -26,6 +26,7 @@
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/quantization/inductor_match_count.hpp"
+#include "kiln/passes/quantization/qdq_patterns.hpp"
 #include "kiln/passes/quantization/qlinear_post_op_fusion.hpp"
 
 namespace kiln {
@@ -119,13 +120,6 @@ inline auto qconv_pattern() {
                       kw<"output_zero_point">, kw<"output_dtype">, kw<"postop_name">, kw<"postop_args">, kw<"postop_algorithm">);
 }
 
-template <class Inner>
-auto output_quant_pattern(Inner inner) {
-  using namespace pattern;
-  return CallFunction(quantized_decomposed::quantize_per_tensor, inner, kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">,
-                      kw<"o_dtype">);
-}
-
 }  // namespace quantization_detail
 
 // Registers the unary fusions into `passes` (at least two: Inductor's pass numbers 3 and 4 are 0 and 1 here).
@@ -147,11 +141,11 @@ inline void register_qconv_unary_fusion_patterns(PatternMatcherPasses& passes, C
   const auto silu = CallFunction(aten::silu, qc);
   const auto opts = [](std::size_t pass, const char* name) { return PatternOptions{.name = name, .pass_number = pass}; };
   // Pass 3 (Inductor's): int8 output.
-  passes.register_pattern(qd::output_quant_pattern(qc), handler, check, opts(0, "qconv_unary: quant(qconv)"));
-  passes.register_pattern(qd::output_quant_pattern(relu), handler, check, opts(0, "qconv_unary: quant(relu(qconv))"));
-  passes.register_pattern(qd::output_quant_pattern(hardtanh), handler, check, opts(0, "qconv_unary: quant(hardtanh(qconv))"));
-  passes.register_pattern(qd::output_quant_pattern(hardswish), handler, check, opts(0, "qconv_unary: quant(hardswish(qconv))"));
-  passes.register_pattern(qd::output_quant_pattern(silu), handler, check, opts(0, "qconv_unary: quant(silu(qconv))"));
+  passes.register_pattern(qd::quantize_o_pattern(qc), handler, check, opts(0, "qconv_unary: quant(qconv)"));
+  passes.register_pattern(qd::quantize_o_pattern(relu), handler, check, opts(0, "qconv_unary: quant(relu(qconv))"));
+  passes.register_pattern(qd::quantize_o_pattern(hardtanh), handler, check, opts(0, "qconv_unary: quant(hardtanh(qconv))"));
+  passes.register_pattern(qd::quantize_o_pattern(hardswish), handler, check, opts(0, "qconv_unary: quant(hardswish(qconv))"));
+  passes.register_pattern(qd::quantize_o_pattern(silu), handler, check, opts(0, "qconv_unary: quant(silu(qconv))"));
   // Pass 4: float output.
   passes.register_pattern(relu, handler, check, opts(1, "qconv_unary: relu(qconv)"));
   passes.register_pattern(hardtanh, handler, check, opts(1, "qconv_unary: hardtanh(qconv)"));

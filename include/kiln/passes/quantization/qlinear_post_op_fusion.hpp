@@ -27,6 +27,7 @@
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/quantization/inductor_match_count.hpp"
+#include "kiln/passes/quantization/qdq_patterns.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 
@@ -159,10 +160,7 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
   const auto ql = CallFunction({onednn::qlinear_pointwise, onednn::qlinear_pointwise_tensor}, kw<"x">, kw<"x_scale">, kw<"x_zp">,
                                kw<"packed_weight">, kw<"w_scale">, kw<"w_zp">, kw<"b">, kw<"output_scale">, kw<"output_zero_point">,
                                kw<"output_dtype">, kw<"postop_name">, kw<"postop_args">, kw<"postop_algorithm">);
-  const auto quant = [](auto inner) {
-    return CallFunction(quantized_decomposed::quantize_per_tensor, inner, kw<"o_inv_scale">, kw<"o_zp">, kw<"o_qmin">, kw<"o_qmax">,
-                        kw<"o_dtype">);
-  };
+  const auto quant = [](auto inner) { return qd::quantize_o_pattern(inner); };
   const auto relu = [](auto inner) { return CallFunction(aten::relu, inner); };
   const auto gelu = CallFunction(aten::gelu, ql);
   const auto add = CallFunction(aten::add_Tensor, ql, kw<"other">);
