@@ -175,7 +175,7 @@ struct QuantizePerTensorKernel {
     const float lo = bounds.first, hi = bounds.second;
     const PerTensorParams p = per_tensor_params<FromTensors>(ctx);
     const runtime::Layout& l = ctx.layout(in);
-    if (runtime::dense_like(l, l.dtype) == l && !FromTensors)
+    if (runtime::dense_like(l, l.dtype) == l)
       return ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
         return lower_dense_quantize<typename decltype(tag)::type>(ctx, in, q, p, lo, hi);
       }));
