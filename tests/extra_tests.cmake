@@ -287,6 +287,37 @@ if(KILN_HAVE_TORCH)
           FAIL_REGULAR_EXPRESSION "error|mismatch")
       endforeach()
     endif()
+    # Weight-only int8 in bfloat16 (tests/python/quant_models.py WoqMLP): its two
+    # products, one F.linear(x, w.to(x.dtype)) * s over a 3-d input and one
+    # mm(x, w.t().to(x.dtype)) * s, become _weight_int8pack_mm (Inductor's woq
+    # forms 1 and 4: 6 and 4 nodes). The unfused bfloat16 graph gives PyTorch's
+    # answer within one bfloat16 step at the output's scale, the lowered one
+    # within two (it rounds each product once, PyTorch twice). The numeric
+    # check's atol is two steps at the output's scale (about 360 on its random
+    # inputs): elements near zero are differences of large sums and carry the
+    # error of the large ones.
+    set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_woq_mlp)
+    add_test(NAME export_model_woq_mlp
+      COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py tests.python.quant_models:WoqMLP
+              --input-shape 2,5,64 --dtype bfloat16 --level aten --seed 0 --out ${_dir}
+      WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+    set_tests_properties(export_model_woq_mlp PROPERTIES FIXTURES_SETUP model_woq_mlp LABELS "torch;model" TIMEOUT 300)
+    add_test(NAME kiln_run_woq_mlp
+      COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err 6e-3 --threads 2 --iterations 1 --warmup 0)
+    set_tests_properties(kiln_run_woq_mlp PROPERTIES FIXTURES_REQUIRED model_woq_mlp LABELS "torch;model" TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    add_test(NAME kiln_run_woq_mlp_int8
+      COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err 1e-2 --threads 2
+              --iterations 1 --warmup 0)
+    set_tests_properties(kiln_run_woq_mlp_int8 PROPERTIES FIXTURES_REQUIRED model_woq_mlp LABELS "torch;model" TIMEOUT 300
+      PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    if(TARGET kiln-opt)
+      add_test(NAME kiln_numeric_check_woq_mlp
+        COMMAND kiln-opt ${_dir}/graph.json --passes woq_int8 --numeric-check --rtol 1e-2 --atol 4 --quiet --counters)
+      set_tests_properties(kiln_numeric_check_woq_mlp PROPERTIES FIXTURES_REQUIRED model_woq_mlp LABELS "torch;model"
+        TIMEOUT 300 PASS_REGULAR_EXPRESSION "\"total\":{[^}]*\"woq_matcher_count\":2,\"woq_matcher_nodes\":10"
+        FAIL_REGULAR_EXPRESSION "error|mismatch|woq_skipped")
+    endif()
     # fuse_conv_bn folds all 53 batch-norms of ResNet-50 into new weights, at both
     # levels (F.batch_norm; aten's batch-norm + getitem), and the folded model
     # still matches PyTorch's outputs. The numeric check's atol: the output's

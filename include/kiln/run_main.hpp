@@ -273,7 +273,10 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                                 std::to_string(files.size()) + " files given");
     for (std::size_t i = 0; i < files.size(); ++i) {
       try {
-        inputs.push_back(runtime::Tensor::from_weight(io::read_npy(files[i])));
+        runtime::Tensor t = runtime::Tensor::from_weight(io::read_npy(files[i]));
+        // The exporter writes a bfloat16 input as float32 (numpy has no bfloat16).
+        if (t.dtype() == DType::float32 && cg.input_layout(i).dtype == DType::bfloat16) t = runtime::as_bfloat16(t);
+        inputs.push_back(std::move(t));
       } catch (const std::exception& e) {
         throw runtime::InputError("input " + cg.input_name(i) + ": " + e.what());
       }
@@ -307,7 +310,9 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     std::vector<runtime::Tensor> expected;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const fs::path f = fs::path(o.compare) / ("output_" + std::to_string(i) + ".npy");
-      expected.push_back(runtime::Tensor::from_weight(io::read_npy(f)));
+      runtime::Tensor t = runtime::Tensor::from_weight(io::read_npy(f));
+      if (t.dtype() == DType::float32 && outputs[i].dtype() == DType::bfloat16) t = runtime::as_bfloat16(t);  // as inputs
+      expected.push_back(std::move(t));
     }
     report = runtime::compare_outputs(outputs, expected, {o.rtol, o.atol});
     if (o.max_rel_err) {

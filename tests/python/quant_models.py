@@ -8,6 +8,15 @@ relu's output -> relu, linear 64->16 (the shape of the qmlp fixture: linears
 with unary post-ops, a residual add, a plain last linear).
 QuantConvNet: conv-relu twice, max-pool, cat of two conv branches, a residual
 add, mean over H and W, linear (the conv net of issue 28's counters, small).
+WoqMLP: weight-only int8 (export with --dtype bfloat16): two linears whose
+weights are int8 buffers converted to the input's dtype and scaled per output
+channel, `F.linear(x, w.to(x.dtype)) * scales`, with a gelu between; the second
+written as `mm(x, w.t().to(x.dtype))`, the form Inductor's fourth woq pattern
+matches.
+WoqLinear, WoqLinearT, WoqLinearStrided, WoqConcatLinear: one woq product each,
+as F.linear, as w.t().to() into mm, over an input transposed first (torch 2.x
+runs it as bmm), and three products of one input (concat-linear's form), for
+bench/quantization/inductor_woq.py's side-by-side counters.
 """
 
 import torch
@@ -47,6 +56,22 @@ class _QuantConvNet(nn.Module):
         return self.fc(torch.mean(y, dim=(2, 3)))
 
 
+class _WoqMLP(nn.Module):
+    def __init__(self, k=64, hidden=96, n=32):
+        super().__init__()
+        # int8 buffers stay int8 under module.to(bfloat16); the scales follow the dtype.
+        self.register_buffer("w1", torch.randint(-128, 128, (hidden, k), dtype=torch.int8))
+        self.register_buffer("s1", torch.rand(hidden) * 0.02 + 0.005)
+        self.register_buffer("w2", torch.randint(-128, 128, (n, hidden), dtype=torch.int8))
+        self.register_buffer("s2", torch.rand(n) * 0.02 + 0.005)
+
+    def forward(self, x):
+        h = F.gelu(F.linear(x, self.w1.to(dtype=x.dtype)) * self.s1)
+        flat = h.reshape(-1, h.shape[-1])
+        y = torch.mm(flat, self.w2.t().to(x.dtype)) * self.s2
+        return y.reshape(*h.shape[:-1], y.shape[-1])
+
+
 def QuantMLP():
     """Factory: build the MLP (call torch.manual_seed first for fixed weights)."""
     return _QuantMLP()
@@ -55,3 +80,57 @@ def QuantMLP():
 def QuantConvNet():
     """Factory: build the conv net (call torch.manual_seed first for fixed weights)."""
     return _QuantConvNet()
+
+
+def WoqMLP():
+    """Factory: the weight-only int8 MLP (call torch.manual_seed first for fixed weights)."""
+    return _WoqMLP()
+
+
+class _WoqLinear(nn.Module):
+    def __init__(self, form, k=64, n=32):
+        super().__init__()
+        self.form = form
+        self.register_buffer("w", torch.randint(-128, 128, (n, k), dtype=torch.int8))
+        self.register_buffer("s", torch.rand(n) * 0.02 + 0.005)
+
+    def forward(self, x):
+        if self.form == "strided":
+            x = x.transpose(0, 1)
+        if self.form == "t_then_to":
+            m = torch.mm(x.reshape(-1, x.shape[-1]), self.w.t().to(x.dtype)) * self.s
+            return m.reshape(*x.shape[:-1], m.shape[-1])
+        return F.linear(x, self.w.to(dtype=x.dtype)) * self.s
+
+
+class _WoqConcatLinear(nn.Module):
+    def __init__(self, k=64, ns=(16, 24, 8)):
+        super().__init__()
+        for i, n in enumerate(ns):
+            self.register_buffer("w%d" % i, torch.randint(-128, 128, (n, k), dtype=torch.int8))
+        self.register_buffer("s", torch.rand(sum(ns)) * 0.02 + 0.005)
+        self.ns = list(ns)
+
+    def forward(self, x):
+        ss = torch.split(self.s, self.ns)
+        return tuple(F.linear(x, getattr(self, "w%d" % i).to(x.dtype)) * ss[i] for i in range(len(self.ns)))
+
+
+def WoqLinear():
+    """Factory: F.linear(x, w.to(x.dtype)) * s."""
+    return _WoqLinear("linear")
+
+
+def WoqLinearT():
+    """Factory: mm(x.reshape(-1, K), w.t().to(x.dtype)) * s, reshaped back."""
+    return _WoqLinear("t_then_to")
+
+
+def WoqLinearStrided():
+    """Factory: the woq linear over x.transpose(0, 1)."""
+    return _WoqLinear("strided")
+
+
+def WoqConcatLinear():
+    """Factory: three woq linears of one input."""
+    return _WoqConcatLinear()

@@ -19,6 +19,7 @@
 #include "kiln/core/graph.hpp"
 #include "kiln/core/print.hpp"
 #include "kiln/kernels/kernel_table.hpp"
+#include "kiln/executor/bfloat16_rounding.hpp"
 #include "kiln/executor/buffer_plan.hpp"
 #include "kiln/executor/layout_decision.hpp"
 #include "kiln/runtime/lower_context.hpp"
@@ -275,11 +276,14 @@ class WeightConstants {
  public:
   WeightConstants(const Weights& weights, Program& p, LowerContext& ctx) : weights_(weights), p_(p), ctx_(ctx) {}
 
-  std::optional<ValueId> operator()(std::string_view target) {
+  // `meta_dtype`: the dtype the node naming it says; a float32 weight of a
+  // bfloat16 node (as the exporter saves them) is rounded to it.
+  std::optional<ValueId> operator()(std::string_view target, std::optional<DType> meta_dtype = std::nullopt) {
     if (auto known = by_name_.find(target); known != by_name_.end()) return known->second;
     auto w = weights_.find(std::string(target));
     if (w == weights_.end()) return std::nullopt;
-    Tensor value = w->second.contiguous();
+    Tensor value = w->second.dtype() == DType::float32 && meta_dtype == DType::bfloat16 ? as_bfloat16(w->second)
+                                                                                         : w->second.contiguous();
     const std::uint64_t h = content_hash(value);
     ValueId id;
     if (const auto same = stored_equal(value, h)) {
@@ -339,7 +343,10 @@ class GraphLowering {
       if (!getitem_) ctx_.fail("no kernel indexes a tensor (operator.getitem)");
       run_folded([&] { getitem_(ctx_); });
     } else {
-      run_folded([&] { run_kernel(n); });
+      run_folded([&] {
+        run_kernel(n);
+        round_to_meta_bfloat16(n);
+      });
     }
     keep_result(n);
   }
@@ -348,7 +355,7 @@ class GraphLowering {
   // A placeholder bound to a weight (a lifted parameter of a torch.export
   // or Dynamo graph) is that weight, a constant like a get_attr's.
   void lower_placeholder(const Node& n) {
-    if (const auto weight = constants_(n.target_name())) {
+    if (const auto weight = constants_(n.target_name(), meta_dtype(n))) {
       check_against_meta(ctx_, n, p_.values[*weight].layout, "the weight bound to it is");
       lowered_[&n] = Lowered::tensor(*weight);
       return;
@@ -373,7 +380,7 @@ class GraphLowering {
 
   void lower_get_attr(const Node& n) {
     const std::string target(n.target_name());
-    const auto id = constants_(target);
+    const auto id = constants_(target, meta_dtype(n));
     if (!id) ctx_.fail("no weight named '" + target + "' was given");
     lowered_[&n] = Lowered::tensor(*id);
   }
@@ -393,6 +400,20 @@ class GraphLowering {
     } catch (const std::bad_alloc&) {
       ctx_.fail("ran out of memory while lowering it (a constant or packed weight it makes is larger than this machine can hold)");
     }
+  }
+
+  static std::optional<DType> meta_dtype(const Node& n) {
+    const TensorMeta* t = n.meta.val.tensor();
+    return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  }
+
+  // A float32 result of a node PyTorch ran in bfloat16, rounded as PyTorch rounds it.
+  void round_to_meta_bfloat16(const Node& n) {
+    const TensorMeta* t = n.meta.val.tensor();
+    if (!t || t->dtype != DType::bfloat16) return;
+    Lowered r = ctx_.take_result();
+    if (r.is_tensor() && p_.values[r.id].layout.dtype == DType::float32) r = Lowered::tensor(round_to_bfloat16(ctx_, r.id));
+    ctx_.set_result(std::move(r));
   }
 
   // The kernel's result, checked against the node's meta.

@@ -195,6 +195,7 @@ using shape_ops_kernels = KernelGroup<
     KernelEntry<"operator.ge", shape_detail::StaticCompare<shape_detail::Compare::ge>>,
     KernelEntry<"torch._assert", shape_detail::StaticAssert>,
     KernelEntry<"aten._assert_scalar.default", shape_detail::StaticAssert>,
+    KernelEntry<"aten._assert_tensor_metadata.default", shape_detail::AssertTensorMetadata>,
     KernelEntry<"Tensor.dim", shape_detail::Dim>,
     KernelEntry<"operator.getitem", shape_detail::GetItem>>;
 

@@ -5,6 +5,8 @@
 // the layout the primitive chooses; a bias of one row goes into the
 // primitive, a full one (or scaled by beta) is summed in; a following
 // gelu/relu/... and a residual add are folded in (onednn/epilogue.hpp).
+// Operands are float32, or both bfloat16 (a bfloat16 result, summed in float32
+// by oneDNN and rounded once), as torch computes a bfloat16 mm.
 #include <optional>
 
 #include "kiln/runtime/strided_copy.hpp"
@@ -92,10 +94,10 @@ inline runtime::Shape product_shape(const runtime::LowerContext& ctx, const Layo
 }
 
 // The bias as the primitive reads it: one row [1, ..., 1, N].
-inline Layout bias_row_layout(std::size_t rank, std::int64_t n) {
+inline Layout bias_row_layout(std::size_t rank, std::int64_t n, DType d) {
   runtime::Shape shape(rank, 1);
   shape[rank - 1] = n;
-  return Layout::contiguous(std::move(shape), DType::float32);
+  return Layout::contiguous(std::move(shape), d);
 }
 
 // Where the bias goes: one row into the primitive (`row`, pre-divided by alpha
@@ -112,17 +114,21 @@ inline BiasPlan plan_bias(runtime::LowerContext& ctx, const MatmulSpec& spec, st
   const bool row = bl.numel() == n && (bl.rank() == 1 || bl.shape[bl.rank() - 1] == n);
   if (!row || !(bconst || (spec.alpha == 1.0 && spec.beta == 1.0))) return {std::nullopt, *spec.bias};
   if (!bconst || (spec.alpha == 1.0 && spec.beta == 1.0)) return {*spec.bias, std::nullopt};
+  if (bl.dtype != DType::float32) return {std::nullopt, *spec.bias};
   const runtime::Tensor b = bconst->contiguous();
   runtime::Tensor scaled = runtime::Tensor::empty({n});
   for (std::int64_t j = 0; j < n; ++j) scaled.data<float>()[j] = static_cast<float>(spec.beta / spec.alpha * b.data<float>()[j]);
   return {ctx.constant_value(std::move(scaled), ctx.node().name() + ".bias"), std::nullopt};
 }
 
-// Refuses what oneDNN's matmul cannot take: anything but float32, and an empty
-// operand (oneDNN 2.6 divides by a zero dim while making the primitive).
+// Refuses what oneDNN's matmul cannot take: anything but two float32 or two
+// bfloat16 operands, and an empty operand (oneDNN 2.6 divides by a zero dim
+// while making the primitive).
 inline void check_product_operands(const runtime::LowerContext& ctx, const Layout& la, const Layout& lb) {
-  if (la.dtype != DType::float32 || lb.dtype != DType::float32)
-    ctx.fail("matrix products take float32, got " + std::string(dtype_name(la.dtype)) + " and " +
+  const bool f32 = la.dtype == DType::float32 && lb.dtype == DType::float32;
+  const bool bf16 = la.dtype == DType::bfloat16 && lb.dtype == DType::bfloat16;
+  if (!f32 && !bf16)
+    ctx.fail("matrix products take two float32 or two bfloat16 operands, got " + std::string(dtype_name(la.dtype)) + " and " +
              std::string(dtype_name(lb.dtype)));
   if (la.numel() == 0 || lb.numel() == 0)
     ctx.fail("matrix products of an empty operand are not supported, got " + runtime::shape_str(la.shape) + " and " +
@@ -141,8 +147,8 @@ inline ProductLayouts product_layouts(const runtime::LowerContext& ctx, const La
                                       const std::optional<runtime::Shape>& result_shape) {
   const std::size_t rank = std::max(la_in.rank(), lb_in.rank());
   ProductLayouts p{with_rank(la_in, rank), with_rank(lb_in, rank), {}, {}};
-  p.out = Layout::contiguous(product_shape(ctx, p.a, p.b, la_in, lb_in), DType::float32);
-  p.result = result_shape ? Layout::contiguous(*result_shape, DType::float32) : p.out;
+  p.out = Layout::contiguous(product_shape(ctx, p.a, p.b, la_in, lb_in), la_in.dtype);
+  p.result = result_shape ? Layout::contiguous(*result_shape, la_in.dtype) : p.out;
   return p;
 }
 
@@ -255,7 +261,7 @@ inline void stage_as_bf16(Operand& A, ScratchPlan& scratch) {
 inline dnnl::matmul::primitive_desc product_primitive(runtime::LowerContext& ctx, const ProductDesc& d, Operand& A,
                                                       const dnnl::memory::desc& b_md, bool constant_weight,
                                                       ScratchPlan& scratch) {
-  if (constant_weight && onednn::bf16_products(ctx))
+  if (constant_weight && A.layout.dtype == DType::float32 && onednn::bf16_products(ctx))
     if (auto pd = bf16_product(d, A, b_md)) {
       stage_as_bf16(A, scratch);
       return *pd;
@@ -315,7 +321,7 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   const std::optional<runtime::Tensor> wconst = ctx.constant(spec.b);
   Operand B = wconst ? Operand{spec.b, lay.b, {}, {}} : operand_for(spec.b, lay.b, scratch);
   const dnnl::memory::desc b_md =
-      wconst ? dnnl::memory::desc(dnnl::memory::dims(lay.b.shape.begin(), lay.b.shape.end()), dnnl::memory::data_type::f32,
+      wconst ? dnnl::memory::desc(dnnl::memory::dims(lay.b.shape.begin(), lay.b.shape.end()), onednn::data_type(lay.b.dtype),
                                   dnnl::memory::format_tag::any)
              : B.md;
 
@@ -326,13 +332,14 @@ inline ValueId lower_matmul(runtime::LowerContext& ctx, const MatmulSpec& spec, 
   append_epilogue(sums.po, e);
   const ValueId out = product_dst(ctx, e, lay, sums.pre_fill);
   d.attr.set_post_ops(sums.po);
-  if (sums.bias_row) d.bias_md = onednn::desc_of(bias_row_layout(lay.rank(), lay.n()));
+  const DType bias_dtype = sums.bias_row ? ctx.layout(*sums.bias_row).dtype : DType::float32;
+  if (sums.bias_row) d.bias_md = onednn::desc_of(bias_row_layout(lay.rank(), lay.n(), bias_dtype));
 
   const dnnl::matmul::primitive_desc pd = product_primitive(ctx, d, A, b_md, wconst.has_value(), scratch);
   if (wconst) B = packed_weight(ctx, *wconst, lay.b, pd);
   std::vector<std::pair<int, Operand>> ins{{DNNL_ARG_SRC, A}, {DNNL_ARG_WEIGHTS, B}};
   if (sums.bias_row) {
-    const Layout bl = bias_row_layout(lay.rank(), lay.n());
+    const Layout bl = bias_row_layout(lay.rank(), lay.n(), bias_dtype);
     ins.push_back({DNNL_ARG_BIAS, Operand{*sums.bias_row, bl, onednn::desc_of(bl), {}}});
   }
   add_product_step(ctx, pd, d, ins, out, sums.pre_fill, pre_fill_copy(ctx, spec, e, lay, sums.pre_fill), scratch);

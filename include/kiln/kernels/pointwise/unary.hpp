@@ -207,7 +207,8 @@ bool op_takes_integers(const Op& op) {
   else return Op::integers;
 }
 
-// out = op(input) into a new contiguous buffer, float32 (and int64 where the op allows).
+// out = op(input) into a new contiguous buffer, float32 (and int64 where the op allows;
+// bfloat16 computes in float32).
 template <class Op>
 void lower_unary(runtime::LowerContext& ctx, const Op& op, bool in_place) {
   const auto in = input_tensor(ctx);
@@ -215,6 +216,8 @@ void lower_unary(runtime::LowerContext& ctx, const Op& op, bool in_place) {
   const DType dt = ctx.layout(in).dtype;
   runtime::ValueId out = 0;
   if (dt == DType::float32) out = lower_map<float, float>(ctx, dt, {in}, op);
+  // bfloat16 in float32: lowering rounds the result back, as PyTorch rounds a bfloat16 op's.
+  else if (dt == DType::bfloat16) out = lower_map<float, float>(ctx, DType::float32, {cast_to(ctx, in, DType::float32)}, op);
   else if (dt == DType::int64 && op_takes_integers(op)) out = lower_map<std::int64_t, std::int64_t>(ctx, dt, {in}, op);
   else ctx.fail("input is " + std::string(dtype_name(dt)) + "; this op takes float32" +
                 (op_takes_integers(op) ? " or int64" : ""));

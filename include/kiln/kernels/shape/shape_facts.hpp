@@ -65,6 +65,28 @@ struct StaticAssert {
   }
 };
 
+// aten._assert_tensor_metadata(a, size=None, stride=None, dtype=None, *,
+// device=None, layout=None): torch.export's check of what `.to()` made,
+// settled while compiling. Strides are not compared: kiln's layouts are its own.
+struct AssertTensorMetadata {
+  static void lower(runtime::LowerContext& ctx) {
+    const runtime::Layout& l = ctx.layout(ctx.tensor(0, "a"));
+    const Arg dtype = ctx.has(3, "dtype") ? ctx.value(3, "dtype") : Arg();
+    if (const DType* want = dtype.get_if<DType>(); want && *want != l.dtype)
+      ctx.fail("the tensor is " + std::string(dtype_name(l.dtype)) + ", the assertion says " + std::string(dtype_name(*want)));
+    const Arg size = ctx.has(1, "size") ? ctx.value(1, "size") : Arg();
+    if (const ArgList* dims = size.get_if<ArgList>()) {
+      bool same = dims->size() == l.rank();
+      for (std::size_t k = 0; same && k < dims->size(); ++k) {
+        const auto* d = (*dims)[k].get_if<std::int64_t>();
+        same = !d || *d == l.shape[k];  // a symbolic size matches any
+      }
+      if (!same) ctx.fail("the tensor is " + runtime::shape_str(l.shape) + ", the assertion says another size");
+    }
+    ctx.set_static_result(Arg());
+  }
+};
+
 }  // namespace shape_detail
 
 }  // namespace kiln::kernels

@@ -1,13 +1,14 @@
 #pragma once
 // The quantization passes of Inductor 2.11's freezing (torch/_inductor/fx_passes/
 // quantization.py) in its order, each a pass of kiln-opt's registry, and the
-// `quantization` pipeline running them: quant_lift_up, dequant_promotion (pass 0),
-// qconv_weight_prepack and qlinear_weight_prepack (pass 1), qconv_post_op_fusion
+// `quantization` pipeline running them: remove_assert_ops (Inductor's post-grad
+// step; torch.export's graphs carry these asserts, Dynamo's do not),
+// quant_lift_up, dequant_promotion (pass 0), qconv_weight_prepack and qlinear_weight_prepack (pass 1), qconv_post_op_fusion
 // and qlinear_post_op_fusion (passes 3 to 5; conv and linear patterns never
 // share a node, so running the conv ones first changes nothing), then the
 // lowerings of Inductor's post-grad pass: qmaxpool2d, qcat, qreshape (int8
-// tensors pass through), qconv_lower and qlinear_lower, which count what
-// Inductor's lowering counts.
+// tensors pass through), woq_int8 (weight-only int8 into _weight_int8pack_mm),
+// qconv_lower and qlinear_lower, which count what Inductor's lowering counts.
 #include "kiln/passes/pass_registry.hpp"
 #include "kiln/passes/quantization/dequant_promotion.hpp"
 #include "kiln/passes/quantization/qcat.hpp"
@@ -20,10 +21,13 @@
 #include "kiln/passes/quantization/qmaxpool2d.hpp"
 #include "kiln/passes/quantization/qreshape.hpp"
 #include "kiln/passes/quantization/quant_lift_up.hpp"
+#include "kiln/passes/quantization/woq_int8.hpp"
+#include "kiln/passes/remove_assert_ops.hpp"
 
 namespace kiln {
 
 inline void register_quantization_pipeline(PassRegistry& registry) {
+  register_remove_assert_ops_pass(registry);
   registry.add(Pass{"quant_lift_up", "move a per-tensor quantize above the view/reshape/permute/transpose chain feeding it",
                     [](Graph& g, PassContext& ctx) { return quant_lift_up(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qconv_weight_prepack",
@@ -45,6 +49,7 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
                     [](Graph& g, PassContext& ctx) { return qcat(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qreshape", "dequantize -> reshape -> quantize, one scale and zero point -> reshape of the int8 tensor",
                     [](Graph& g, PassContext& ctx) { return qreshape(g, &ctx.counters) > 0; }});
+  register_woq_int8_pass(registry);
   registry.add(Pass{"qconv_lower", "count the qconv nodes Inductor's lowering counts (changes nothing)",
                     [](Graph& g, PassContext& ctx) {
                       count_qconv_lowerings(g, &ctx.counters);
@@ -57,10 +62,10 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
                     }});
   registry.add_pipeline({"quantization", "Inductor's quantization passes in its order",
                          [](const nlohmann::json&) {
-                           return std::vector<PipelineStep>{{"quant_lift_up"}, {"dequant_promotion"}, {"qconv_weight_prepack"},
+                           return std::vector<PipelineStep>{{"remove_assert_ops"}, {"quant_lift_up"}, {"dequant_promotion"}, {"qconv_weight_prepack"},
                                                             {"qlinear_weight_prepack"}, {"qconv_post_op_fusion"},
                                                             {"qlinear_post_op_fusion"}, {"qmaxpool2d"}, {"qcat"}, {"qreshape"},
-                                                            {"qconv_lower"}, {"qlinear_lower"}};
+                                                            {"woq_int8"}, {"qconv_lower"}, {"qlinear_lower"}};
                          }});
 }
 
