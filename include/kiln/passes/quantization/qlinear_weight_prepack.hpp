@@ -7,9 +7,13 @@
 // onednn.qlinear_prepack(weight, x_shape), with a float32 output and no post-op
 // yet. Forms: kiln's aten.linear, with and without bias; Inductor's decomposed
 // addmm(bias, x, permute(w)) and mm(x, permute(w)), 2-D or between reshapes
-// (an input of rank > 2). Counters: qlinear_weight_prepack_matcher_count, and
-// _nodes as Inductor counts them on its decomposed graph, where a linear is a
-// permute and an addmm (or mm), plus two reshapes over an input of rank > 2.
+// (an input of rank > 2). Each form also in int8-mixed-bf16: the activation's
+// dequantize and the weight's dequantize_per_channel each through
+// prims.convert_element_type to bfloat16 (read only by the linear, or the
+// permute), giving a bfloat16 output as Inductor's does. Counters:
+// qlinear_weight_prepack_matcher_count, and _nodes as Inductor counts them on
+// its decomposed graph, where a linear is a permute and an addmm (or mm), plus
+// two reshapes over an input of rank > 2.
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -17,6 +21,7 @@
 #include "kiln/core/graph.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/onednn.hpp"
+#include "kiln/ops/prims.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/quantization/inductor_match_count.hpp"
@@ -43,13 +48,28 @@ inline bool arg_is_dtype(const Node* n, std::size_t i, DType d) {
   return p && *p == d;
 }
 
+// The output dtype of the int8 op replacing a match: bfloat16 in the
+// int8-mixed-bf16 form (its inputs converted to bfloat16), float32 otherwise.
+inline DType prepack_output_dtype(const std::vector<Node*>& nodes) {
+  return find_target(nodes, {prims::convert_element_type}) ? DType::bfloat16 : DType::float32;
+}
+
+// Every dtype convert of the match is to bfloat16: Inductor's patterns take any
+// dtype there, but the op it writes computes in bfloat16, so kiln holds to that.
+inline bool converts_to_bf16(const std::vector<Node*>& nodes) {
+  for (const Node* n : nodes)
+    if (n->op() == OpKind::call_function && n->target() == prims::convert_element_type && !arg_is_dtype(n, 1, DType::bfloat16))
+      return false;
+  return true;
+}
+
 // Inductor's _is_valid_dequant_linear_pattern (the dequantize has one user),
 // and what kiln's int8 kernel needs: a uint8/int8 activation, an int8 2-d
 // weight dequantized per output channel, a transpose [1, 0] where there is one.
 inline bool valid_dequant_linear(const std::vector<Node*>& nodes) {
   const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor, quantized_decomposed::dequantize_per_tensor_tensor});
   const Node* dqc = find_target(nodes, {quantized_decomposed::dequantize_per_channel});
-  if (!dq || !dqc || dq->num_users() != 1) return false;
+  if (!dq || !dqc || dq->num_users() != 1 || !converts_to_bf16(nodes)) return false;
   if (!arg_is_dtype(dq, 5, DType::uint8) && !arg_is_dtype(dq, 5, DType::int8)) return false;
   if (!arg_is_int(dqc, 3, 0) || !arg_is_dtype(dqc, 6, DType::int8)) return false;
   const Node* w = dqc->arg(0).node();
@@ -84,7 +104,7 @@ inline void prepack_qlinear(Graph& g, const std::vector<Node*>& nodes, Node* out
   const bool tensors = dq->target() == quantized_decomposed::dequantize_per_tensor_tensor;
   Node* q = g.call_function(tensors ? onednn::qlinear_pointwise_tensor : onednn::qlinear_pointwise,
                             {dq->arg(0), dq->arg(1), dq->arg(2), packed, dqc->arg(1), dqc->arg(2), bias, 1.0, std::int64_t{0},
-                             Arg(DType::float32), std::string("none"), ArgList{}, std::string("")});
+                             Arg(prepack_output_dtype(nodes)), std::string("none"), ArgList{}, std::string("")});
   q->meta = out->meta;
   out->replace_all_uses_with(q);
 }
@@ -118,23 +138,26 @@ inline void register_qlinear_weight_prepack_patterns(PatternMatcherPass& pass, C
     qd::count_inductor_match(counters, "qlinear_weight_prepack", nodes, kiln_nodes);
   };
   const auto check = [](const auto& m) { return qd::valid_dequant_linear(m.nodes()); };
-  const auto dq = qd::dequantize_per_tensor_activation();
   const auto dqc = CallFunction(quantized_decomposed::dequantize_per_channel, kw<"q_weight">, kw<"w_scale">, kw<"w_zp">,
                                 kw<"w_axis">, kw<"w_quant_min">, kw<"w_quant_max">, kw<"w_dtype">);
-  const auto t = CallFunction(aten::permute, dqc, kw<"permute_axes">);
-  const auto act2d = CallFunction(aten::reshape, dq, kw<"act_reshape_size">);
-  const auto out_nd = [](auto inner) { return CallFunction(aten::reshape, inner, kw<"output_reshape_size">); };
-  pass.register_pattern(CallFunction(aten::linear, dq, dqc, kw<"b">), handler, check,
-                        PatternOptions{.name = "qlinear_weight_prepack: linear(dequant, dequant_per_channel, b)"});
-  pass.register_pattern(CallFunction(aten::linear, dq, dqc), handler, check,
-                        PatternOptions{.name = "qlinear_weight_prepack: linear(dequant, dequant_per_channel)"});
-  pass.register_pattern(out_nd(CallFunction(aten::addmm, kw<"b">, act2d, t)), handler, check,
-                        PatternOptions{.name = "qlinear_weight_prepack: reshape(addmm(b, reshape(dequant), t))"});
-  pass.register_pattern(out_nd(CallFunction(aten::mm, act2d, t)), handler, check,
-                        PatternOptions{.name = "qlinear_weight_prepack: reshape(mm(reshape(dequant), t))"});
-  pass.register_pattern(CallFunction(aten::addmm, kw<"b">, dq, t), handler, check,
-                        PatternOptions{.name = "qlinear_weight_prepack: addmm(b, dequant, t)"});
-  pass.register_pattern(CallFunction(aten::mm, dq, t), handler, check, PatternOptions{.name = "qlinear_weight_prepack: mm(dequant, t)"});
+  // One set of forms per dtype: `dq` and `w` are the activation and the weight as the linear reads them.
+  const auto forms = [&](auto dq, auto w, const std::string& tag) {
+    const auto t = CallFunction(aten::permute, w, kw<"permute_axes">);
+    const auto act2d = CallFunction(aten::reshape, dq, kw<"act_reshape_size">);
+    const auto out_nd = [](auto inner) { return CallFunction(aten::reshape, inner, kw<"output_reshape_size">); };
+    const auto opts = [&tag](const char* form) { return PatternOptions{.name = "qlinear_weight_prepack" + tag + ": " + form}; };
+    pass.register_pattern(CallFunction(aten::linear, dq, w, kw<"b">), handler, check, opts("linear(dequant, dequant_per_channel, b)"));
+    pass.register_pattern(CallFunction(aten::linear, dq, w), handler, check, opts("linear(dequant, dequant_per_channel)"));
+    pass.register_pattern(out_nd(CallFunction(aten::addmm, kw<"b">, act2d, t)), handler, check,
+                          opts("reshape(addmm(b, reshape(dequant), t))"));
+    pass.register_pattern(out_nd(CallFunction(aten::mm, act2d, t)), handler, check, opts("reshape(mm(reshape(dequant), t))"));
+    pass.register_pattern(CallFunction(aten::addmm, kw<"b">, dq, t), handler, check, opts("addmm(b, dequant, t)"));
+    pass.register_pattern(CallFunction(aten::mm, dq, t), handler, check, opts("mm(dequant, t)"));
+  };
+  forms(qd::dequantize_per_tensor_activation(), dqc, "");
+  // int8-mixed-bf16: each input through convert_element_type (Inductor's autocast_act_dtype / autocast_wgt_dtype).
+  forms(CallFunction(prims::convert_element_type, qd::dequantize_per_tensor_activation(), kw<"autocast_act_dtype">),
+        CallFunction(prims::convert_element_type, dqc, kw<"autocast_wgt_dtype">), " (bf16)");
 }
 
 // Applies the weight prepack once over `g`; returns the number of linears replaced.

@@ -1,0 +1,367 @@
+// The int8-mixed-bf16 forms of the qlinear and qconv weight prepacks on q/dq
+// graphs built here (the activation's dequantize and the weight's
+// dequantize_per_channel each through convert_element_type to bfloat16): what
+// each form becomes (a bfloat16-output oneDNN op), the near misses left alone
+// (a float16 convert, a convert missing on one side, a dequantize or a convert
+// with a second user), Inductor's counters; and numerics. kiln's float matrix
+// products and convolution take float32 only, so the unfused bf16 graph does
+// not run in kiln; its reference is the same graph in float32 (the converts
+// left out, the bias of the same bf16-representable values), run by kiln:
+// the fused bf16 output must equal it within bf16 rounding (int8 products are
+// exact, so only the output's rounding to bfloat16 separates them).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/core.hpp"
+#include "kiln/core/bfloat16.hpp"
+#include "kiln/executor/compiled_graph.hpp"
+#include "kiln/ops.hpp"
+#include "kiln/passes/quantization/qconv_weight_prepack.hpp"
+#include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
+#include "quant_graph_support.hpp"
+#include "quant_kernel_support.hpp"
+#include "runtime_test_support.hpp"
+
+using namespace kiln;
+using runtime::CompiledGraph;
+using runtime::Tensor;
+using test::count;
+using test::meta;
+
+namespace {
+
+constexpr double XS = 0.05;
+constexpr std::int64_t XZ = 128;
+
+Node* with_meta(Node* n, std::vector<Dim> shape, DType d = DType::float32) {
+  n->meta.val = meta(std::move(shape), d);
+  return n;
+}
+
+std::vector<Dim> dims_of_ints(const std::vector<std::int64_t>& v) { return std::vector<Dim>(v.begin(), v.end()); }
+
+// How a graph's inputs reach the float op: float32 (no converts), or the
+// int8-mixed-bf16 form, with the converts' dtypes and which converts exist.
+struct Mix {
+  bool bf16 = true;
+  DType act_to = DType::bfloat16, w_to = DType::bfloat16;
+  bool act_convert = true, w_convert = true;
+  DType float_dtype() const { return bf16 ? DType::bfloat16 : DType::float32; }
+};
+
+Node* convert(Graph& g, Node* in, DType to) {
+  const TensorMeta* m = in->meta.val.tensor();
+  return with_meta(g.call_function(prims::convert_element_type, {in, Arg(to)}), m->shape, to);
+}
+
+// Values in [-2, 2] that bfloat16 holds exactly, as float32 or bfloat16.
+Tensor bf16_values(runtime::Shape shape, DType d, unsigned seed) {
+  const Tensor f = test::random_tensor(shape, seed);
+  Tensor t = Tensor::empty(shape, d);
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const float v = round_to_bf16(std::fmax(-2.0f, std::fmin(2.0f, f.data<float>()[i])));
+    if (d == DType::bfloat16) t.data<std::uint16_t>()[i] = float_to_bf16(v);
+    else t.data<float>()[i] = v;
+  }
+  return t;
+}
+
+// A float32 copy of a float32 or bfloat16 tensor.
+std::vector<double> values(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  std::vector<double> out(static_cast<std::size_t>(c.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto f = static_cast<std::int64_t>(i);
+    out[i] = c.dtype() == DType::bfloat16 ? bf16_to_float(c.data<std::uint16_t>()[f]) : c.data<float>()[f];
+  }
+  return out;
+}
+
+// Each |got - want| within bf16's rounding of want (half a unit in the last of
+// 8 significant bits, 2^-9 relative; 2^-8 allowed) plus `abs` for float sums.
+void check_bf16_close(const Tensor& got, const Tensor& want, double abs = 1e-4) {
+  REQUIRE(got.dtype() == DType::bfloat16);
+  REQUIRE(got.shape() == want.shape());
+  const auto g = values(got), w = values(want);
+  double worst = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::abs(g[i] - w[i]) - (std::abs(w[i]) * 0x1p-8 + abs));
+  CHECK(worst <= 0);
+}
+
+Node* dequantize(Graph& g, Node* qx, const std::vector<Dim>& shape, bool tensors, runtime::Weights& weights) {
+  ArgList args{qx, XS, XZ, 0, 255, Arg(DType::uint8)};
+  if (tensors) {
+    Tensor xs = Tensor::empty({}), xz = Tensor::empty({}, DType::int64);
+    xs.data<float>()[0] = float(XS), xz.data<std::int64_t>()[0] = XZ;
+    weights.emplace("xs", xs), weights.emplace("xz", xz);
+    args[1] = g.get_attr("xs", meta({})), args[2] = g.get_attr("xz", meta({}, DType::int64));
+  }
+  return with_meta(
+      g.call_function(tensors ? quantized_decomposed::dequantize_per_tensor_tensor : quantized_decomposed::dequantize_per_tensor, args), shape);
+}
+
+// The int8 weight `name` of `shape` (within [-64, 64], so the int8 primitive
+// runs on any CPU) dequantized per channel, its scales and zero points constants.
+Node* dequantize_weight(Graph& g, runtime::Weights& weights, const std::vector<std::int64_t>& shape) {
+  const std::int64_t n = shape[0];
+  Tensor ws = Tensor::empty({n}), wz = Tensor::empty({n}, DType::int64);
+  for (std::int64_t j = 0; j < n; ++j) ws.data<float>()[j] = 0.004f + 0.001f * float(j), wz.data<std::int64_t>()[j] = 0;
+  weights.emplace("w", test::random_ints(runtime::Shape(shape.begin(), shape.end()), DType::int8, -64, 64, 2));
+  weights.emplace("ws", ws), weights.emplace("wz", wz);
+  return with_meta(g.call_function(quantized_decomposed::dequantize_per_channel,
+                                   {g.get_attr("w", meta(dims_of_ints(shape), DType::int8)), g.get_attr("ws", meta({n})),
+                                    g.get_attr("wz", meta({n}, DType::int64)), 0, -128, 127, Arg(DType::int8)}),
+                   dims_of_ints(shape));
+}
+
+// The forms of a linear the prepack takes: kiln's aten.linear, and Inductor's
+// decomposition (addmm/mm on permute(w), between reshapes over a 3-D input).
+enum class LinearForm { linear, decomposed };
+
+constexpr std::int64_t N = 8, K = 32;
+
+// uint8 x of `shape` (last dim K) -> dequantize [-> to bf16] -> a linear of N
+// outputs with the weight dequantized per channel [-> to bf16] and a bias.
+struct LinearNet {
+  Graph g;
+  runtime::Weights weights;
+  Node *qx, *dq, *act, *dqc, *w, *bias_node = nullptr, *out = nullptr;
+  LinearNet(std::vector<std::int64_t> shape, bool bias, Mix mix, LinearForm form = LinearForm::linear, bool tensors = false) {
+    const std::vector<Dim> xs = dims_of_ints(shape);
+    std::vector<Dim> ys = xs;
+    ys.back() = N;
+    qx = g.placeholder("qx", meta(xs, DType::uint8));
+    dq = dequantize(g, qx, xs, tensors, weights);
+    act = mix.bf16 && mix.act_convert ? convert(g, dq, mix.act_to) : dq;
+    dqc = dequantize_weight(g, weights, {N, K});
+    w = mix.bf16 && mix.w_convert ? convert(g, dqc, mix.w_to) : dqc;
+    const DType fd = mix.float_dtype();
+    Arg b;
+    if (bias) {
+      weights.emplace("b", bf16_values({N}, fd, 3));
+      b = bias_node = g.get_attr("b", meta({N}, fd));
+    }
+    if (form == LinearForm::linear) {
+      out = with_meta(bias ? g.call_function(aten::linear, {act, w, b}) : g.call_function(aten::linear, {act, w}), ys, fd);
+      return;
+    }
+    Node* t = with_meta(g.call_function(aten::permute, {w, ArgList{1, 0}}), {K, N}, fd);
+    const std::int64_t m = [&] {
+      std::int64_t p = 1;
+      for (std::size_t i = 0; i + 1 < shape.size(); ++i) p *= shape[i];
+      return p;
+    }();
+    Node* a2 = shape.size() > 2 ? with_meta(g.call_function(aten::reshape, {act, ArgList{m, K}}), {m, K}, fd) : act;
+    out = with_meta(bias ? g.call_function(aten::addmm, {b, a2, t}) : g.call_function(aten::mm, {a2, t}), {m, N}, fd);
+    if (shape.size() > 2) out = with_meta(g.call_function(aten::reshape, {out, ints_arg(shape_of(ys))}), ys, fd);
+  }
+  static Arg ints_arg(const std::vector<std::int64_t>& v) {
+    ArgList l;
+    for (std::int64_t x : v) l.push_back(Arg(x));
+    return l;
+  }
+  static std::vector<std::int64_t> shape_of(const std::vector<Dim>& d) {
+    std::vector<std::int64_t> v;
+    for (const Dim& x : d) v.push_back(std::get<std::int64_t>(x));
+    return v;
+  }
+  LinearNet& finish() {
+    g.output(ArgList{out});
+    return *this;
+  }
+  Tensor run(const Tensor& x) const { return CompiledGraph::compile(g, weights).run({x})[0]; }
+};
+
+// The bf16 forms' near misses: `mix`, and which node gets a second user
+// (1 the dequantize, 2 the activation's convert, 3 the weight's convert).
+struct NearMiss {
+  const char* what;
+  Mix mix;
+  int second_user = 0;
+};
+std::vector<NearMiss> near_misses() {
+  return {{"the activation converted to float16", Mix{.act_to = DType::float16}},
+          {"the weight converted to float16", Mix{.w_to = DType::float16}},
+          {"the weight's convert missing", Mix{.w_convert = false}},
+          {"the activation's convert missing", Mix{.act_convert = false}},
+          {"the dequantize has a second user", Mix{}, 1},
+          {"the activation's convert has a second user", Mix{}, 2},
+          {"the weight's convert has a second user", Mix{}, 3}};
+}
+
+Node* only(const Graph& g, OpRef target) {
+  const auto v = g.find_nodes(OpKind::call_function, target);
+  REQUIRE(v.size() == 1);
+  return v[0];
+}
+
+}  // namespace
+
+TEST_CASE("qlinear_weight_prepack int8-mixed-bf16: linear(to_bf16(dequant), to_bf16(dequant_per_channel)) becomes a bf16-output qlinear") {
+  for (const bool bias : {true, false})
+    for (const bool three_d : {false, true})
+      for (const bool tensors : {false, true}) {
+        CAPTURE(bias);
+        CAPTURE(three_d);
+        CAPTURE(tensors);
+        LinearNet t(three_d ? std::vector<std::int64_t>{4, 8, K} : std::vector<std::int64_t>{16, K}, bias, Mix{}, LinearForm::linear, tensors);
+        t.finish();
+        Counters c;
+        CHECK(qlinear_weight_prepack(t.g, &c) == 1);
+        lint(t.g);
+        const Node* q = only(t.g, tensors ? onednn::qlinear_pointwise_tensor : onednn::qlinear_pointwise);
+        CHECK(q->arg(0).node() == t.qx);
+        CHECK(q->arg(9) == Arg(DType::bfloat16));
+        CHECK(q->meta.val.tensor()->dtype == DType::bfloat16);
+        CHECK(q->arg(6) == (bias ? Arg(t.bias_node) : Arg()));
+        CHECK(count(t.g, prims::convert_element_type) == 0);
+        CHECK(count(t.g, quantized_decomposed::dequantize_per_channel) == 0);
+        CHECK(count(t.g, onednn::qlinear_prepack) == 1);
+        // Inductor's graph: dq, to_bf16, dqc, to_bf16, permute, addmm or mm, and two reshapes over a 3-D input.
+        CHECK(c.get("qlinear_weight_prepack_matcher_count") == 1);
+        CHECK(c.get("qlinear_weight_prepack_matcher_nodes") == (three_d ? 8 : 6));
+      }
+}
+
+TEST_CASE("qlinear_weight_prepack int8-mixed-bf16: Inductor's decomposed addmm and mm, 2-D and between reshapes") {
+  for (const bool bias : {true, false})
+    for (const bool three_d : {false, true}) {
+      CAPTURE(bias);
+      CAPTURE(three_d);
+      LinearNet t(three_d ? std::vector<std::int64_t>{4, 8, K} : std::vector<std::int64_t>{16, K}, bias, Mix{}, LinearForm::decomposed);
+      t.finish();
+      Counters c;
+      CHECK(qlinear_weight_prepack(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, onednn::qlinear_pointwise);
+      CHECK(q->arg(9) == Arg(DType::bfloat16));
+      CHECK(count(t.g, aten::permute) == 0);
+      CHECK(count(t.g, aten::reshape) == 0);
+      CHECK(c.get("qlinear_weight_prepack_matcher_nodes") == (three_d ? 8 : 6));
+      CHECK(c.get("pattern_matcher_nodes") == (three_d ? 8 : 6));
+    }
+}
+
+TEST_CASE("qlinear_weight_prepack int8-mixed-bf16 near misses: a float16 convert, one convert missing, a second user") {
+  for (const LinearForm form : {LinearForm::linear, LinearForm::decomposed})
+    for (const NearMiss& miss : near_misses()) {
+      CAPTURE(static_cast<int>(form));
+      CAPTURE(std::string(miss.what));
+      LinearNet t({16, K}, true, miss.mix, form);
+      ArgList outs{t.out};
+      if (Node* extra = miss.second_user == 1 ? t.dq : miss.second_user == 2 ? t.act : miss.second_user == 3 ? t.w : nullptr)
+        outs.push_back(extra);
+      t.g.output(std::move(outs));
+      Counters c;
+      CHECK(qlinear_weight_prepack(t.g, &c) == 0);
+      CHECK(count(t.g, onednn::qlinear_pointwise) == 0);
+      CHECK(c.get("qlinear_weight_prepack_matcher_count") == 0);
+    }
+}
+
+TEST_CASE("qlinear int8-mixed-bf16 numerics: the fused bf16 output within bf16 rounding of the float32 graph run by kiln") {
+  for (const LinearForm form : {LinearForm::linear, LinearForm::decomposed})
+    for (const bool bias : {true, false})
+      for (const bool three_d : {false, true}) {
+        CAPTURE(static_cast<int>(form));
+        CAPTURE(bias);
+        CAPTURE(three_d);
+        const std::vector<std::int64_t> shape = three_d ? std::vector<std::int64_t>{4, 8, K} : std::vector<std::int64_t>{16, K};
+        const Tensor x = test::random_ints(runtime::Shape(shape.begin(), shape.end()), DType::uint8, 0, 255, 11);
+        LinearNet ref(shape, bias, Mix{.bf16 = false}, form);
+        const Tensor want = ref.finish().run(x);
+        LinearNet t(shape, bias, Mix{}, form);
+        t.finish();
+        REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+        check_bf16_close(t.run(x), want);
+      }
+}
+
+namespace {
+
+const std::vector<Dim> X4{1, 4, 8, 8}, Y4{1, 6, 8, 8};
+
+// uint8 x [1, 4, 8, 8] -> dequantize [-> to bf16] -> 3x3 convolution with the
+// weight [6, 4, 3, 3] dequantized per channel [-> to bf16] and a bias (or None).
+struct ConvNet {
+  Graph g;
+  runtime::Weights weights;
+  Node *qx, *dq, *act, *dqc, *w, *conv;
+  ConvNet(bool bias, Mix mix, bool tensors = false) {
+    qx = g.placeholder("qx", meta(X4, DType::uint8));
+    dq = dequantize(g, qx, X4, tensors, weights);
+    act = mix.bf16 && mix.act_convert ? convert(g, dq, mix.act_to) : dq;
+    dqc = dequantize_weight(g, weights, {6, 4, 3, 3});
+    w = mix.bf16 && mix.w_convert ? convert(g, dqc, mix.w_to) : dqc;
+    const DType fd = mix.float_dtype();
+    Arg b;
+    if (bias) {
+      weights.emplace("b", bf16_values({6}, fd, 3));
+      b = g.get_attr("b", meta({6}, fd));
+    }
+    conv = with_meta(
+        g.call_function(aten::convolution, {act, w, b, ArgList{1, 1}, ArgList{1, 1}, ArgList{1, 1}, false, ArgList{0, 0}, 1}), Y4, fd);
+  }
+  ConvNet& finish() {
+    g.output(ArgList{conv});
+    return *this;
+  }
+  Tensor run(const Tensor& x) const { return CompiledGraph::compile(g, weights).run({x})[0]; }
+};
+
+}  // namespace
+
+TEST_CASE("qconv_weight_prepack int8-mixed-bf16: convolution(to_bf16(dequant), to_bf16(dequant_per_channel)) becomes a bf16-output qconv") {
+  for (const bool bias : {true, false})
+    for (const bool tensors : {false, true}) {
+      CAPTURE(bias);
+      CAPTURE(tensors);
+      ConvNet t(bias, Mix{}, tensors);
+      t.finish();
+      Counters c;
+      CHECK(qconv_weight_prepack(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, tensors ? onednn::qconv_pointwise_tensor : onednn::qconv_pointwise);
+      CHECK(q->arg(0).node() == t.qx);
+      CHECK(q->arg(13) == Arg(DType::bfloat16));
+      CHECK(q->meta.val.tensor()->dtype == DType::bfloat16);
+      CHECK(count(t.g, prims::convert_element_type) == 0);
+      CHECK(count(t.g, aten::convolution) == 0);
+      CHECK(c.get("qconv_weight_prepack_matcher_count") == 1);
+      CHECK(c.get("qconv_weight_prepack_matcher_nodes") == 5);  // dq, to_bf16, dqc, to_bf16, convolution
+    }
+}
+
+TEST_CASE("qconv_weight_prepack int8-mixed-bf16 near misses: a float16 convert, one convert missing, a second user") {
+  for (const NearMiss& miss : near_misses()) {
+    CAPTURE(std::string(miss.what));
+    ConvNet t(true, miss.mix);
+    ArgList outs{t.conv};
+    if (Node* extra = miss.second_user == 1 ? t.dq : miss.second_user == 2 ? t.act : miss.second_user == 3 ? t.w : nullptr)
+      outs.push_back(extra);
+    t.g.output(std::move(outs));
+    Counters c;
+    CHECK(qconv_weight_prepack(t.g, &c) == 0);
+    CHECK(count(t.g, onednn::qconv_pointwise) == 0);
+    CHECK(c.get("qconv_weight_prepack_matcher_count") == 0);
+  }
+}
+
+TEST_CASE("qconv int8-mixed-bf16 numerics: the fused bf16 output within bf16 rounding of the float32 graph run by kiln") {
+  const Tensor x = test::random_ints({1, 4, 8, 8}, DType::uint8, 0, 255, 11);
+  for (const bool bias : {true, false})
+    for (const bool tensors : {false, true}) {
+      CAPTURE(bias);
+      CAPTURE(tensors);
+      ConvNet ref(bias, Mix{.bf16 = false}, tensors);
+      const Tensor want = ref.finish().run(x);
+      ConvNet t(bias, Mix{}, tensors);
+      t.finish();
+      REQUIRE(qconv_weight_prepack(t.g, nullptr) == 1);
+      check_bf16_close(t.run(x), want);
+    }
+}
