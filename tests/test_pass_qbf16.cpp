@@ -365,3 +365,106 @@ TEST_CASE("qconv int8-mixed-bf16 numerics: the fused bf16 output within bf16 rou
       check_bf16_close(t.run(x), want);
     }
 }
+
+namespace {
+
+constexpr std::int64_t B = 4, M = 8;
+
+// Inductor's decomposition of a linear over a non-contiguous 3-D input: uint8
+// x [M, B, K] permuted to [B, M, K] -> dequantize [-> to bf16] -> expand(act_size)
+// -> bmm(., expand(permute(dequant_per_channel(w) [-> to bf16], [1, 0]), wgt_size))
+// [-> add(., b)]. The sizes are the valid ones unless given.
+struct BmmNet {
+  Graph g;
+  runtime::Weights weights;
+  Node *qx, *dq, *act, *dqc, *w, *bias_node = nullptr, *bmm, *out;
+  BmmNet(bool bias, Mix mix, std::vector<std::int64_t> act_size = {B, M, K}, std::vector<std::int64_t> wgt_size = {B, K, N},
+         std::vector<std::int64_t> bias_size = {N}) {
+    const DType fd = mix.float_dtype();
+    Node* raw = g.placeholder("qx", meta({M, B, K}, DType::uint8));
+    qx = with_meta(g.call_function(aten::permute, {raw, ArgList{1, 0, 2}}), {B, M, K}, DType::uint8);
+    dq = dequantize(g, qx, {B, M, K}, false, weights);
+    act = mix.bf16 && mix.act_convert ? convert(g, dq, mix.act_to) : dq;
+    dqc = dequantize_weight(g, weights, {N, K});
+    w = mix.bf16 && mix.w_convert ? convert(g, dqc, mix.w_to) : dqc;
+    Node* t = with_meta(g.call_function(aten::permute, {w, ArgList{1, 0}}), {K, N}, fd);
+    Node* ae = with_meta(g.call_function(aten::expand, {act, LinearNet::ints_arg(act_size)}), dims_of_ints(act_size), fd);
+    Node* we = with_meta(g.call_function(aten::expand, {t, LinearNet::ints_arg(wgt_size)}), dims_of_ints(wgt_size), fd);
+    out = bmm = with_meta(g.call_function(aten::bmm, {ae, we}), {B, M, N}, fd);
+    if (bias) {
+      weights.emplace("b", bf16_values(runtime::Shape(bias_size.begin(), bias_size.end()), fd, 3));
+      bias_node = g.get_attr("b", meta(dims_of_ints(bias_size), fd));
+      out = with_meta(g.call_function(aten::add_Tensor, {bmm, bias_node}), {B, M, N}, fd);
+    }
+    g.output(ArgList{out});
+  }
+  Tensor run(const Tensor& x) const { return CompiledGraph::compile(g, weights).run({x})[0]; }
+};
+
+}  // namespace
+
+TEST_CASE("qlinear_weight_prepack: the bmm form of a non-contiguous 3-D input, with and without bias, float32 and int8-mixed-bf16") {
+  for (const bool bias : {true, false})
+    for (const bool bf16 : {false, true}) {
+      CAPTURE(bias);
+      CAPTURE(bf16);
+      BmmNet t(bias, Mix{.bf16 = bf16});
+      Counters c;
+      CHECK(qlinear_weight_prepack(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, onednn::qlinear_pointwise);
+      CHECK(q->arg(0).node() == t.qx);
+      CHECK(q->arg(6) == (bias ? Arg(t.bias_node) : Arg()));
+      CHECK(q->arg(9) == Arg(bf16 ? DType::bfloat16 : DType::float32));
+      CHECK(count(t.g, aten::bmm) == 0);
+      CHECK(count(t.g, aten::expand) == 0);
+      CHECK(count(t.g, aten::add_Tensor) == 0);
+      CHECK(count(t.g, aten::permute) == 1);  // the activation's own, outside the match
+      // Inductor's match: dq, expand, dqc, permute, expand, bmm, the add of a bias, the two converts in bf16.
+      CHECK(c.get("qlinear_weight_prepack_matcher_count") == 1);
+      CHECK(c.get("qlinear_weight_prepack_matcher_nodes") == 6 + (bias ? 1 : 0) + (bf16 ? 2 : 0));
+      CHECK(c.get("pattern_matcher_nodes") == 6 + (bias ? 1 : 0) + (bf16 ? 2 : 0));
+    }
+}
+
+TEST_CASE("qlinear_weight_prepack bmm form near misses: an expand that broadcasts, a wrong weight expand, a bias that is no [N] vector") {
+  SUBCASE("the activation's expand asks another size than the activation's") {
+    BmmNet t(false, Mix{}, {2 * B, M, K}, {2 * B, K, N});
+    CHECK(qlinear_weight_prepack(t.g, nullptr) == 0);
+    CHECK(count(t.g, aten::bmm) == 1);
+  }
+  SUBCASE("the weight's expand batch differs from the activation's") {
+    BmmNet t(false, Mix{}, {B, M, K}, {1, K, N});
+    CHECK(qlinear_weight_prepack(t.g, nullptr) == 0);
+  }
+  SUBCASE("the bias is a full [B, M, N] addend: the bare bmm still fuses, the add stays") {
+    BmmNet t(true, Mix{}, {B, M, K}, {B, K, N}, {B, M, N});
+    Counters c;
+    CHECK(qlinear_weight_prepack(t.g, &c) == 1);
+    lint(t.g);
+    CHECK(count(t.g, aten::add_Tensor) == 1);
+    CHECK(only(t.g, onednn::qlinear_pointwise)->arg(6) == Arg());
+    CHECK(c.get("qlinear_weight_prepack_matcher_nodes") == 8);
+  }
+  SUBCASE("the int8-mixed-bf16 form with a float16 convert") {
+    BmmNet t(true, Mix{.act_to = DType::float16});
+    CHECK(qlinear_weight_prepack(t.g, nullptr) == 0);
+  }
+}
+
+TEST_CASE("qlinear bmm form numerics: the fused qlinear on the permuted input against the unfused float32 graph run by kiln") {
+  const Tensor x = test::random_ints({M, B, K}, DType::uint8, 0, 255, 11);
+  for (const bool bias : {true, false}) {
+    CAPTURE(bias);
+    BmmNet ref(bias, Mix{.bf16 = false});
+    const Tensor want = ref.run(x);
+    {
+      BmmNet t(bias, Mix{.bf16 = false});
+      REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+      CHECK(test::max_abs_diff(t.run(x), want) <= 1e-4);
+    }
+    BmmNet t(bias, Mix{});
+    REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+    check_bf16_close(t.run(x), want);
+  }
+}

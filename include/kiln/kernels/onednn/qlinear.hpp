@@ -301,13 +301,19 @@ inline dnnl::primitive_attr qlinear_attr(const runtime::LowerContext& ctx, const
 // Lowers one qlinear; `unary` and `after_add` name the post-ops before and after the addend.
 inline void lower_qlinear(runtime::LowerContext& ctx, bool tensors, const QLinearTail& tail, const std::string& unary,
                           const std::string& algorithm, const std::string& after_add, std::optional<runtime::ValueId> bias) {
-  const auto xv = ctx.tensor(0, "qx");
+  auto xv = ctx.tensor(0, "qx");
   const runtime::Layout xl = ctx.layout(xv);
   const runtime::Shape out_shape = check_qlinear(ctx, xl, tail, unary, algorithm, after_add);
   if (!int8_primitive_applies(ctx, tensors, bias)) return lower_qlinear_composed(ctx, tensors, tail, unary, algorithm, after_add, bias);
   const std::int64_t k = xl.shape.back(), m = xl.numel() / k;
-  const auto x2d = runtime::viewed(xl, std::vector<std::int64_t>{m, k});
-  if (!x2d || (x2d->strides[1] != 1 && k != 1)) ctx.fail("a strided input " + runtime::shape_str(xl.shape) + " is not supported");
+  auto x2d = runtime::viewed(xl, std::vector<std::int64_t>{m, k});
+  if (!x2d || (x2d->strides[1] != 1 && k != 1)) {
+    // An input no [M, K] view reaches (the permuted activation of a linear
+    // Inductor decomposed into bmm) runs from a dense copy.
+    xv = piece(ctx, "Tensor.contiguous", {runtime::CallArg::of_tensor(xv)});
+    x2d = runtime::viewed(ctx.layout(xv), std::vector<std::int64_t>{m, k});
+    if (!x2d) ctx.fail("the input " + runtime::shape_str(xl.shape) + " has no [M, K] view after a dense copy");
+  }
   const SourceQuant xq = source_quant(ctx, tensors);
   const QWeight q = qweight(ctx, k);
   const std::int64_t n = q.w.shape()[0];
