@@ -1,4 +1,6 @@
-// The int8-mixed-bf16 forms of the qlinear and qconv weight prepacks on q/dq
+// The int8-mixed-bf16 forms of the qlinear and qconv weight prepacks, and of
+// their unary post-op fusions (a bfloat16 float output, and the output
+// quantize read through a convert to float32), on q/dq
 // graphs built here (the activation's dequantize and the weight's
 // dequantize_per_channel each through convert_element_type to bfloat16): what
 // each form becomes (a bfloat16-output oneDNN op), the near misses left alone
@@ -8,7 +10,9 @@
 // not run in kiln; its reference is the same graph in float32 (the converts
 // left out, the bias of the same bf16-representable values), run by kiln:
 // the fused bf16 output must equal it within bf16 rounding (int8 products are
-// exact, so only the output's rounding to bfloat16 separates them).
+// exact, so only the output's rounding to bfloat16 separates them), a fused
+// int8 output within one quantization step of it. Also the qlinear bmm form
+// (a linear over a non-contiguous 3-D input), float32 and bf16.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -20,7 +24,9 @@
 #include "kiln/core/bfloat16.hpp"
 #include "kiln/executor/compiled_graph.hpp"
 #include "kiln/ops.hpp"
+#include "kiln/passes/quantization/qconv_post_op_fusion.hpp"
 #include "kiln/passes/quantization/qconv_weight_prepack.hpp"
+#include "kiln/passes/quantization/qlinear_post_op_fusion.hpp"
 #include "kiln/passes/quantization/qlinear_weight_prepack.hpp"
 #include "quant_graph_support.hpp"
 #include "quant_kernel_support.hpp"
@@ -467,4 +473,207 @@ TEST_CASE("qlinear bmm form numerics: the fused qlinear on the permuted input ag
     REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
     check_bf16_close(t.run(x), want);
   }
+}
+
+namespace {
+
+constexpr double OS = 0.04;
+constexpr std::int64_t OZ = 7;
+
+// `y` -> [convert to float32 ->] quantize_per_tensor (uint8, OS, OZ), over `shape`.
+Node* quantize_out(Graph& g, Node* y, const std::vector<Dim>& shape, bool to_fp32, DType convert_to = DType::float32) {
+  if (to_fp32) y = convert(g, y, convert_to);
+  return with_meta(g.call_function(quantized_decomposed::quantize_per_tensor, {y, OS, OZ, 0, 255, Arg(DType::uint8)}), shape, DType::uint8);
+}
+
+// `op` (none, relu, gelu, gelu_tanh, hardtanh, hardswish, silu) on `y`, its dtype kept.
+Node* unary(Graph& g, const std::string& op, Node* y) {
+  const TensorMeta* m = y->meta.val.tensor();
+  Node* n = nullptr;
+  if (op == "relu") n = g.call_function(aten::relu, {y});
+  else if (op == "gelu") n = g.call_function(aten::gelu, {y});
+  else if (op == "gelu_tanh") n = g.call_function(aten::gelu, {y}, ArgDict{{"approximate", Arg(std::string("tanh"))}});
+  else if (op == "hardtanh") n = g.call_function(aten::hardtanh, {y, 0.0, 6.0});
+  else if (op == "hardswish") n = g.call_function(aten::hardswish, {y});
+  else if (op == "silu") n = g.call_function(aten::silu, {y});
+  else return y;
+  return with_meta(n, m->shape, m->dtype);
+}
+
+// Largest |a - b| over two uint8 tensors of one shape.
+int max_step_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.dtype() == DType::uint8);
+  REQUIRE(b.dtype() == DType::uint8);
+  REQUIRE(a.shape() == b.shape());
+  int d = 0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::abs(int(a.data<std::uint8_t>()[i]) - int(b.data<std::uint8_t>()[i])));
+  return d;
+}
+
+const std::vector<Dim> Y2{16, N};
+
+}  // namespace
+
+TEST_CASE("qlinear unary fusion int8-mixed-bf16: quant(to_fp32(op(qlinear))) and a bf16 float output op(qlinear), Inductor's counters") {
+  for (const std::string op : {"none", "relu", "gelu", "gelu_tanh"})
+    for (const bool quantized : {true, false}) {
+      if (op == "none" && !quantized) continue;
+      CAPTURE(op);
+      CAPTURE(quantized);
+      LinearNet t({16, K}, true, Mix{});
+      Node* y = unary(t.g, op, t.out);
+      t.g.output(ArgList{quantized ? quantize_out(t.g, y, Y2, true) : y});
+      Counters c;
+      REQUIRE(qlinear_weight_prepack(t.g, &c) == 1);
+      CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, onednn::qlinear_pointwise);
+      CHECK(q->arg(9) == Arg(quantized ? DType::uint8 : DType::bfloat16));
+      CHECK(q->arg(10) == Arg(std::string(op == "none" ? "none" : op == "relu" ? "relu" : "gelu")));
+      CHECK(count(t.g, prims::convert_element_type) == 0);
+      CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 0);
+      // Inductor's bf16 gelu: to_fp32, the decomposition (5 nodes, tanh 9), and back (the convert before the quantize).
+      const std::int64_t unary_nodes = op == "none" ? 0 : op == "relu" ? 1 : op == "gelu" ? 6 : 10;
+      CHECK(c.get("qlinear_unary_matcher_count") == 1);
+      CHECK(c.get("qlinear_unary_matcher_nodes") == 1 + unary_nodes + (quantized ? 2 : (op == "gelu" || op == "gelu_tanh" ? 1 : 0)));
+    }
+}
+
+// The near misses of the quantized forms keep their quantize (the relu before
+// it may still fuse as a float output); `float_only`: no quantize, nothing fuses.
+TEST_CASE("qlinear unary fusion int8-mixed-bf16 near misses: a float16 convert, a convert read twice, a float32 qlinear, another output dtype") {
+  const auto unfused = [](LinearNet& t, bool float_only = false) {
+    REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+    Counters c;
+    qlinear_post_op_fusion(t.g, &c);
+    lint(t.g);
+    const Node* q = only(t.g, onednn::qlinear_pointwise);
+    CHECK(q->arg(9) != Arg(DType::uint8));
+    if (float_only) CHECK(q->arg(10) == Arg(std::string("none")));
+    else CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 1);
+  };
+  SUBCASE("the convert before the quantize is to float16") {
+    LinearNet t({16, K}, true, Mix{});
+    t.g.output(ArgList{quantize_out(t.g, unary(t.g, "relu", t.out), Y2, true, DType::float16)});
+    unfused(t);
+  }
+  SUBCASE("the convert before the quantize has a second user") {
+    LinearNet t({16, K}, true, Mix{});
+    Node* r = unary(t.g, "relu", t.out);
+    Node* q = quantize_out(t.g, r, Y2, true);
+    t.g.output(ArgList{q, q->arg(0).node()});
+    unfused(t);
+  }
+  SUBCASE("a convert to float32 after a float32 qlinear") {
+    LinearNet t({16, K}, true, Mix{.bf16 = false});
+    t.g.output(ArgList{quantize_out(t.g, t.out, Y2, true)});
+    unfused(t);
+  }
+  SUBCASE("a float output whose dtype is not the qlinear's") {
+    LinearNet t({16, K}, true, Mix{});
+    Node* r = unary(t.g, "relu", t.out);
+    r->meta.val = meta(Y2, DType::float32);
+    t.g.output(ArgList{r});
+    unfused(t, true);
+  }
+}
+
+TEST_CASE("qlinear unary fusion int8-mixed-bf16 numerics: against the float32 graph run by kiln, one output step or bf16 rounding") {
+  const Tensor x = test::random_ints({16, K}, DType::uint8, 0, 255, 11);
+  for (const std::string op : {"none", "relu", "gelu", "gelu_tanh"})
+    for (const bool quantized : {true, false}) {
+      if (op == "none" && !quantized) continue;
+      CAPTURE(op);
+      CAPTURE(quantized);
+      LinearNet ref({16, K}, true, Mix{.bf16 = false});
+      Node* ry = unary(ref.g, op, ref.out);
+      ref.g.output(ArgList{quantized ? quantize_out(ref.g, ry, Y2, false) : ry});
+      const Tensor want = ref.run(x);
+      LinearNet t({16, K}, true, Mix{});
+      Node* y = unary(t.g, op, t.out);
+      t.g.output(ArgList{quantized ? quantize_out(t.g, y, Y2, true) : y});
+      REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+      REQUIRE(qlinear_post_op_fusion(t.g, nullptr) == 1);
+      const Tensor got = t.run(x);
+      if (quantized) CHECK(max_step_diff(got, want) <= 1);
+      else check_bf16_close(got, want);
+    }
+}
+
+TEST_CASE("qconv unary fusion int8-mixed-bf16: quant(to_fp32(op(qconv))) and a bf16 float output op(qconv), Inductor's counters") {
+  for (const std::string op : {"none", "relu", "hardtanh", "hardswish", "silu"})
+    for (const bool quantized : {true, false}) {
+      if (op == "none" && !quantized) continue;
+      CAPTURE(op);
+      CAPTURE(quantized);
+      ConvNet t(true, Mix{});
+      Node* y = unary(t.g, op, t.conv);
+      t.g.output(ArgList{quantized ? quantize_out(t.g, y, Y4, true) : y});
+      Counters c;
+      REQUIRE(qconv_weight_prepack(t.g, &c) == 1);
+      CHECK(qconv_post_op_fusion(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, onednn::qconv_pointwise);
+      CHECK(q->arg(13) == Arg(quantized ? DType::uint8 : DType::bfloat16));
+      CHECK(q->arg(14) == Arg(std::string(op == "silu" ? "swish" : op)));
+      CHECK(count(t.g, prims::convert_element_type) == 0);
+      CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 0);
+      // Inductor: hardtanh is clamp_min + clamp_max, hardswish 5 nodes, silu 2; in bf16 each between to_fp32 and a convert back.
+      const bool decomposed = op == "hardtanh" || op == "hardswish" || op == "silu";
+      const std::int64_t unary_nodes = op == "none" ? 0 : op == "relu" ? 1 : op == "hardswish" ? 6 : 3;
+      CHECK(c.get("qconv_unary_matcher_count") == 1);
+      CHECK(c.get("qconv_unary_matcher_nodes") == 1 + unary_nodes + (quantized ? 2 : (decomposed ? 1 : 0)));
+    }
+}
+
+TEST_CASE("qconv unary fusion int8-mixed-bf16 near misses: a float16 convert, a float32 qconv's convert, another output dtype") {
+  const auto unfused = [](ConvNet& t, bool float_only = false) {
+    REQUIRE(qconv_weight_prepack(t.g, nullptr) == 1);
+    Counters c;
+    qconv_post_op_fusion(t.g, &c);
+    lint(t.g);
+    const Node* q = only(t.g, onednn::qconv_pointwise);
+    CHECK(q->arg(13) != Arg(DType::uint8));
+    if (float_only) CHECK(q->arg(14) == Arg(std::string("none")));
+    else CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 1);
+  };
+  SUBCASE("the convert before the quantize is to float16") {
+    ConvNet t(true, Mix{});
+    t.g.output(ArgList{quantize_out(t.g, unary(t.g, "relu", t.conv), Y4, true, DType::float16)});
+    unfused(t);
+  }
+  SUBCASE("a convert to float32 after a float32 qconv") {
+    ConvNet t(true, Mix{.bf16 = false});
+    t.g.output(ArgList{quantize_out(t.g, unary(t.g, "hardswish", t.conv), Y4, true)});
+    unfused(t);
+  }
+  SUBCASE("a float output whose dtype is not the qconv's") {
+    ConvNet t(true, Mix{});
+    Node* r = unary(t.g, "silu", t.conv);
+    r->meta.val = meta(Y4, DType::float32);
+    t.g.output(ArgList{r});
+    unfused(t, true);
+  }
+}
+
+TEST_CASE("qconv unary fusion int8-mixed-bf16 numerics: against the float32 graph run by kiln, one output step or bf16 rounding") {
+  const Tensor x = test::random_ints({1, 4, 8, 8}, DType::uint8, 0, 255, 11);
+  for (const std::string op : {"none", "relu", "hardtanh", "hardswish", "silu"})
+    for (const bool quantized : {true, false}) {
+      if (op == "none" && !quantized) continue;
+      CAPTURE(op);
+      CAPTURE(quantized);
+      ConvNet ref(true, Mix{.bf16 = false});
+      Node* ry = unary(ref.g, op, ref.conv);
+      ref.g.output(ArgList{quantized ? quantize_out(ref.g, ry, Y4, false) : ry});
+      const Tensor want = ref.run(x);
+      ConvNet t(true, Mix{});
+      Node* y = unary(t.g, op, t.conv);
+      t.g.output(ArgList{quantized ? quantize_out(t.g, y, Y4, true) : y});
+      REQUIRE(qconv_weight_prepack(t.g, nullptr) == 1);
+      REQUIRE(qconv_post_op_fusion(t.g, nullptr) == 1);
+      const Tensor got = t.run(x);
+      if (quantized) CHECK(max_step_diff(got, want) <= 1);
+      else check_bf16_close(got, want);
+    }
 }
