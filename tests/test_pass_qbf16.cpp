@@ -458,6 +458,44 @@ TEST_CASE("qlinear_weight_prepack bmm form near misses: an expand that broadcast
   }
 }
 
+// Records on the activation (and its convert) the strides of [M, B, K] permuted to [B, M, K], or contiguous ones.
+void record_strides(LinearNet& t, bool permuted) {
+  const std::vector<Dim> strides = permuted ? std::vector<Dim>{K, B * K, 1} : std::vector<Dim>{M * K, K, 1};
+  for (Node* n : {t.qx, t.dq, t.act}) n->meta.val = TensorMeta{{B, M, K}, n->meta.val.tensor()->dtype, strides};
+}
+
+TEST_CASE("qlinear_weight_prepack counts kiln's linear over a permuted 3-D input as Inductor's bmm form, a contiguous one as reshapes") {
+  for (const bool permuted : {true, false})
+    for (const bool bias : {true, false})
+      for (const bool bf16 : {false, true}) {
+        CAPTURE(permuted);
+        CAPTURE(bias);
+        CAPTURE(bf16);
+        LinearNet t({B, M, K}, bias, Mix{.bf16 = bf16});
+        record_strides(t, permuted);
+        t.finish();
+        Counters c;
+        CHECK(qlinear_weight_prepack(t.g, &c) == 1);
+        // kiln's dq, dqc, linear (and the converts); Inductor's adds a permute and two reshapes,
+        // or a permute, two expands and (with a bias) the add.
+        const std::int64_t kiln = 3 + (bf16 ? 2 : 0);
+        CHECK(c.get("qlinear_weight_prepack_matcher_nodes") == kiln + 3 + (permuted && bias ? 1 : 0));
+      }
+}
+
+TEST_CASE("dequant_promotion counts a dequantize shared by linears over a permuted 3-D input without the reshape Inductor would not have") {
+  for (const bool permuted : {true, false}) {
+    CAPTURE(permuted);
+    LinearNet t({B, M, K}, true, Mix{.bf16 = false});
+    record_strides(t, permuted);
+    Node* second = with_meta(t.g.call_function(aten::linear, {t.act, t.w, t.bias_node}), {B, M, N});  // t's weight and bias again
+    t.g.output(ArgList{t.out, second});
+    Counters c;
+    CHECK(dequant_promotion(t.g, &c) == 1);
+    CHECK(c.get("dequant_promotion_matcher_nodes") == (permuted ? 1 : 2));
+  }
+}
+
 TEST_CASE("qlinear bmm form numerics: the fused qlinear on the permuted input against the unfused float32 graph run by kiln") {
   const Tensor x = test::random_ints({M, B, K}, DType::uint8, 0, 255, 11);
   for (const bool bias : {true, false}) {

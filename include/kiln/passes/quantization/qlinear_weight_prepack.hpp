@@ -17,7 +17,8 @@
 // permute), giving a bfloat16 output as Inductor's does. Counters:
 // qlinear_weight_prepack_matcher_count, and _nodes as Inductor counts them on
 // its decomposed graph, where a linear is a permute and an addmm (or mm), plus
-// two reshapes over an input of rank > 2.
+// two reshapes over an input of rank > 2 (the bmm form, where its recorded
+// strides are those of a permuted input no view flattens).
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -180,7 +181,10 @@ inline void register_qlinear_weight_prepack_patterns(PatternMatcherPasses& passe
     if (out->target() == aten::linear) {
       const Node* x = out->arg(0).node();
       const TensorMeta* xm = x ? x->meta.val.tensor() : nullptr;
-      nodes += 1 + (xm && xm->rank() > 2 ? 2 : 0);
+      // Inductor's linear: a permute and addmm/mm, between reshapes over rank > 2; or, over an
+      // input no view flattens, two expands into bmm and the bias added after.
+      if (!qd::inductor_folds_linear_input(xm)) nodes += 3 + (qd::binds<decltype(m)>("b") ? 1 : 0);
+      else nodes += 1 + (xm && xm->rank() > 2 ? 2 : 0);
     }
     const auto kiln_nodes = static_cast<std::int64_t>(m.nodes().size());
     qd::prepack_qlinear(g, m.nodes(), out, bias);
