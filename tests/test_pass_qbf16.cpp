@@ -715,3 +715,95 @@ TEST_CASE("qconv unary fusion int8-mixed-bf16 numerics: against the float32 grap
       else check_bf16_close(got, want);
     }
 }
+
+namespace {
+
+// qlinear (bf16 or float32, 2-D with bias) + an addend `other` of dtype `od` (an input) [-> relu] [-> convert to float32] [-> quantize].
+struct BinaryCase {
+  bool quantized, convert, relu, swapped;
+  DType od;
+};
+Node* linear_add(LinearNet& t, const BinaryCase& k, DType convert_to = DType::float32) {
+  Node* other = t.g.placeholder("other", meta(Y2, k.od));
+  const DType sum_dtype = t.out->meta.val.tensor()->dtype == DType::bfloat16 && k.od == DType::bfloat16 ? DType::bfloat16 : DType::float32;
+  Node* s = with_meta(t.g.call_function(aten::add_Tensor, k.swapped ? ArgList{other, t.out} : ArgList{t.out, other}), Y2, sum_dtype);
+  if (k.relu) s = unary(t.g, "relu", s);
+  return k.quantized ? quantize_out(t.g, s, Y2, k.convert, convert_to) : s;
+}
+
+std::vector<BinaryCase> binary_cases() {
+  std::vector<BinaryCase> v;
+  for (const bool quantized : {true, false})
+    for (const bool convert : {false, true})
+      for (const bool relu : {false, true})
+        for (const bool swapped : {false, true})
+          for (const DType od : {DType::bfloat16, DType::float32}) {
+            if (!quantized && (convert || od == DType::float32)) continue;  // a float sum keeps the qlinear's bf16
+            v.push_back({quantized, convert, relu, swapped, od});
+          }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("qlinear binary fusion int8-mixed-bf16: a bf16 or float32 addend, relu, the quantize read directly or through to_fp32, a bf16 sum") {
+  for (const BinaryCase& k : binary_cases()) {
+    CAPTURE(k.quantized);
+    CAPTURE(k.convert);
+    CAPTURE(k.relu);
+    CAPTURE(k.swapped);
+    CAPTURE(std::string(dtype_name(k.od)));
+    LinearNet t({16, K}, true, Mix{});
+    t.g.output(ArgList{linear_add(t, k)});
+    Counters c;
+    REQUIRE(qlinear_weight_prepack(t.g, &c) == 1);
+    CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
+    lint(t.g);
+    const Node* q = only(t.g, onednn::qlinear_pointwise_binary);
+    CHECK(q->arg(10) == Arg(k.quantized ? DType::uint8 : DType::bfloat16));
+    CHECK(q->arg(13) == Arg(std::string(k.quantized ? "add" : "sum")));
+    CHECK(q->arg(15) == Arg(std::string(k.relu ? "relu" : "none")));
+    CHECK(count(t.g, aten::add_Tensor) == 0);
+    CHECK(count(t.g, prims::convert_element_type) == 0);
+    CHECK(c.get("qlinear_binary_matcher_count") == 1);
+    CHECK(c.get("qlinear_binary_matcher_nodes") == 2 + (k.relu ? 1 : 0) + (k.quantized ? 1 : 0) + (k.convert ? 1 : 0));
+  }
+}
+
+TEST_CASE("qlinear binary fusion int8-mixed-bf16 near misses: a float32 sum of a bf16 qlinear, a float16 addend, a float16 convert") {
+  // The quantize stays; so does the add, but where a bf16 sum may still fuse before a convert it refuses.
+  const auto unfused = [](const BinaryCase& k, DType convert_to = DType::float32, bool add_stays = true) {
+    LinearNet t({16, K}, true, Mix{});
+    t.g.output(ArgList{linear_add(t, k, convert_to)});
+    REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+    qlinear_post_op_fusion(t.g, nullptr);
+    lint(t.g);
+    CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == (k.quantized ? 1 : 0));
+    if (add_stays) CHECK(count(t.g, aten::add_Tensor) == 1);
+    else CHECK(only(t.g, onednn::qlinear_pointwise_binary)->arg(10) == Arg(DType::bfloat16));
+  };
+  SUBCASE("a float32 addend with a float output") { unfused({false, false, false, false, DType::float32}); }
+  SUBCASE("a float16 addend") { unfused({true, false, false, false, DType::float16}); }
+  SUBCASE("the convert before the quantize is to float16") { unfused({true, true, false, false, DType::bfloat16}, DType::float16, false); }
+}
+
+TEST_CASE("qlinear binary fusion int8-mixed-bf16 numerics: against the float32 graph run by kiln, one output step or bf16 rounding") {
+  const Tensor x = test::random_ints({16, K}, DType::uint8, 0, 255, 11);
+  for (const BinaryCase& k : binary_cases()) {
+    if (k.swapped) continue;
+    CAPTURE(k.quantized);
+    CAPTURE(k.convert);
+    CAPTURE(k.relu);
+    CAPTURE(std::string(dtype_name(k.od)));
+    LinearNet ref({16, K}, true, Mix{.bf16 = false});
+    ref.g.output(ArgList{linear_add(ref, {k.quantized, false, k.relu, false, DType::float32})});
+    const Tensor want = CompiledGraph::compile(ref.g, ref.weights).run({x, bf16_values({16, N}, DType::float32, 5)})[0];
+    LinearNet t({16, K}, true, Mix{});
+    t.g.output(ArgList{linear_add(t, k)});
+    REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+    REQUIRE(qlinear_post_op_fusion(t.g, nullptr) == 1);
+    const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, bf16_values({16, N}, k.od, 5)})[0];
+    if (k.quantized) CHECK(max_step_diff(got, want) <= 1);
+    else check_bf16_close(got, want);
+  }
+}

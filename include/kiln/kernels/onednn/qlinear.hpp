@@ -404,6 +404,10 @@ struct QLinearPointwiseBinary {
       ctx.fail("a quantized addend (other_scale != 1 or other_zp != 0) is not supported");
     tail.other = ctx.optional_tensor(6, "other");
     if (!tail.other) ctx.fail("the binary form needs its addend (other)");
+    // An int8-mixed-bf16 graph's addend is bfloat16: added as float32 (widening is exact).
+    if (ctx.layout(*tail.other).dtype == DType::bfloat16)
+      tail.other = piece(ctx, "prims.convert_element_type.default",
+                         {runtime::CallArg::of_tensor(*tail.other), runtime::CallArg::of(Arg(DType::float32))});
     const std::string after = ctx.string_arg(15, "unary_post_op", "none");
     if (after != "none" && after != "relu") ctx.fail("unary post-op '" + after + "' after the add is not supported (none and relu are)");
     lower_qlinear(ctx, Tensors, tail, "none", "none", after, ctx.optional_tensor(7, "bias"));

@@ -10,7 +10,8 @@
 //   5: float output: qlinear + accum ("sum").
 // The fused node is qlinear_pointwise(.tensor) with the post-op, or its
 // .binary(.binary_tensor) form. Checks as Inductor's: a float-output match
-// keeps the qlinear's own output dtype; for the binary forms the two add
+// keeps the qlinear's own output dtype (Inductor checks it for the unary
+// forms, kiln for the binary ones too); for the binary forms the two add
 // inputs have one shape and the extra input has no user but the add besides
 // the qlinear's ancestors, and is not the qlinear's input. Counters
 // qlinear_unary_matcher_count/_nodes and qlinear_binary_matcher_count/_nodes,
@@ -22,8 +23,10 @@
 // as in quant(to_fp32(relu(qlinear))); Inductor's bf16 gelu also converts to
 // float32 before its decomposition and back after it, two more nodes it counts
 // (one where kiln's graph holds the convert before the quantize). The binary
-// forms take a bf16 qlinear only before a quantize, the addend float32 (kiln's
-// kernel adds a float32 addend).
+// forms in bf16: a bfloat16 or float32 addend, then the output quantize (read
+// directly or through a convert to float32), or a float output of the
+// qlinear's dtype (bf16 + bf16; Inductor also fuses a float32 addend giving a
+// float32 output, kiln leaves that add).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -137,7 +140,7 @@ inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, const Node* ou
   const Node* extra = add->arg(0).node() == ql ? add->arg(1).node() : add->arg(0).node();
   const TensorMeta* em = extra ? extra->meta.val.tensor() : nullptr;
   const TensorMeta* qm = ql->meta.val.tensor();
-  if (!em || !qm || !(em->shape == qm->shape) || em->dtype != DType::float32) return false;
+  if (!em || !qm || !(em->shape == qm->shape) || (em->dtype != DType::float32 && em->dtype != ql_dtype)) return false;
   return remaining_users(extra, ql) <= 1 && extra != ql->arg(0).node();
 }
 
@@ -217,6 +220,13 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
   passes.register_pattern(quant(add_swapped), handler(true), check(true), opts(0, "qlinear_binary: quant(other + qlinear)"));
   passes.register_pattern(quant(relu(add)), handler(true), check(true), opts(0, "qlinear_binary: quant(relu(qlinear + other))"));
   passes.register_pattern(quant(relu(add_swapped)), handler(true), check(true), opts(0, "qlinear_binary: quant(relu(other + qlinear))"));
+  passes.register_pattern(quant_fp32(add), handler(true), check(true), opts(0, "qlinear_binary (bf16): quant(to_fp32(qlinear + other))"));
+  passes.register_pattern(quant_fp32(add_swapped), handler(true), check(true),
+                          opts(0, "qlinear_binary (bf16): quant(to_fp32(other + qlinear))"));
+  passes.register_pattern(quant_fp32(relu(add)), handler(true), check(true),
+                          opts(0, "qlinear_binary (bf16): quant(to_fp32(relu(qlinear + other)))"));
+  passes.register_pattern(quant_fp32(relu(add_swapped)), handler(true), check(true),
+                          opts(0, "qlinear_binary (bf16): quant(to_fp32(relu(other + qlinear)))"));
   // Pass 4: float output, unary, and sum then relu.
   passes.register_pattern(relu(ql), handler(false), check(false), opts(1, "qlinear_unary: relu(qlinear)"));
   passes.register_pattern(gelu, handler(false), check(false), opts(1, "qlinear_unary: gelu(qlinear)"));
