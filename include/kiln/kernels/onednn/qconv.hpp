@@ -190,7 +190,7 @@ inline void lower_qconv_composed(runtime::LowerContext& ctx, bool tensors, const
   const auto x = dequantized_source(ctx, tensors);
   const auto w = dequantized_weight(ctx);
   auto y = piece(ctx, "aten.convolution.default",
-                 {CallArg::of_tensor(x), CallArg::of_tensor(w), s.bias ? CallArg::of_tensor(*s.bias) : CallArg::of(Arg()), ints(s.stride),
+                 {CallArg::of_tensor(x), CallArg::of_tensor(w), float32_bias(ctx, s.bias), ints(s.stride),
                   ints(s.padding), ints(s.dilation), CallArg::of(Arg(false)), ints(std::vector<std::int64_t>(s.stride.size(), 0)),
                   CallArg::of(Arg(s.groups))});
   const auto unary_op = [&](runtime::ValueId v, const QConvUnary& u) {

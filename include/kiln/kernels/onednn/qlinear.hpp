@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/bfloat16.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 
 namespace kiln::kernels::onednn_detail {
 
-// A constant per-tensor or per-channel parameter as doubles (float32, float64, int32 or int64).
+// A constant per-tensor or per-channel parameter as doubles (float32, float64,
+// int32 or int64; bfloat16 too, the bias of an int8-mixed-bf16 graph).
 inline std::vector<double> constant_numbers(const runtime::LowerContext& ctx, runtime::ValueId v, const std::string& what) {
   const auto c = ctx.constant(v);
   if (!c) ctx.fail(what + " must be a constant");
@@ -36,7 +38,8 @@ inline std::vector<double> constant_numbers(const runtime::LowerContext& ctx, ru
       case DType::float64: out[i] = t.data<double>()[i]; break;
       case DType::int32: out[i] = t.data<std::int32_t>()[i]; break;
       case DType::int64: out[i] = static_cast<double>(t.data<std::int64_t>()[i]); break;
-      default: ctx.fail(what + " has dtype " + std::string(dtype_name(t.dtype())) + "; float32, float64, int32 or int64 expected");
+      case DType::bfloat16: out[i] = bf16_to_float(t.data<std::uint16_t>()[i]); break;
+      default: ctx.fail(what + " has dtype " + std::string(dtype_name(t.dtype())) + "; float32, float64, int32, int64 or bfloat16 expected");
     }
   return out;
 }
@@ -201,6 +204,15 @@ inline runtime::ValueId dequantized_weight(runtime::LowerContext& ctx) {
                         CallArg::of(Arg(std::int64_t{-128})), CallArg::of(Arg(std::int64_t{127})), CallArg::of(Arg(DType::int8))});
 }
 
+// The bias as the float32 kernels of the composed path take it (an
+// int8-mixed-bf16 graph's bias is bfloat16), or None.
+inline runtime::CallArg float32_bias(runtime::LowerContext& ctx, std::optional<runtime::ValueId> bias) {
+  using runtime::CallArg;
+  if (!bias) return CallArg::of(Arg());
+  if (ctx.layout(*bias).dtype != DType::bfloat16) return CallArg::of_tensor(*bias);
+  return CallArg::of_tensor(piece(ctx, "prims.convert_element_type.default", {CallArg::of_tensor(*bias), CallArg::of(Arg(DType::float32))}));
+}
+
 // A float result in the tail's output dtype: quantized (uint8/int8), bfloat16 or as it is; the node's result.
 inline void finish_composed(runtime::LowerContext& ctx, runtime::ValueId y, const QLinearTail& tail) {
   using runtime::CallArg;
@@ -225,7 +237,7 @@ inline void lower_qlinear_composed(runtime::LowerContext& ctx, bool tensors, con
   const auto x = dequantized_source(ctx, tensors);
   const auto w = dequantized_weight(ctx);
   auto y = piece(ctx, "aten.linear.default",
-                 {CallArg::of_tensor(x), CallArg::of_tensor(w), bias ? CallArg::of_tensor(*bias) : CallArg::of(Arg())});
+                 {CallArg::of_tensor(x), CallArg::of_tensor(w), float32_bias(ctx, bias)});
   const auto unary_op = [&](runtime::ValueId v, const std::string& name, const std::string& alg) {
     if (name == "relu") return piece(ctx, "aten.relu.default", {CallArg::of_tensor(v)});
     if (name == "gelu") return piece(ctx, "aten.gelu.default", {CallArg::of_tensor(v), CallArg::of(Arg(alg == "tanh" ? std::string("tanh") : std::string("none")))});
@@ -289,13 +301,19 @@ inline dnnl::primitive_attr qlinear_attr(const runtime::LowerContext& ctx, const
 // Lowers one qlinear; `unary` and `after_add` name the post-ops before and after the addend.
 inline void lower_qlinear(runtime::LowerContext& ctx, bool tensors, const QLinearTail& tail, const std::string& unary,
                           const std::string& algorithm, const std::string& after_add, std::optional<runtime::ValueId> bias) {
-  const auto xv = ctx.tensor(0, "qx");
+  auto xv = ctx.tensor(0, "qx");
   const runtime::Layout xl = ctx.layout(xv);
   const runtime::Shape out_shape = check_qlinear(ctx, xl, tail, unary, algorithm, after_add);
   if (!int8_primitive_applies(ctx, tensors, bias)) return lower_qlinear_composed(ctx, tensors, tail, unary, algorithm, after_add, bias);
   const std::int64_t k = xl.shape.back(), m = xl.numel() / k;
-  const auto x2d = runtime::viewed(xl, std::vector<std::int64_t>{m, k});
-  if (!x2d || (x2d->strides[1] != 1 && k != 1)) ctx.fail("a strided input " + runtime::shape_str(xl.shape) + " is not supported");
+  auto x2d = runtime::viewed(xl, std::vector<std::int64_t>{m, k});
+  if (!x2d || (x2d->strides[1] != 1 && k != 1)) {
+    // An input no [M, K] view reaches (the permuted activation of a linear
+    // Inductor decomposed into bmm) runs from a dense copy.
+    xv = piece(ctx, "Tensor.contiguous", {runtime::CallArg::of_tensor(xv)});
+    x2d = runtime::viewed(ctx.layout(xv), std::vector<std::int64_t>{m, k});
+    if (!x2d) ctx.fail("the input " + runtime::shape_str(xl.shape) + " has no [M, K] view after a dense copy");
+  }
   const SourceQuant xq = source_quant(ctx, tensors);
   const QWeight q = qweight(ctx, k);
   const std::int64_t n = q.w.shape()[0];
@@ -386,6 +404,10 @@ struct QLinearPointwiseBinary {
       ctx.fail("a quantized addend (other_scale != 1 or other_zp != 0) is not supported");
     tail.other = ctx.optional_tensor(6, "other");
     if (!tail.other) ctx.fail("the binary form needs its addend (other)");
+    // An int8-mixed-bf16 graph's addend is bfloat16: added as float32 (widening is exact).
+    if (ctx.layout(*tail.other).dtype == DType::bfloat16)
+      tail.other = piece(ctx, "prims.convert_element_type.default",
+                         {runtime::CallArg::of_tensor(*tail.other), runtime::CallArg::of(Arg(DType::float32))});
     const std::string after = ctx.string_arg(15, "unary_post_op", "none");
     if (after != "none" && after != "relu") ctx.fail("unary post-op '" + after + "' after the add is not supported (none and relu are)");
     lower_qlinear(ctx, Tensors, tail, "none", "none", after, ctx.optional_tensor(7, "bias"));

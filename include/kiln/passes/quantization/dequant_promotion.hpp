@@ -44,6 +44,7 @@ inline bool is_dequantize_per_tensor(const Node* n) {
 inline std::int64_t inductor_chain_length(const Node* end, std::int64_t matched) {
   const TensorMeta* in = end->meta.val.tensor();
   if (end->target() == aten::reshape || !in || in->rank() <= 2) return matched;
+  if (!inductor_folds_linear_input(in)) return matched;  // expands instead, which the promotion does not take
   for (const Node* u : end->users())
     if (u->op() != OpKind::call_function || u->target() != aten::linear || u->args().empty() || u->arg(0).node() != end)
       return matched;

@@ -14,6 +14,12 @@
 // bounds. Counters qconv_unary_matcher_count/_nodes with Inductor's nodes:
 // its graph holds hardtanh as clamp_min + clamp_max, hardswish as five nodes
 // and silu as two, kiln's one node each.
+// int8-mixed-bf16 (a qconv with a bfloat16 output, from weight prepack's bf16
+// form): a float output stays bfloat16, and the output quantize may read the
+// chain through convert_element_type to float32 (one user), as in
+// quant(to_fp32(relu(qconv))); Inductor's bf16 hardtanh, hardswish and silu
+// convert to float32 before their decomposition and back after it, two more
+// nodes it counts (one where kiln's graph holds the convert before the quantize).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +28,7 @@
 #include "kiln/core/graph.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/onednn.hpp"
+#include "kiln/ops/prims.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/pattern_matcher_pass.hpp"
@@ -37,9 +44,11 @@ inline Node* qconv_of(const std::vector<Node*>& nodes) {
   return find_target(nodes, {onednn::qconv_pointwise, onednn::qconv_pointwise_tensor});
 }
 
-// A qconv as weight prepack writes it: float32 output, no post-op yet.
-inline bool plain_qconv(const Node* qc) {
-  return qc && qc->args().size() >= 17 && arg_is_dtype(qc, 13, DType::float32) && string_arg(qc, 14) == "none";
+// A qconv as weight prepack writes it: float32 output (or bfloat16, where
+// `bf16_too`: the int8-mixed-bf16 form), no post-op yet.
+inline bool plain_qconv(const Node* qc, bool bf16_too = false) {
+  return qc && qc->args().size() >= 17 && (arg_is_dtype(qc, 13, DType::float32) || (bf16_too && arg_is_dtype(qc, 13, DType::bfloat16))) &&
+         string_arg(qc, 14) == "none";
 }
 
 inline std::optional<double> number_arg(const Node* n, std::size_t i) {
@@ -76,27 +85,24 @@ inline ConvUnary conv_unary_of(const std::vector<Node*>& nodes) {
   return {};
 }
 
-// The output node's dtype where its meta gives one.
-inline std::optional<DType> meta_dtype(const Node* n) {
-  const TensorMeta* m = n ? n->meta.val.tensor() : nullptr;
-  return m ? std::optional<DType>(m->dtype) : std::nullopt;
-}
-
 inline bool valid_qconv_unary(const std::vector<Node*>& nodes, const Node* out) {
-  if (!plain_qconv(qconv_of(nodes))) return false;
+  const Node* qc = qconv_of(nodes);
+  if (!plain_qconv(qc, true)) return false;
+  const DType qc_dtype = float_output_dtype(qc, 13);
   const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
-  if (!full_range_quantize(q)) return false;
-  if (!q && meta_dtype(out).value_or(DType::float32) != DType::float32) return false;
+  if (!full_range_quantize(q) || !valid_convert_to_quantize(nodes, qc_dtype)) return false;
+  // A float-output match keeps the qconv's own output dtype (Inductor's check).
+  if (!q && meta_dtype(out).value_or(DType::float32) != qc_dtype) return false;
   const Node* h = find_target(nodes, {aten::hardtanh});
   if (!h) return true;
   const auto lo = number_arg(h, 1), hi = number_arg(h, 2);
   return h->args().size() == 3 && lo && hi && *lo <= *hi;
 }
 
-// The fused qconv's output quantization: the quantize's, or float32 with scale 1 and zero point 0.
+// The fused qconv's output quantization: the quantize's, or the qconv's own float dtype with scale 1 and zero point 0.
 inline ArgList fused_output_quant(const std::vector<Node*>& nodes) {
   const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
-  if (!q) return {1.0, std::int64_t{0}, Arg(DType::float32)};
+  if (!q) return {1.0, std::int64_t{0}, Arg(float_output_dtype(qconv_of(nodes), 13))};
   return {q->arg(1), q->arg(2), q->arg(5)};
 }
 
@@ -128,7 +134,10 @@ inline void register_qconv_unary_fusion_patterns(PatternMatcherPasses& passes, C
   namespace qd = quantization_detail;
   const auto handler = [counters](auto& m, Graph& g, Node* out) {
     const auto kiln_nodes = static_cast<std::int64_t>(m.nodes().size());
-    const std::int64_t nodes = kiln_nodes + qd::conv_unary_of(m.nodes()).inductor_extra_nodes;
+    std::int64_t nodes = kiln_nodes + qd::conv_unary_of(m.nodes()).inductor_extra_nodes;
+    const bool decomposed = qd::find_target(m.nodes(), {aten::hardtanh, aten::hardswish, aten::silu}) != nullptr;
+    if (decomposed && qd::float_output_dtype(qd::qconv_of(m.nodes()), 13) == DType::bfloat16)
+      nodes += qd::find_target(m.nodes(), {prims::convert_element_type}) ? 1 : 2;
     qd::fuse_qconv_unary(g, m.nodes(), out);
     m.erase_nodes();
     qd::count_inductor_match(counters, "qconv_unary", nodes, kiln_nodes);
@@ -146,6 +155,14 @@ inline void register_qconv_unary_fusion_patterns(PatternMatcherPasses& passes, C
   passes.register_pattern(qd::quantize_o_pattern(hardtanh), handler, check, opts(0, "qconv_unary: quant(hardtanh(qconv))"));
   passes.register_pattern(qd::quantize_o_pattern(hardswish), handler, check, opts(0, "qconv_unary: quant(hardswish(qconv))"));
   passes.register_pattern(qd::quantize_o_pattern(silu), handler, check, opts(0, "qconv_unary: quant(silu(qconv))"));
+  const auto to_fp32 = [](auto inner) { return CallFunction(prims::convert_element_type, inner, kw<"to_fp32">); };
+  passes.register_pattern(qd::quantize_o_pattern(to_fp32(qc)), handler, check, opts(0, "qconv_unary (bf16): quant(to_fp32(qconv))"));
+  passes.register_pattern(qd::quantize_o_pattern(to_fp32(relu)), handler, check, opts(0, "qconv_unary (bf16): quant(to_fp32(relu(qconv)))"));
+  passes.register_pattern(qd::quantize_o_pattern(to_fp32(hardtanh)), handler, check,
+                          opts(0, "qconv_unary (bf16): quant(to_fp32(hardtanh(qconv)))"));
+  passes.register_pattern(qd::quantize_o_pattern(to_fp32(hardswish)), handler, check,
+                          opts(0, "qconv_unary (bf16): quant(to_fp32(hardswish(qconv)))"));
+  passes.register_pattern(qd::quantize_o_pattern(to_fp32(silu)), handler, check, opts(0, "qconv_unary (bf16): quant(to_fp32(silu(qconv)))"));
   // Pass 4: float output.
   passes.register_pattern(relu, handler, check, opts(1, "qconv_unary: relu(qconv)"));
   passes.register_pattern(hardtanh, handler, check, opts(1, "qconv_unary: hardtanh(qconv)"));

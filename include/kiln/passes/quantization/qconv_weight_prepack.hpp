@@ -5,8 +5,12 @@
 // [OC, IC/groups, KH, KW] tensor dequantized per output channel (axis 0),
 // becomes onednn.qconv_pointwise (or .tensor, for the .tensor dequantize) on
 // onednn.qconv_prepack, with a float32 output and no post-op yet; the bias,
-// present or None, carries over. Counters: qconv_weight_prepack_matcher_count,
-// and _nodes: the dequantize, the weight's dequantize and the convolution.
+// present or None, carries over. Also the int8-mixed-bf16 form: the activation's
+// dequantize and the weight's dequantize_per_channel each through
+// prims.convert_element_type to bfloat16 (read only by the convolution), giving
+// a bfloat16 output as Inductor's does. Counters: qconv_weight_prepack_matcher_count,
+// and _nodes: the dequantize, the weight's dequantize, their converts in the
+// bf16 form, and the convolution.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,7 +40,7 @@ inline bool valid_dequant_conv(const std::vector<Node*>& nodes) {
   const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor, quantized_decomposed::dequantize_per_tensor_tensor});
   const Node* dqc = find_target(nodes, {quantized_decomposed::dequantize_per_channel});
   const Node* conv = find_target(nodes, {aten::convolution});
-  if (!dq || !dqc || !conv || dq->num_users() != 1) return false;
+  if (!dq || !dqc || !conv || dq->num_users() != 1 || !converts_to_bf16(nodes)) return false;
   if (!arg_is_dtype(dq, 5, DType::uint8) && !arg_is_dtype(dq, 5, DType::int8)) return false;
   if (!arg_is_int(dqc, 3, 0) || !arg_is_dtype(dqc, 6, DType::int8)) return false;
   const auto* transposed = conv->args().size() > 6 ? conv->arg(6).get_if<bool>() : nullptr;
@@ -57,7 +61,7 @@ inline void prepack_qconv(Graph& g, const std::vector<Node*>& nodes, Node* conv)
   const bool tensors = dq->target() == quantized_decomposed::dequantize_per_tensor_tensor;
   Node* q = g.call_function(tensors ? onednn::qconv_pointwise_tensor : onednn::qconv_pointwise,
                             {dq->arg(0), dq->arg(1), dq->arg(2), packed, dqc->arg(1), dqc->arg(2), conv->arg(2), conv->arg(3), conv->arg(4),
-                             conv->arg(5), conv->arg(8), 1.0, std::int64_t{0}, Arg(DType::float32), std::string("none"), ArgList{},
+                             conv->arg(5), conv->arg(8), 1.0, std::int64_t{0}, Arg(prepack_output_dtype(nodes)), std::string("none"), ArgList{},
                              std::string("")});
   q->meta = conv->meta;
   conv->replace_all_uses_with(q);
@@ -81,9 +85,15 @@ inline void register_qconv_weight_prepack_patterns(PatternMatcherPass& pass, Cou
   const auto check = [](const auto& m) { return qd::valid_dequant_conv(m.nodes()); };
   const auto dqc = CallFunction(quantized_decomposed::dequantize_per_channel, kw<"q_weight">, kw<"w_scale">, kw<"w_zp">, kw<"w_axis">,
                                 kw<"w_quant_min">, kw<"w_quant_max">, kw<"w_dtype">);
-  pass.register_pattern(CallFunction(aten::convolution, qd::dequantize_per_tensor_activation(), dqc, kw<"b">, kw<"stride">, kw<"padding">,
-                                     kw<"dilation">, kw<"is_transposed">, kw<"out_padding">, kw<"groups">),
-                        handler, check, PatternOptions{.name = "qconv_weight_prepack: convolution(dequant, dequant_per_channel, b)"});
+  const auto forms = [&](auto dq, auto w, const std::string& tag) {
+    pass.register_pattern(CallFunction(aten::convolution, dq, w, kw<"b">, kw<"stride">, kw<"padding">, kw<"dilation">, kw<"is_transposed">,
+                                       kw<"out_padding">, kw<"groups">),
+                          handler, check, PatternOptions{.name = "qconv_weight_prepack" + tag + ": convolution(dequant, dequant_per_channel, b)"});
+  };
+  forms(qd::dequantize_per_tensor_activation(), dqc, "");
+  // int8-mixed-bf16: each input through convert_element_type (Inductor's autocast_act_dtype / autocast_wgt_dtype).
+  forms(CallFunction(prims::convert_element_type, qd::dequantize_per_tensor_activation(), kw<"autocast_act_dtype">),
+        CallFunction(prims::convert_element_type, dqc, kw<"autocast_wgt_dtype">), " (bf16)");
 }
 
 // Applies the weight prepack once over `g`; returns the number of convolutions replaced.

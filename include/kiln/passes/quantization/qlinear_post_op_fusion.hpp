@@ -10,13 +10,25 @@
 //   5: float output: qlinear + accum ("sum").
 // The fused node is qlinear_pointwise(.tensor) with the post-op, or its
 // .binary(.binary_tensor) form. Checks as Inductor's: a float-output match
-// keeps the qlinear's own output dtype; for the binary forms the two add
+// keeps the qlinear's own output dtype (Inductor checks it for the unary
+// forms, kiln for the binary ones too); for the binary forms the two add
 // inputs have one shape and the extra input has no user but the add besides
 // the qlinear's ancestors, and is not the qlinear's input. Counters
 // qlinear_unary_matcher_count/_nodes and qlinear_binary_matcher_count/_nodes,
 // nodes as Inductor counts them: its graph holds gelu decomposed (erf: 5
 // nodes, tanh: 9), kiln's holds one aten.gelu.
+// int8-mixed-bf16 (a qlinear with a bfloat16 output, from weight prepack's bf16
+// form): the unary forms, with a float output (which stays bfloat16) and with
+// the output quantize read through convert_element_type to float32 (one user),
+// as in quant(to_fp32(relu(qlinear))); Inductor's bf16 gelu also converts to
+// float32 before its decomposition and back after it, two more nodes it counts
+// (one where kiln's graph holds the convert before the quantize). The binary
+// forms in bf16: a bfloat16 or float32 addend, then the output quantize (read
+// directly or through a convert to float32), or a float output of the
+// qlinear's dtype (bf16 + bf16; Inductor also fuses a float32 addend giving a
+// float32 output, kiln leaves that add).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -24,6 +36,7 @@
 #include "kiln/core/graph.hpp"
 #include "kiln/ops/aten.hpp"
 #include "kiln/ops/onednn.hpp"
+#include "kiln/ops/prims.hpp"
 #include "kiln/ops/quantized_decomposed.hpp"
 #include "kiln/passes/counters.hpp"
 #include "kiln/passes/quantization/inductor_match_count.hpp"
@@ -66,11 +79,30 @@ inline PostOps post_ops_of(const std::vector<Node*>& nodes, bool binary, bool qu
   return p;
 }
 
-// The output's dtype, float32 unless a quantize ends the match.
+// The float dtype an int8 op computes its output in: float32, or bfloat16 in the int8-mixed-bf16 form.
+inline DType float_output_dtype(const Node* op, std::size_t index) {
+  const auto* d = op && index < op->args().size() ? op->arg(index).get_if<DType>() : nullptr;
+  return d ? *d : DType::float32;
+}
+
+// The output node's dtype where its meta gives one.
+inline std::optional<DType> meta_dtype(const Node* n) {
+  const TensorMeta* m = n ? n->meta.val.tensor() : nullptr;
+  return m ? std::optional<DType>(m->dtype) : std::nullopt;
+}
+
+// The int8-mixed-bf16 form's convert before the output quantize: to float32,
+// after an op computing in bfloat16 (`op_dtype`); without a convert, nothing to check.
+inline bool valid_convert_to_quantize(const std::vector<Node*>& nodes, DType op_dtype) {
+  const Node* c = find_target(nodes, {prims::convert_element_type});
+  return !c || (op_dtype == DType::bfloat16 && arg_is_dtype(c, 1, DType::float32));
+}
+
+// The output's dtype: the quantize's where one ends the match, else the qlinear's own.
 inline DType fused_output_dtype(const std::vector<Node*>& nodes) {
   const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
   const auto* d = q && q->args().size() > 5 ? q->arg(5).get_if<DType>() : nullptr;
-  return d ? *d : DType::float32;
+  return d ? *d : float_output_dtype(qlinear_of(nodes), 9);
 }
 
 // Inductor's _get_remaining_users: users of `extra` that are not ancestors of `compute`.
@@ -89,11 +121,15 @@ inline std::size_t remaining_users(const Node* extra, const Node* compute) {
 }
 
 // Inductor's checks (see the top), and the gelu forms and float32 extra input kiln's kernel takes.
-inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, bool binary) {
+inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, const Node* out_node, bool binary) {
   const Node* ql = qlinear_of(nodes);
   if (!ql || string_arg(ql, 10) != "none") return false;
-  const DType out = fused_output_dtype(nodes);
-  if (out == DType::float32 && !arg_is_dtype(ql, 9, DType::float32)) return false;
+  const DType ql_dtype = float_output_dtype(ql, 9);
+  if (ql_dtype != DType::float32 && ql_dtype != DType::bfloat16) return false;
+  // A float-output match keeps the qlinear's own output dtype (Inductor's check).
+  const bool quantized = find_target(nodes, {quantized_decomposed::quantize_per_tensor}) != nullptr;
+  if (!quantized && meta_dtype(out_node).value_or(DType::float32) != ql_dtype) return false;
+  if (!valid_convert_to_quantize(nodes, ql_dtype)) return false;
   if (const Node* gelu = find_target(nodes, {aten::gelu})) {
     const std::string a = gelu_approximate(gelu);
     if (a != "none" && a != "tanh") return false;
@@ -104,7 +140,7 @@ inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, bool binary) {
   const Node* extra = add->arg(0).node() == ql ? add->arg(1).node() : add->arg(0).node();
   const TensorMeta* em = extra ? extra->meta.val.tensor() : nullptr;
   const TensorMeta* qm = ql->meta.val.tensor();
-  if (!em || !qm || !(em->shape == qm->shape) || em->dtype != DType::float32) return false;
+  if (!em || !qm || !(em->shape == qm->shape) || (em->dtype != DType::float32 && em->dtype != ql_dtype)) return false;
   return remaining_users(extra, ql) <= 1 && extra != ql->arg(0).node();
 }
 
@@ -134,10 +170,14 @@ inline Node* fuse_post_ops(Graph& g, const std::vector<Node*>& nodes, Node* out,
   return fused;
 }
 
-// The matched nodes as Inductor counts them (its gelu is decomposed).
+// The matched nodes as Inductor counts them (its gelu is decomposed, in the
+// bf16 form between a convert to float32 and one back).
 inline std::int64_t inductor_fusion_nodes(const std::vector<Node*>& nodes) {
   std::int64_t n = static_cast<std::int64_t>(nodes.size());
-  if (const Node* gelu = find_target(nodes, {aten::gelu})) n += gelu_approximate(gelu) == "tanh" ? 8 : 4;
+  if (const Node* gelu = find_target(nodes, {aten::gelu})) {
+    n += gelu_approximate(gelu) == "tanh" ? 8 : 4;
+    if (float_output_dtype(qlinear_of(nodes), 9) == DType::bfloat16) n += find_target(nodes, {prims::convert_element_type}) ? 1 : 2;
+  }
   return n;
 }
 
@@ -156,11 +196,14 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
       qd::count_inductor_match(counters, binary ? "qlinear_binary" : "qlinear_unary", nodes, kiln_nodes);
     };
   };
-  const auto check = [](bool binary) { return [binary](const auto& m) { return qd::valid_post_op_fusion(m.nodes(), binary); }; };
+  const auto check = [](bool binary) {
+    return [binary](const auto& m) { return qd::valid_post_op_fusion(m.nodes(), m.output_node(), binary); };
+  };
   const auto ql = CallFunction({onednn::qlinear_pointwise, onednn::qlinear_pointwise_tensor}, kw<"x">, kw<"x_scale">, kw<"x_zp">,
                                kw<"packed_weight">, kw<"w_scale">, kw<"w_zp">, kw<"b">, kw<"output_scale">, kw<"output_zero_point">,
                                kw<"output_dtype">, kw<"postop_name">, kw<"postop_args">, kw<"postop_algorithm">);
   const auto quant = [](auto inner) { return qd::quantize_o_pattern(inner); };
+  const auto quant_fp32 = [](auto inner) { return qd::quantize_o_pattern(CallFunction(prims::convert_element_type, inner, kw<"to_fp32">)); };
   const auto relu = [](auto inner) { return CallFunction(aten::relu, inner); };
   const auto gelu = CallFunction(aten::gelu, ql);
   const auto add = CallFunction(aten::add_Tensor, ql, kw<"other">);
@@ -170,10 +213,20 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
   passes.register_pattern(quant(ql), handler(false), check(false), opts(0, "qlinear_unary: quant(qlinear)"));
   passes.register_pattern(quant(relu(ql)), handler(false), check(false), opts(0, "qlinear_unary: quant(relu(qlinear))"));
   passes.register_pattern(quant(gelu), handler(false), check(false), opts(0, "qlinear_unary: quant(gelu(qlinear))"));
+  passes.register_pattern(quant_fp32(ql), handler(false), check(false), opts(0, "qlinear_unary (bf16): quant(to_fp32(qlinear))"));
+  passes.register_pattern(quant_fp32(relu(ql)), handler(false), check(false), opts(0, "qlinear_unary (bf16): quant(to_fp32(relu(qlinear)))"));
+  passes.register_pattern(quant_fp32(gelu), handler(false), check(false), opts(0, "qlinear_unary (bf16): quant(to_fp32(gelu(qlinear)))"));
   passes.register_pattern(quant(add), handler(true), check(true), opts(0, "qlinear_binary: quant(qlinear + other)"));
   passes.register_pattern(quant(add_swapped), handler(true), check(true), opts(0, "qlinear_binary: quant(other + qlinear)"));
   passes.register_pattern(quant(relu(add)), handler(true), check(true), opts(0, "qlinear_binary: quant(relu(qlinear + other))"));
   passes.register_pattern(quant(relu(add_swapped)), handler(true), check(true), opts(0, "qlinear_binary: quant(relu(other + qlinear))"));
+  passes.register_pattern(quant_fp32(add), handler(true), check(true), opts(0, "qlinear_binary (bf16): quant(to_fp32(qlinear + other))"));
+  passes.register_pattern(quant_fp32(add_swapped), handler(true), check(true),
+                          opts(0, "qlinear_binary (bf16): quant(to_fp32(other + qlinear))"));
+  passes.register_pattern(quant_fp32(relu(add)), handler(true), check(true),
+                          opts(0, "qlinear_binary (bf16): quant(to_fp32(relu(qlinear + other)))"));
+  passes.register_pattern(quant_fp32(relu(add_swapped)), handler(true), check(true),
+                          opts(0, "qlinear_binary (bf16): quant(to_fp32(relu(other + qlinear)))"));
   // Pass 4: float output, unary, and sum then relu.
   passes.register_pattern(relu(ql), handler(false), check(false), opts(1, "qlinear_unary: relu(qlinear)"));
   passes.register_pattern(gelu, handler(false), check(false), opts(1, "qlinear_unary: gelu(qlinear)"));
