@@ -3,12 +3,27 @@
 
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "kiln/core.hpp"
 #include "kiln/ops.hpp"
 
 namespace kiln::test {
 
 inline int count(const Graph& g, OpRef target) { return static_cast<int>(g.find_nodes(OpKind::call_function, target).size()); }
+
+// The one call of `target` in `g` (the test fails unless there is exactly one).
+inline Node* only(const Graph& g, OpRef target) {
+  const auto v = g.find_nodes(OpKind::call_function, target);
+  REQUIRE(v.size() == 1);
+  return v[0];
+}
+
+// `n`, given a tensor meta of `shape` and `d`.
+inline Node* with_meta(Node* n, std::vector<Dim> shape, DType d = DType::float32) {
+  n->meta.val = TensorMeta{std::move(shape), d, std::nullopt};
+  return n;
+}
 
 // dequantize_per_tensor of a uint8 tensor `q` of `shape` (scale 0.05, zero point
 // 128), or its .tensor overload, whose scale and zero point are placeholders.

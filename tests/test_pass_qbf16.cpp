@@ -37,16 +37,13 @@ using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::count;
 using test::meta;
+using test::only;
+using test::with_meta;
 
 namespace {
 
 constexpr double XS = 0.05;
 constexpr std::int64_t XZ = 128;
-
-Node* with_meta(Node* n, std::vector<Dim> shape, DType d = DType::float32) {
-  n->meta.val = meta(std::move(shape), d);
-  return n;
-}
 
 std::vector<Dim> dims_of_ints(const std::vector<std::int64_t>& v) { return std::vector<Dim>(v.begin(), v.end()); }
 
@@ -197,12 +194,6 @@ std::vector<NearMiss> near_misses() {
           {"the dequantize has a second user", Mix{}, 1},
           {"the activation's convert has a second user", Mix{}, 2},
           {"the weight's convert has a second user", Mix{}, 3}};
-}
-
-Node* only(const Graph& g, OpRef target) {
-  const auto v = g.find_nodes(OpKind::call_function, target);
-  REQUIRE(v.size() == 1);
-  return v[0];
 }
 
 }  // namespace

@@ -16,16 +16,17 @@
 #include "kiln/passes/quantization/qconv_lower.hpp"
 #include "kiln/passes/quantization/qconv_post_op_fusion.hpp"
 #include "kiln/passes/quantization/qconv_weight_prepack.hpp"
+#include "quant_graph_support.hpp"
 #include "runtime_test_support.hpp"
 
 using namespace kiln;
 using runtime::CompiledGraph;
 using runtime::Tensor;
 using test::meta;
+using test::count;
+using test::with_meta;
 
 namespace {
-
-int count(const Graph& g, OpRef target) { return static_cast<int>(g.find_nodes(OpKind::call_function, target).size()); }
 
 constexpr double XS = 0.05, OS = 0.04, AS = 0.03;
 constexpr std::int64_t XZ = 128, AZ = 100;
@@ -40,11 +41,6 @@ Tensor uniform_ints(runtime::Shape shape, DType d, int lo, int hi, unsigned seed
     else t.data<std::int8_t>()[i] = static_cast<std::int8_t>(u(rng));
   }
   return t;
-}
-
-Node* with_meta(Node* n, std::vector<Dim> shape, DType d = DType::float32) {
-  n->meta.val = meta(std::move(shape), d);
-  return n;
 }
 
 // A q/dq conv net: uint8 x [1, C, 8, 8] -> dequantize -> 3x3 convolution (int8

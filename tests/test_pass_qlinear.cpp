@@ -18,16 +18,11 @@
 
 using namespace kiln;
 using test::count;
+using test::only;
 
 namespace {
 
 TensorMeta meta(std::vector<Dim> shape, DType dtype = DType::float32) { return TensorMeta{std::move(shape), dtype, std::nullopt}; }
-
-Node* only(const Graph& g, OpRef target) {
-  const auto v = g.find_nodes(OpKind::call_function, target);
-  REQUIRE(v.size() == 1);
-  return v[0];
-}
 
 // x (uint8) -> dequantize -> linear(., dequantize_per_channel(w)[, b]) of N outputs over an input of `shape`.
 struct QLinearGraph {

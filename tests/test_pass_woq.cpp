@@ -47,11 +47,6 @@ struct Options {
   bool convert_read_twice = false;     // the converted weight is also an output
 };
 
-Node* with_meta(Node* n, std::vector<Dim> shape, DType d) {
-  n->meta.val = meta(std::move(shape), d);
-  return n;
-}
-
 // The weight-only int8 product in `form`, `x` a placeholder, `w` and `s` constants.
 Graph woq_graph(Form form, const Options& o = {}) {
   Graph g;
@@ -302,4 +297,56 @@ TEST_CASE("woq_int8 on torch.export's form: the permuted weight also read by _as
   CHECK(pm.counters().get("assert_ops_removed") == 1);
   CHECK(pm.counters().get("woq_matcher_count") == 1);
   CHECK(pm.counters().get("woq_matcher_nodes") == 4);
+}
+
+TEST_CASE("woq_int8 on torch 2.x's bmm trace: same-shape views around the expands and the product, which pointless_view drops first") {
+  PassRegistry registry;
+  register_quantization_passes(registry);
+  register_quantization_pipeline(registry);
+  // mul(_unsafe_view(bmm(view(expand(x)), view(expand(t(_to_copy(w)))))), s), every view to its input's own shape.
+  const auto build = [] {
+    Graph g;
+    Node* x = g.placeholder("x", meta({B, S, K}, DType::bfloat16));
+    Node* w = g.get_attr("w", meta({N, K}, DType::int8));
+    Node* s = g.get_attr("s", meta({N}, DType::bfloat16));
+    const auto same_view = [&](Node* in, OpRef op) {
+      const TensorMeta* t = in->meta.val.tensor();
+      ArgList dims;
+      for (const Dim& d : t->shape) dims.push_back(std::get<std::int64_t>(d));
+      return with_meta(g.call_function(op, {in, dims}), t->shape, t->dtype);
+    };
+    Node* wc = with_meta(g.call_function(aten::to_copy, {w}, {{"dtype", Arg(DType::bfloat16)}}), {N, K}, DType::bfloat16);
+    Node* wt = with_meta(g.call_function(aten::t, {wc}), {K, N}, DType::bfloat16);
+    Node* ex = same_view(with_meta(g.call_function(aten::expand, {x, ints({B, S, K})}), {B, S, K}, DType::bfloat16), aten::view);
+    Node* ew = same_view(with_meta(g.call_function(aten::expand, {wt, ints({B, K, N})}), {B, K, N}, DType::bfloat16), aten::view);
+    Node* bmm = same_view(with_meta(g.call_function(aten::bmm, {ex, ew}), {B, S, N}, DType::bfloat16), aten::unsafe_view);
+    g.output(ArgList{with_meta(g.call_function(aten::mul_Tensor, {bmm, s}), {B, S, N}, DType::bfloat16)});
+    return g;
+  };
+  Graph alone = build();
+  CHECK(woq_int8(alone) == 0);  // the views stand between the forms' nodes
+  const Graph before = build();
+  Graph g = build();
+  PassManager pm(registry);
+  pm.run(g, {"quantization"});
+  lint(g);
+  CHECK(count(g, aten::view) + count(g, aten::unsafe_view) == 0);
+  CHECK(pm.counters().get("woq_matcher_count") == 1);
+  CHECK(pm.counters().get("woq_matcher_nodes") == 6);
+  CHECK(pm.counters().get("pattern_matcher_count") == 4);  // three pointless views and the woq match
+  CHECK(run_rel_diff(before, g, woq_weights(), {B, S, K}, DType::bfloat16) <= 1.0 / 64);
+}
+
+TEST_CASE("pointless_view drops a view to its input's own shape and keeps one that reshapes") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({2, 6}));
+  Node* same = with_meta(g.call_function(aten::view, {x, ints({2, 6})}), {2, 6}, DType::float32);
+  Node* other = with_meta(g.call_function(aten::view, {same, ints({3, 4})}), {3, 4}, DType::float32);
+  g.output(ArgList{other});
+  Counters c;
+  CHECK(pointless_view(g, &c) == 1);
+  lint(g);
+  CHECK(c.get("pattern_matcher_count") == 1);
+  CHECK(count(g, aten::view) == 1);
+  CHECK(other->arg(0).node() == x);
 }

@@ -3,6 +3,7 @@
 // quantization.py) in its order, each a pass of kiln-opt's registry, and the
 // `quantization` pipeline running them: remove_assert_ops (Inductor's post-grad
 // step; torch.export's graphs carry these asserts, Dynamo's do not),
+// pointless_view (Inductor's joint-graph pattern, which runs before them all),
 // quant_lift_up, dequant_promotion (pass 0), qconv_weight_prepack and qlinear_weight_prepack (pass 1), qconv_post_op_fusion
 // and qlinear_post_op_fusion (passes 3 to 5; conv and linear patterns never
 // share a node, so running the conv ones first changes nothing), then the
@@ -22,12 +23,14 @@
 #include "kiln/passes/quantization/qreshape.hpp"
 #include "kiln/passes/quantization/quant_lift_up.hpp"
 #include "kiln/passes/quantization/woq_int8.hpp"
+#include "kiln/passes/pointless_view.hpp"
 #include "kiln/passes/remove_assert_ops.hpp"
 
 namespace kiln {
 
 inline void register_quantization_pipeline(PassRegistry& registry) {
   register_remove_assert_ops_pass(registry);
+  register_pointless_view_pass(registry);
   registry.add(Pass{"quant_lift_up", "move a per-tensor quantize above the view/reshape/permute/transpose chain feeding it",
                     [](Graph& g, PassContext& ctx) { return quant_lift_up(g, &ctx.counters) > 0; }});
   registry.add(Pass{"qconv_weight_prepack",
@@ -62,7 +65,7 @@ inline void register_quantization_pipeline(PassRegistry& registry) {
                     }});
   registry.add_pipeline({"quantization", "Inductor's quantization passes in its order",
                          [](const nlohmann::json&) {
-                           return std::vector<PipelineStep>{{"remove_assert_ops"}, {"quant_lift_up"}, {"dequant_promotion"}, {"qconv_weight_prepack"},
+                           return std::vector<PipelineStep>{{"remove_assert_ops"}, {"pointless_view"}, {"quant_lift_up"}, {"dequant_promotion"}, {"qconv_weight_prepack"},
                                                             {"qlinear_weight_prepack"}, {"qconv_post_op_fusion"},
                                                             {"qlinear_post_op_fusion"}, {"qmaxpool2d"}, {"qcat"}, {"qreshape"},
                                                             {"woq_int8"}, {"qconv_lower"}, {"qlinear_lower"}};
