@@ -287,7 +287,7 @@ const std::vector<Dim> X4{1, 4, 8, 8}, Y4{1, 6, 8, 8};
 struct ConvNet {
   Graph g;
   runtime::Weights weights;
-  Node *qx, *dq, *act, *dqc, *w, *conv;
+  Node *qx, *dq, *act, *dqc, *w, *conv, *accum = nullptr;
   ConvNet(bool bias, Mix mix, bool tensors = false) {
     qx = g.placeholder("qx", meta(X4, DType::uint8));
     dq = dequantize(g, qx, X4, tensors, weights);
@@ -796,5 +796,112 @@ TEST_CASE("qlinear binary fusion int8-mixed-bf16 numerics: against the float32 g
     const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, bf16_values({16, N}, k.od, 5)})[0];
     if (k.quantized) CHECK(max_step_diff(got, want) <= 1);
     else check_bf16_close(got, want);
+  }
+}
+
+namespace {
+
+// bf16 or float32 qconv + dequantize(uint8 accum "accum" of Y4), either order, [-> convert to `to` (Inductor's
+// in-place add of int8-mixed-bf16)] [-> relu] [-> quantize].
+struct ConvBinaryCase {
+  bool quantized, inplace, relu, swapped;
+};
+Node* conv_add(ConvNet& t, const ConvBinaryCase& k, DType to = DType::bfloat16) {
+  t.accum = t.g.placeholder("accum", meta(Y4, DType::uint8));
+  Node* dqa = dequantize(t.g, t.accum, Y4, false, t.weights);
+  Node* s = with_meta(t.g.call_function(aten::add_Tensor, k.swapped ? ArgList{dqa, t.conv} : ArgList{t.conv, dqa}), Y4, DType::float32);
+  if (k.inplace) s = convert(t.g, s, to);
+  if (k.relu) s = unary(t.g, "relu", s);
+  return k.quantized ? quantize_out(t.g, s, Y4, false) : s;
+}
+
+std::vector<ConvBinaryCase> conv_binary_cases() {
+  std::vector<ConvBinaryCase> v;
+  for (const bool quantized : {true, false})
+    for (const bool inplace : {true, false})
+      for (const bool relu : {false, true})
+        for (const bool swapped : {false, true}) v.push_back({quantized, inplace, relu, swapped});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("qconv binary fusion int8-mixed-bf16: a bf16 qconv + dequant(accum), the in-place add's to_bf16, relu, int8 or float output") {
+  for (const ConvBinaryCase& k : conv_binary_cases()) {
+    CAPTURE(k.quantized);
+    CAPTURE(k.inplace);
+    CAPTURE(k.relu);
+    CAPTURE(k.swapped);
+    ConvNet t(true, Mix{});
+    t.g.output(ArgList{conv_add(t, k)});
+    Counters c;
+    REQUIRE(qconv_weight_prepack(t.g, &c) == 1);
+    CHECK(qconv_post_op_fusion(t.g, &c) == 1);
+    lint(t.g);
+    const Node* q = only(t.g, onednn::qconv2d_pointwise_binary);
+    // A float output is the in-place add's bf16, or the float32 of a bf16 + float32 add.
+    CHECK(q->arg(14) == Arg(k.quantized ? DType::uint8 : k.inplace ? DType::bfloat16 : DType::float32));
+    // The kernel's accum: the int8 tensor itself (its scale and zero point beside it), or the dequantized float32 one.
+    if (k.quantized) CHECK((q->arg(6).node() == t.accum && q->arg(15) == Arg(XS) && q->arg(16) == Arg(XZ)));
+    else CHECK(q->arg(6).node()->target() == quantized_decomposed::dequantize_per_tensor);
+    CHECK(q->arg(17) == Arg(std::string("sum")));
+    CHECK(q->arg(19) == Arg(std::string(k.relu ? "relu" : "none")));
+    CHECK(count(t.g, aten::add_Tensor) == 0);
+    CHECK(count(t.g, prims::convert_element_type) == 0);
+    CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 0);
+    // Inductor's match: qconv, add, [to_bf16], [relu], and with an int8 output the accum's dequantize and the quantize.
+    CHECK(c.get("qconv2d_binary_matcher_count") == 1);
+    CHECK(c.get("qconv2d_binary_matcher_nodes") == 2 + (k.inplace ? 1 : 0) + (k.relu ? 1 : 0) + (k.quantized ? 2 : 0));
+  }
+}
+
+TEST_CASE("qconv binary fusion int8-mixed-bf16 near misses: the in-place add's convert to float16, a to_bf16 after a float32 qconv") {
+  // The convert form is refused; the add alone still fuses at the float32 sum's pass, the convert and quantize stay.
+  const auto convert_stays = [](bool bf16, DType to) {
+    for (const bool quantized : {true, false}) {
+      CAPTURE(quantized);
+      ConvNet t(true, Mix{.bf16 = bf16});
+      t.g.output(ArgList{conv_add(t, {quantized, true, false, false}, to)});
+      REQUIRE(qconv_weight_prepack(t.g, nullptr) == 1);
+      Counters c;
+      CHECK(qconv_post_op_fusion(t.g, &c) == 1);
+      lint(t.g);
+      CHECK(only(t.g, onednn::qconv2d_pointwise_binary)->arg(14) == Arg(DType::float32));
+      CHECK(count(t.g, prims::convert_element_type) == 1);
+      CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == (quantized ? 1 : 0));
+      CHECK(c.get("qconv2d_binary_matcher_nodes") == 2);
+    }
+  };
+  SUBCASE("a convert to float16 after a bf16 qconv's add") { convert_stays(true, DType::float16); }
+  SUBCASE("a convert to bfloat16 after a float32 qconv's add") { convert_stays(false, DType::bfloat16); }
+}
+
+TEST_CASE("qconv binary fusion int8-mixed-bf16 numerics: against the float32 graph run by kiln, one output step or bf16 rounding") {
+  const Tensor x = test::random_ints({1, 4, 8, 8}, DType::uint8, 0, 255, 11);
+  const Tensor a = test::random_ints({1, 6, 8, 8}, DType::uint8, 0, 255, 12);
+  for (const ConvBinaryCase& k : conv_binary_cases()) {
+    if (k.swapped) continue;
+    CAPTURE(k.quantized);
+    CAPTURE(k.inplace);
+    CAPTURE(k.relu);
+    ConvNet ref(true, Mix{.bf16 = false});
+    ref.g.output(ArgList{conv_add(ref, {k.quantized, false, k.relu, false})});
+    const Tensor want = CompiledGraph::compile(ref.g, ref.weights).run({x, a})[0];
+    ConvNet t(true, Mix{});
+    t.g.output(ArgList{conv_add(t, k)});
+    REQUIRE(qconv_weight_prepack(t.g, nullptr) == 1);
+    REQUIRE(qconv_post_op_fusion(t.g, nullptr) == 1);
+    const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, a})[0];
+    if (k.quantized) {
+      CHECK(max_step_diff(got, want) <= 1);
+    } else if (k.inplace) {
+      check_bf16_close(got, want);
+    } else {
+      // A float32 output from exact int8 products: float32 rounding apart.
+      REQUIRE(got.dtype() == DType::float32);
+      const std::vector<double> g = values(got), w = values(want);
+      REQUIRE(g.size() == w.size());
+      for (std::size_t i = 0; i < g.size(); ++i) CHECK(std::abs(g[i] - w[i]) <= 1e-4 + 1e-5 * std::abs(w[i]));
+    }
   }
 }
