@@ -893,6 +893,10 @@ TEST_CASE("qconv binary fusion int8-mixed-bf16 numerics: against the float32 gra
     REQUIRE(qconv_post_op_fusion(t.g, nullptr) == 1);
     const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, a})[0];
     if (k.quantized) {
+      // A good part of the reference off the quantize's saturation, so the comparison sees the sum.
+      std::int64_t inside = 0;
+      for (std::int64_t i = 0; i < want.numel(); ++i) inside += want.data<std::uint8_t>()[i] > 0 && want.data<std::uint8_t>()[i] < 255;
+      CHECK(inside * 4 > want.numel());
       CHECK(max_step_diff(got, want) <= 1);
     } else if (k.inplace) {
       check_bf16_close(got, want);
