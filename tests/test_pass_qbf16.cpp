@@ -12,7 +12,9 @@
 // the fused bf16 output must equal it within bf16 rounding (int8 products are
 // exact, so only the output's rounding to bfloat16 separates them), a fused
 // int8 output within one quantization step of it. Also the qlinear bmm form
-// (a linear over a non-contiguous 3-D input), float32 and bf16.
+// (a linear over a non-contiguous 3-D input), float32 and bf16; and the binary
+// (add) fusions of a bf16 qlinear and a bf16 qconv (the qconv's with Inductor's
+// in-place add: the sum converted back to bfloat16).
 #include <doctest/doctest.h>
 
 #include <cmath>
