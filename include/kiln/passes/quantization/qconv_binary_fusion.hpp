@@ -137,7 +137,7 @@ inline void register_qconv_binary_fusion_patterns(PatternMatcherPasses& passes, 
   passes.register_pattern(quant(relu(add_q)), handler, check, opts(0, "qconv2d_binary: quant(relu(qconv + dequant(accum)))"));
   passes.register_pattern(quant(add_q_swapped), handler, check, opts(0, "qconv2d_binary: quant(dequant(accum) + qconv)"));
   passes.register_pattern(quant(relu(add_q_swapped)), handler, check, opts(0, "qconv2d_binary: quant(relu(dequant(accum) + qconv))"));
-  // Pass 3 too, int8-mixed-bf16's in-place add: the sum converted back to bfloat16, int8 or (with relu) bf16 output.
+  // Pass 3 too, int8-mixed-bf16's in-place add (the sum converted back to bfloat16): int8 output, and relu with a bf16 one.
   passes.register_pattern(quant(to_bf16(add_q)), handler, check, opts(0, "qconv2d_binary (bf16): quant(to_bf16(qconv + dequant(accum)))"));
   passes.register_pattern(quant(relu(to_bf16(add_q))), handler, check,
                           opts(0, "qconv2d_binary (bf16): quant(relu(to_bf16(qconv + dequant(accum))))"));
