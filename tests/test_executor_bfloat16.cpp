@@ -6,7 +6,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,11 +24,6 @@ using runtime::Tensor;
 
 namespace {
 
-Tensor bf16_of(const Tensor& f) {
-  Tensor t = Tensor::empty(f.shape(), DType::bfloat16);
-  for (std::int64_t i = 0; i < f.numel(); ++i) t.data<std::uint16_t>()[i] = float_to_bf16(f.data<float>()[i]);
-  return t;
-}
 float bf(const Tensor& t, std::int64_t i) { return bf16_to_float(t.data<std::uint16_t>()[i]); }
 
 Node* typed(Node* n, std::vector<Dim> shape, DType d = DType::bfloat16) {
@@ -63,11 +57,8 @@ TEST_CASE("mm and bmm of two bfloat16 operands give the float32 product rounded 
       Node* b = constant_b ? typed(g.get_attr("b"), b_shape) : typed(g.placeholder("b"), b_shape);
       g.output(ArgList{typed(g.call_function(batched ? aten::bmm : aten::mm, {a, b}), c_shape)});
       const std::int64_t nb = batched ? B : 1;
-      const Tensor af = bf16_of(random_tensor({nb * M, K}, 1)), bf_ = bf16_of(random_tensor({nb * K, N}, 2));
-      Tensor a_in = Tensor::empty(batched ? runtime::Shape{B, M, K} : runtime::Shape{M, K}, DType::bfloat16);
-      Tensor b_in = Tensor::empty(batched ? runtime::Shape{B, K, N} : runtime::Shape{K, N}, DType::bfloat16);
-      std::copy_n(af.data<std::uint16_t>(), af.numel(), a_in.data<std::uint16_t>());
-      std::copy_n(bf_.data<std::uint16_t>(), bf_.numel(), b_in.data<std::uint16_t>());
+      const Tensor a_in = runtime::as_bfloat16(random_tensor(batched ? runtime::Shape{B, M, K} : runtime::Shape{M, K}, 1));
+      const Tensor b_in = runtime::as_bfloat16(random_tensor(batched ? runtime::Shape{B, K, N} : runtime::Shape{K, N}, 2));
       std::vector<double> want;
       for (std::int64_t z = 0; z < nb; ++z)
         for (std::int64_t i = 0; i < M; ++i)
@@ -93,7 +84,7 @@ TEST_CASE("element-wise ops on bfloat16 compute in float32 and round once, as Py
   Node* mul = typed(g.call_function(aten::mul_Tensor, {x, s}), {N});
   Node* gelu = typed(g.call_function(aten::gelu, {mul}), {N});
   g.output(ArgList{mul, gelu});
-  const Tensor xin = bf16_of(random_tensor({N}, 3));
+  const Tensor xin = runtime::as_bfloat16(random_tensor({N}, 3));
   const Tensor sf = random_tensor({N}, 4);  // float32, rounded to bfloat16 where it is bound
   const auto out = CompiledGraph::compile(g, {{"s", sf}}).run({xin});
   REQUIRE(out[0].dtype() == DType::bfloat16);
@@ -127,7 +118,7 @@ TEST_CASE("_assert_tensor_metadata is checked while compiling, and remove_assert
     g.output(ArgList{c});
     return g;
   };
-  const Tensor xin = bf16_of(random_tensor({4, 8}, 5));
+  const Tensor xin = runtime::as_bfloat16(random_tensor({4, 8}, 5));
   const auto out = CompiledGraph::compile(graph(DType::bfloat16, 4), {}).run({xin});
   CHECK(out[0].dtype() == DType::float32);
   CHECK(out[0].data<float>()[3] == bf(xin, 3));

@@ -47,8 +47,6 @@ namespace {
 constexpr double XS = 0.05;
 constexpr std::int64_t XZ = 128;
 
-std::vector<Dim> dims_of_ints(const std::vector<std::int64_t>& v) { return std::vector<Dim>(v.begin(), v.end()); }
-
 // How a graph's inputs reach the float op: float32 (no converts), or the
 // int8-mixed-bf16 form, with the converts' dtypes and which converts exist.
 struct Mix {
@@ -118,9 +116,9 @@ Node* dequantize_weight(Graph& g, runtime::Weights& weights, const std::vector<s
   weights.emplace("w", test::random_ints(runtime::Shape(shape.begin(), shape.end()), DType::int8, -64, 64, 2));
   weights.emplace("ws", ws), weights.emplace("wz", wz);
   return with_meta(g.call_function(quantized_decomposed::dequantize_per_channel,
-                                   {g.get_attr("w", meta(dims_of_ints(shape), DType::int8)), g.get_attr("ws", meta({n})),
+                                   {g.get_attr("w", meta(test::dims_of(shape), DType::int8)), g.get_attr("ws", meta({n})),
                                     g.get_attr("wz", meta({n}, DType::int64)), 0, -128, 127, Arg(DType::int8)}),
-                   dims_of_ints(shape));
+                   test::dims_of(shape));
 }
 
 // The forms of a linear the prepack takes: kiln's aten.linear, and Inductor's
@@ -136,7 +134,7 @@ struct LinearNet {
   runtime::Weights weights;
   Node *qx, *dq, *act, *dqc, *w, *bias_node = nullptr, *out = nullptr;
   LinearNet(std::vector<std::int64_t> shape, bool bias, Mix mix, LinearForm form = LinearForm::linear, bool tensors = false) {
-    const std::vector<Dim> xs = dims_of_ints(shape);
+    const std::vector<Dim> xs = test::dims_of(shape);
     std::vector<Dim> ys = xs;
     ys.back() = N;
     qx = g.placeholder("qx", meta(xs, DType::uint8));
@@ -387,12 +385,12 @@ struct BmmNet {
     dqc = dequantize_weight(g, weights, {N, K});
     w = mix.bf16 && mix.w_convert ? convert(g, dqc, mix.w_to) : dqc;
     Node* t = with_meta(g.call_function(aten::permute, {w, ArgList{1, 0}}), {K, N}, fd);
-    Node* ae = with_meta(g.call_function(aten::expand, {act, LinearNet::ints_arg(act_size)}), dims_of_ints(act_size), fd);
-    Node* we = with_meta(g.call_function(aten::expand, {t, LinearNet::ints_arg(wgt_size)}), dims_of_ints(wgt_size), fd);
+    Node* ae = with_meta(g.call_function(aten::expand, {act, LinearNet::ints_arg(act_size)}), test::dims_of(act_size), fd);
+    Node* we = with_meta(g.call_function(aten::expand, {t, LinearNet::ints_arg(wgt_size)}), test::dims_of(wgt_size), fd);
     out = bmm = with_meta(g.call_function(aten::bmm, {ae, we}), {B, M, N}, fd);
     if (bias) {
       weights.emplace("b", bf16_values(runtime::Shape(bias_size.begin(), bias_size.end()), fd, 3));
-      bias_node = g.get_attr("b", meta(dims_of_ints(bias_size), fd));
+      bias_node = g.get_attr("b", meta(test::dims_of(bias_size), fd));
       out = with_meta(g.call_function(aten::add_Tensor, {bmm, bias_node}), {B, M, N}, fd);
     }
     g.output(ArgList{out});

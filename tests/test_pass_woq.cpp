@@ -110,13 +110,8 @@ Graph woq_graph(Form form, const Options& o = {}) {
   return g;
 }
 
-// x in `d` from normal values; the int8 weight over its full range; small positive scales.
-Tensor bf16_or_float(const Tensor& f, DType d) {
-  if (d == DType::float32) return f;
-  Tensor t = Tensor::empty(f.shape(), d);
-  for (std::int64_t i = 0; i < f.numel(); ++i) t.data<std::uint16_t>()[i] = float_to_bf16(f.data<float>()[i]);
-  return t;
-}
+// `f` (float32) as `d`: itself, or rounded to bfloat16.
+Tensor bf16_or_float(const Tensor& f, DType d) { return d == DType::float32 ? f : runtime::as_bfloat16(f); }
 float value(const Tensor& t, std::int64_t i) {
   return t.dtype() == DType::float32 ? t.data<float>()[i] : bf16_to_float(t.data<std::uint16_t>()[i]);
 }

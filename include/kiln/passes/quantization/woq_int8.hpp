@@ -116,10 +116,8 @@ inline std::vector<WoqPattern> concat_linear_patterns() {
   return out;
 }
 
-inline const TensorMeta* meta_of(const Node* n) { return n ? n->meta.val.tensor() : nullptr; }
-
 inline bool is_dtype(const Node* n, DType d) {
-  const TensorMeta* t = meta_of(n);
+  const TensorMeta* t = tensor_of(n);
   return t && t->dtype == d;
 }
 
@@ -153,7 +151,7 @@ inline bool is_transpose(const Node* n) {
 // are the int8 [N_i, K] weights in the order the product's columns take them.
 inline std::string unsafe_reason(const pattern::RuntimeMatch& m, const std::vector<Node*>& weights) {
   const Node* x = m.node("x");
-  const DType x_dtype = meta_of(x)->dtype;
+  const DType x_dtype = tensor_of(x)->dtype;
   std::int64_t n_total = 0, k = -1;
   for (Node* w : weights) {
     const auto ws = static_shape(w);
@@ -202,7 +200,7 @@ inline void lower(const pattern::RuntimeMatch& m, Graph& g, Node* root) {
   Node* x = m.node("x");
   const std::vector<Node*> weights = matched_weights(m);
   const Shape xs = *static_shape(x), out = *static_shape(root);
-  const DType d = meta_of(x)->dtype;
+  const DType d = tensor_of(x)->dtype;
   const std::int64_t k = xs.back(), n = out.back();
   std::int64_t rows = 1;
   for (std::size_t i = 0; i + 1 < xs.size(); ++i) rows *= xs[i];
