@@ -64,7 +64,8 @@ struct Conv {
                   const double wd = double(w.data<std::int8_t>()[((oc * cg + c) * KH + kh) * KW + kw]) * ws.data<float>()[oc];
                   acc += xd * wd;
                 }
-            out[i] = post(acc, (double(accum.data<std::uint8_t>()[i]) - double(AZ)) * AS);
+            const double a = accum.dtype() == DType::int8 ? double(accum.data<std::int8_t>()[i]) : double(accum.data<std::uint8_t>()[i]);
+            out[i] = post(acc, (a - double(AZ)) * AS);
           }
     return out;
   }
@@ -163,15 +164,19 @@ TEST_CASE("qconv_pointwise with full-range weights or weights given as inputs ru
   CHECK(max_abs_error(d.reference([](double y, double) { return quantize(relu(y)); }), out[0]) <= 1.0);
 }
 
-TEST_CASE("qconv2d_pointwise.binary adds a uint8 or float32 accum, then relu, with uint8 and float32 outputs") {
-  for (const bool float_accum : {false, true})
+// A uint8 or int8 accum with a quantized output is summed in the destination
+// (oneDNN's sum post-op); with a float output it is dequantized and added.
+TEST_CASE("qconv2d_pointwise.binary adds a uint8, int8 or float32 accum, then relu, with uint8 and float32 outputs") {
+  for (const DType accum_dtype : {DType::uint8, DType::int8, DType::float32})
     for (const std::string binary : {"add", "sum"})
       for (const std::string after : {"none", "relu"}) {
-        CAPTURE(float_accum);
+        const bool float_accum = accum_dtype == DType::float32;
+        CAPTURE(accum_dtype);
         CAPTURE(binary);
         CAPTURE(after);
         Conv c;
         c.make();
+        if (accum_dtype == DType::int8) c.accum = random_ints(c.out_shape(), DType::int8, -128, 127, 4);
         Tensor accum = c.accum;
         if (float_accum) {
           accum = Tensor::empty(c.out_shape());
@@ -180,7 +185,7 @@ TEST_CASE("qconv2d_pointwise.binary adds a uint8 or float32 accum, then relu, wi
         }
         Graph g;
         Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
-        Node* a = g.placeholder("accum", meta(c.out_dims(), float_accum ? DType::float32 : DType::uint8));
+        Node* a = g.placeholder("accum", meta(c.out_dims(), accum_dtype));
         const auto node = [&](Arg out_dtype) {
           const bool q = out_dtype.is_none();
           ArgList args{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)), a,
@@ -228,3 +233,4 @@ TEST_CASE("qconv_pointwise refuses, naming the node, the dtypes and post-ops it 
   refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "sum", 2.0, "none", ArgList{}, Arg()}, "alpha must be 1");
   refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "sum", 1.0, "gelu", ArgList{}, Arg()}, "unary post-op 'gelu' is not supported");
 }
+

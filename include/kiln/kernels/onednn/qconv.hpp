@@ -11,13 +11,15 @@
 // a quantized output. The fold assumes every window reads real source values;
 // a zero-padded border would read 0 where the real value x_zp is meant, so
 // with padding and a non-zero x_zp the source is first copied into a buffer
-// padded with x_zp and the convolution runs without padding.
+// padded with x_zp and the convolution runs without padding. A uint8/int8
+// qaccum with a quantized output is summed in the destination (QuantizedAccum).
 // kiln's qconv_prepack keeps the logical [OC, IC/groups, k...] weight; it is
 // reordered once, at compile time, into the layout the primitive picks.
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/kernels/kernel.hpp"
@@ -60,6 +62,17 @@ inline void append_conv_unary(const runtime::LowerContext& ctx, dnnl::post_ops& 
   ctx.fail("unary post-op '" + u.name + "' is not supported (none, relu, hardtanh, hardswish and swish are)");
 }
 
+// The binary forms' uint8/int8 accum with its quantization. With a quantized
+// output it is copied into the destination and added there by oneDNN's sum
+// post-op, scale * (accum - zero_point): no float32 copy of it is made, and
+// the primitive can be one of oneDNN's brgemm kernels (which take a sum but
+// not a full-tensor binary add).
+struct QuantizedAccum {
+  runtime::ValueId value;
+  double scale = 1;
+  std::int64_t zero_point = 0;
+};
+
 // Everything but the source's quantization; `g` is where stride..groups start (7 unary, 8 binary).
 struct QConvSpec {
   std::optional<runtime::ValueId> bias;
@@ -67,6 +80,7 @@ struct QConvSpec {
   std::int64_t groups = 1;
   QLinearTail tail;  // output quantization, and the float addend of the binary forms
   QConvUnary unary, after_add;
+  std::optional<QuantizedAccum> accum;  // summed in the destination (a quantized output only)
 };
 
 inline void read_geometry(const runtime::LowerContext& ctx, QConvSpec& s, std::size_t g, std::size_t nd) {
@@ -120,6 +134,11 @@ inline runtime::Shape check_qconv(const runtime::LowerContext& ctx, const runtim
   const bool quantized = s.tail.out == DType::uint8 || s.tail.out == DType::int8;
   if (!quantized && (s.tail.output_scale != 1.0 || s.tail.output_zero_point != 0))
     ctx.fail("a float output takes output_scale 1 and output_zero_point 0");
+  if (s.accum) {
+    const runtime::Layout& al = ctx.layout(s.accum->value);
+    if (!quantized || al.shape != out || (al.dtype != DType::uint8 && al.dtype != DType::int8))
+      ctx.fail("a quantized qaccum must be uint8 or int8 of the output's shape " + runtime::shape_str(out) + " with a quantized output");
+  }
   if (s.tail.other) {
     const runtime::Layout& ol = ctx.layout(*s.tail.other);
     if (ol.shape != out || ol.dtype != DType::float32)
@@ -171,6 +190,9 @@ inline dnnl::primitive_attr qconv_attr(const runtime::LowerContext& ctx, const S
   dnnl::post_ops po;
   append_conv_unary(ctx, po, s.unary);
   if (s.tail.other) po.append_binary(dnnl::algorithm::binary_add, other_md);
+  if (s.accum)
+    po.append_sum(static_cast<float>(s.accum->scale), static_cast<std::int32_t>(s.accum->zero_point),
+                  onednn::data_type(ctx.layout(s.accum->value).dtype));
   append_conv_unary(ctx, po, s.after_add);
   if (s.tail.out == DType::uint8 || s.tail.out == DType::int8)
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, static_cast<float>(1.0 / s.tail.output_scale),
@@ -206,11 +228,30 @@ inline void lower_qconv_composed(runtime::LowerContext& ctx, bool tensors, const
   finish_composed(ctx, unary_op(y, s.after_add), s.tail);
 }
 
-inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpec& s) {
+// The accum as a float32 addend: dequantized with its scale and zero point.
+inline runtime::ValueId dequantized_accum(runtime::LowerContext& ctx, const QuantizedAccum& a) {
+  using runtime::CallArg;
+  const DType d = ctx.layout(a.value).dtype;
+  const std::int64_t lo = d == DType::uint8 ? 0 : -128, hi = d == DType::uint8 ? 255 : 127;
+  return piece(ctx, "quantized_decomposed.dequantize_per_tensor.default",
+               {CallArg::of_tensor(a.value), CallArg::of(Arg(a.scale)), CallArg::of(Arg(a.zero_point)), CallArg::of(Arg(lo)),
+                CallArg::of(Arg(hi)), CallArg::of(Arg(d))});
+}
+
+// Whether oneDNN fell back to its reference code.
+inline bool is_reference(const dnnl::primitive_desc_base& pd) { return std::string_view(pd.impl_info_str()).starts_with("ref"); }
+
+inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const auto xv = ctx.tensor(0, "qx");
   const runtime::Layout xl = ctx.layout(xv);
+  const bool applies = int8_primitive_applies(ctx, tensors, s.bias);
+  // A float output, or the unfused computation, adds the accum in float32.
+  if (s.accum && (!applies || (s.tail.out != DType::uint8 && s.tail.out != DType::int8))) {
+    s.tail.other = dequantized_accum(ctx, *s.accum);
+    s.accum.reset();
+  }
   const runtime::Shape out_shape = check_qconv(ctx, xl, s);
-  if (!int8_primitive_applies(ctx, tensors, s.bias)) return lower_qconv_composed(ctx, tensors, s);
+  if (!applies) return lower_qconv_composed(ctx, tensors, s);
   const SourceQuant xq = source_quant(ctx, tensors);
   const QWeight q = qconv_weight(ctx);
   const std::size_t nd = xl.rank() - 2;
@@ -254,7 +295,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
   bool zp_attr = false;
   if (padded) try {
       pd = make_pd(xl, given_pad, true);
-      zp_attr = !std::string(pd.impl_info_str()).starts_with("ref");
+      zp_attr = !is_reference(pd);
     } catch (const dnnl::error&) {
       // no zero-point support here: the padded copy
     }
@@ -288,6 +329,14 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
     ins.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1, *s.tail.other, given, other_md, reserve(given, other_md)});
     reads.push_back(*s.tail.other);
   }
+  // The sum post-op adds to what the destination holds: the accum, copied in first.
+  std::optional<runtime::ValueId> pre_fill;
+  runtime::CopyPlan pre_copy{};
+  if (s.accum) {
+    pre_fill = s.accum->value;
+    pre_copy = runtime::plan_copy(ctx.layout(s.accum->value), dst);
+    reads.push_back(s.accum->value);
+  }
   if (zp_attr) {
     runtime::Tensor zp = runtime::Tensor::empty({1}, DType::int32);
     zp.data<std::int32_t>()[0] = static_cast<std::int32_t>(xq.zero_point);
@@ -296,8 +345,8 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, const QConvSpe
     reads.push_back(zv);
   }
   const std::size_t pad_at = scratch.take(pd.scratchpad_desc().get_size());
-  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, std::nullopt,
-                                                        runtime::CopyPlan{}, pd.scratchpad_desc(), pad_at),
+  ctx.add_step(std::make_unique<onednn::PrimitiveStep>(dnnl::convolution_forward(pd), std::move(ins), out, dst_md, pre_fill, pre_copy,
+                                                        pd.scratchpad_desc(), pad_at),
                std::move(reads), {out}, scratch.bytes);
   ctx.set_result(out);
 }
@@ -350,27 +399,24 @@ struct QConvPointwiseBinary {
     if (binary != "add" && binary != "sum") ctx.fail("binary post-op '" + binary + "' is not supported (add and sum are)");
     if (ctx.scalar_arg(18, "alpha", 1.0) != 1.0) ctx.fail("alpha must be 1");
     s.after_add = qconv_unary(ctx, 19, "unary_attr", 20, "unary_scalars");
-    s.tail.other = accum_as_float(ctx);
+    read_accum(ctx, s);
     lower_qconv(ctx, Tensors, s);
   }
 
-  // qaccum in float32: dequantized with accum_scale and accum_zero_point when it is uint8/int8.
-  static runtime::ValueId accum_as_float(runtime::LowerContext& ctx) {
-    using runtime::CallArg;
+  // qaccum: a float32 addend, or uint8/int8 with accum_scale and accum_zero_point.
+  static void read_accum(const runtime::LowerContext& ctx, QConvSpec& s) {
     const auto a = ctx.tensor(6, "qaccum");
     const DType d = ctx.layout(a).dtype;
     const double scale = ctx.scalar_arg(15, "accum_scale", 1.0);
     const std::int64_t zp = ctx.int_arg(16, "accum_zero_point", 0);
     if (d == DType::float32) {
       if (scale != 1.0 || zp != 0) ctx.fail("a float32 qaccum takes accum_scale 1 and accum_zero_point 0");
-      return a;
+      s.tail.other = a;
+      return;
     }
     if (d != DType::uint8 && d != DType::int8)
       ctx.fail("qaccum is " + std::string(dtype_name(d)) + "; uint8, int8 or float32 expected");
-    const std::int64_t lo = d == DType::uint8 ? 0 : -128, hi = d == DType::uint8 ? 255 : 127;
-    return piece(ctx, "quantized_decomposed.dequantize_per_tensor.default",
-                 {CallArg::of_tensor(a), CallArg::of(Arg(scale)), CallArg::of(Arg(zp)), CallArg::of(Arg(lo)), CallArg::of(Arg(hi)),
-                  CallArg::of(Arg(d))});
+    s.accum = QuantizedAccum{a, scale, zp};
   }
 };
 
