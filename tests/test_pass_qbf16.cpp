@@ -13,8 +13,9 @@
 // exact, so only the output's rounding to bfloat16 separates them), a fused
 // int8 output within one quantization step of it. Also the qlinear bmm form
 // (a linear over a non-contiguous 3-D input), float32 and bf16; and the binary
-// (add) fusions of a bf16 qlinear and a bf16 qconv (the qconv's with Inductor's
-// in-place add: the sum converted back to bfloat16).
+// (add) fusions of a bf16 qlinear and a bf16 qconv (both with Inductor's
+// in-place add too: the sum converted back to bfloat16; the qlinear's also
+// checked against the unfused bf16 graph, which kiln runs after the prepack).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -748,33 +749,35 @@ DType binary_float_dtype(const BinaryCase& k) { return k.inplace || k.od == DTyp
 }  // namespace
 
 TEST_CASE("qlinear binary fusion int8-mixed-bf16: a bf16 or float32 addend, the in-place add's to_bf16, relu, the quantize read directly or through to_fp32, a float output") {
-  for (const BinaryCase& k : binary_cases()) {
-    CAPTURE(k.quantized);
-    CAPTURE(k.convert);
-    CAPTURE(k.relu);
-    CAPTURE(k.swapped);
-    CAPTURE(k.inplace);
-    CAPTURE(std::string(dtype_name(k.od)));
-    LinearNet t({16, K}, true, Mix{});
-    t.g.output(ArgList{linear_add(t, k)});
-    Counters c;
-    REQUIRE(qlinear_weight_prepack(t.g, &c) == 1);
-    CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
-    lint(t.g);
-    const Node* q = only(t.g, onednn::qlinear_pointwise_binary);
-    CHECK(q->arg(10) == Arg(k.quantized ? DType::uint8 : binary_float_dtype(k)));
-    CHECK(q->arg(6).node()->name() == "other");
-    // Inductor's post-op: "add" before a quantize and after the in-place convert, "sum" for a float sum.
-    CHECK(q->arg(13) == Arg(std::string(k.quantized || k.inplace ? "add" : "sum")));
-    CHECK(q->arg(15) == Arg(std::string(k.relu ? "relu" : "none")));
-    CHECK(q->meta.val.tensor()->dtype == (k.quantized ? DType::uint8 : binary_float_dtype(k)));
-    CHECK(count(t.g, aten::add_Tensor) == 0);
-    CHECK(count(t.g, prims::convert_element_type) == 0);
-    CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 0);
-    CHECK(c.get("qlinear_binary_matcher_count") == 1);
-    CHECK(c.get("qlinear_binary_matcher_nodes") ==
-          2 + (k.inplace ? 1 : 0) + (k.relu ? 1 : 0) + (k.quantized ? 1 : 0) + (k.convert ? 1 : 0));
-  }
+  for (const BinaryCase& k : binary_cases())
+    for (const bool tensors : {false, true}) {
+      CAPTURE(k.quantized);
+      CAPTURE(k.convert);
+      CAPTURE(k.relu);
+      CAPTURE(k.swapped);
+      CAPTURE(k.inplace);
+      CAPTURE(std::string(dtype_name(k.od)));
+      CAPTURE(tensors);
+      LinearNet t({16, K}, true, Mix{}, LinearForm::linear, tensors);
+      t.g.output(ArgList{linear_add(t, k)});
+      Counters c;
+      REQUIRE(qlinear_weight_prepack(t.g, &c) == 1);
+      CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, tensors ? onednn::qlinear_pointwise_binary_tensor : onednn::qlinear_pointwise_binary);
+      CHECK(q->arg(10) == Arg(k.quantized ? DType::uint8 : binary_float_dtype(k)));
+      CHECK(q->arg(6).node()->name() == "other");
+      // Inductor's post-op: "add" before a quantize and after the in-place convert, "sum" for a float sum.
+      CHECK(q->arg(13) == Arg(std::string(k.quantized || k.inplace ? "add" : "sum")));
+      CHECK(q->arg(15) == Arg(std::string(k.relu ? "relu" : "none")));
+      CHECK(q->meta.val.tensor()->dtype == (k.quantized ? DType::uint8 : binary_float_dtype(k)));
+      CHECK(count(t.g, aten::add_Tensor) == 0);
+      CHECK(count(t.g, prims::convert_element_type) == 0);
+      CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 0);
+      CHECK(c.get("qlinear_binary_matcher_count") == 1);
+      CHECK(c.get("qlinear_binary_matcher_nodes") ==
+            2 + (k.inplace ? 1 : 0) + (k.relu ? 1 : 0) + (k.quantized ? 1 : 0) + (k.convert ? 1 : 0));
+    }
 }
 
 TEST_CASE("qlinear binary fusion int8-mixed-bf16 near misses: a float16 addend, a float16 convert, an addend with another user, another output dtype") {
@@ -859,23 +862,27 @@ TEST_CASE("qlinear binary fusion int8-mixed-bf16 numerics: against the float32 g
   const Tensor x = test::random_ints({16, K}, DType::uint8, 0, 255, 11);
   for (const BinaryCase& k : binary_cases()) {
     if (k.swapped) continue;
+    // The x_scale/x_zero_point tensor form (qlinear_pointwise.binary_tensor) on half of the cases.
+    const bool tensors = k.relu != k.convert;
     CAPTURE(k.quantized);
     CAPTURE(k.convert);
     CAPTURE(k.relu);
     CAPTURE(k.inplace);
     CAPTURE(std::string(dtype_name(k.od)));
+    CAPTURE(tensors);
     const Tensor other = bf16_values({16, N}, k.od, 5);
     LinearNet ref({16, K}, true, Mix{.bf16 = false});
     ref.g.output(ArgList{linear_add(ref, {k.quantized, false, k.relu, false, DType::float32})});
     const Tensor want = CompiledGraph::compile(ref.g, ref.weights).run({x, bf16_values({16, N}, DType::float32, 5)})[0];
-    LinearNet u({16, K}, true, Mix{});
+    LinearNet u({16, K}, true, Mix{}, LinearForm::linear, tensors);
     u.g.output(ArgList{linear_add(u, k)});
     REQUIRE(qlinear_weight_prepack(u.g, nullptr) == 1);
     const Tensor unfused = CompiledGraph::compile(u.g, u.weights).run({x, other})[0];
-    LinearNet t({16, K}, true, Mix{});
+    LinearNet t({16, K}, true, Mix{}, LinearForm::linear, tensors);
     t.g.output(ArgList{linear_add(t, k)});
     REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
     REQUIRE(qlinear_post_op_fusion(t.g, nullptr) == 1);
+    REQUIRE(count(t.g, tensors ? onednn::qlinear_pointwise_binary_tensor : onednn::qlinear_pointwise_binary) == 1);
     const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, other})[0];
     if (k.quantized) {
       // A good part of the reference off the quantize's saturation, so the comparison sees the sum.
