@@ -13,8 +13,9 @@
 // exact, so only the output's rounding to bfloat16 separates them), a fused
 // int8 output within one quantization step of it. Also the qlinear bmm form
 // (a linear over a non-contiguous 3-D input), float32 and bf16; and the binary
-// (add) fusions of a bf16 qlinear and a bf16 qconv (the qconv's with Inductor's
-// in-place add: the sum converted back to bfloat16).
+// (add) fusions of a bf16 qlinear and a bf16 qconv (both with Inductor's
+// in-place add too: the sum converted back to bfloat16; the qlinear's also
+// checked against the unfused bf16 graph, which kiln runs after the prepack).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -709,59 +710,77 @@ TEST_CASE("qconv unary fusion int8-mixed-bf16 numerics: against the float32 grap
 
 namespace {
 
-// qlinear (bf16 or float32, 2-D with bias) + an addend `other` of dtype `od` (an input) [-> relu] [-> convert to float32] [-> quantize].
+// qlinear (bf16 or float32, 2-D with bias) + an addend `other` of dtype `od` (an input) [-> convert to
+// `inplace_to` (Inductor's in-place add)] [-> relu] [-> convert to float32] [-> quantize].
 struct BinaryCase {
   bool quantized, convert, relu, swapped;
   DType od;
+  bool inplace = false;
 };
-Node* linear_add(LinearNet& t, const BinaryCase& k, DType convert_to = DType::float32) {
+Node* linear_add(LinearNet& t, const BinaryCase& k, DType convert_to = DType::float32, DType inplace_to = DType::bfloat16) {
   Node* other = t.g.placeholder("other", meta(Y2, k.od));
   const DType sum_dtype = t.out->meta.val.tensor()->dtype == DType::bfloat16 && k.od == DType::bfloat16 ? DType::bfloat16 : DType::float32;
   Node* s = with_meta(t.g.call_function(aten::add_Tensor, k.swapped ? ArgList{other, t.out} : ArgList{t.out, other}), Y2, sum_dtype);
+  if (k.inplace) s = convert(t.g, s, inplace_to);
   if (k.relu) s = unary(t.g, "relu", s);
   return k.quantized ? quantize_out(t.g, s, Y2, k.convert, convert_to) : s;
 }
 
+// Inductor's int8-mixed-bf16 table: (1)/(2) a bf16 addend, (3)/(4) a float32
+// one (a float output float32), (5)/(6) the in-place add of a float32 one.
 std::vector<BinaryCase> binary_cases() {
   std::vector<BinaryCase> v;
   for (const bool quantized : {true, false})
     for (const bool convert : {false, true})
       for (const bool relu : {false, true})
         for (const bool swapped : {false, true})
-          for (const DType od : {DType::bfloat16, DType::float32}) {
-            if (!quantized && (convert || od == DType::float32)) continue;  // a float sum keeps the qlinear's bf16
-            v.push_back({quantized, convert, relu, swapped, od});
-          }
+          for (const DType od : {DType::bfloat16, DType::float32})
+            for (const bool inplace : {false, true}) {
+              if (!quantized && convert) continue;                // no quantize to convert for
+              if (inplace && od != DType::float32) continue;  // the in-place form adds a float32 addend
+              v.push_back({quantized, convert, relu, swapped, od, inplace});
+            }
   return v;
 }
 
+// The fused float output's dtype: bfloat16 after the in-place convert or for bf16 + bf16, else float32.
+DType binary_float_dtype(const BinaryCase& k) { return k.inplace || k.od == DType::bfloat16 ? DType::bfloat16 : DType::float32; }
+
 }  // namespace
 
-TEST_CASE("qlinear binary fusion int8-mixed-bf16: a bf16 or float32 addend, relu, the quantize read directly or through to_fp32, a bf16 sum") {
-  for (const BinaryCase& k : binary_cases()) {
-    CAPTURE(k.quantized);
-    CAPTURE(k.convert);
-    CAPTURE(k.relu);
-    CAPTURE(k.swapped);
-    CAPTURE(std::string(dtype_name(k.od)));
-    LinearNet t({16, K}, true, Mix{});
-    t.g.output(ArgList{linear_add(t, k)});
-    Counters c;
-    REQUIRE(qlinear_weight_prepack(t.g, &c) == 1);
-    CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
-    lint(t.g);
-    const Node* q = only(t.g, onednn::qlinear_pointwise_binary);
-    CHECK(q->arg(10) == Arg(k.quantized ? DType::uint8 : DType::bfloat16));
-    CHECK(q->arg(13) == Arg(std::string(k.quantized ? "add" : "sum")));
-    CHECK(q->arg(15) == Arg(std::string(k.relu ? "relu" : "none")));
-    CHECK(count(t.g, aten::add_Tensor) == 0);
-    CHECK(count(t.g, prims::convert_element_type) == 0);
-    CHECK(c.get("qlinear_binary_matcher_count") == 1);
-    CHECK(c.get("qlinear_binary_matcher_nodes") == 2 + (k.relu ? 1 : 0) + (k.quantized ? 1 : 0) + (k.convert ? 1 : 0));
-  }
+TEST_CASE("qlinear binary fusion int8-mixed-bf16: a bf16 or float32 addend, the in-place add's to_bf16, relu, the quantize read directly or through to_fp32, a float output") {
+  for (const BinaryCase& k : binary_cases())
+    for (const bool tensors : {false, true}) {
+      CAPTURE(k.quantized);
+      CAPTURE(k.convert);
+      CAPTURE(k.relu);
+      CAPTURE(k.swapped);
+      CAPTURE(k.inplace);
+      CAPTURE(std::string(dtype_name(k.od)));
+      CAPTURE(tensors);
+      LinearNet t({16, K}, true, Mix{}, LinearForm::linear, tensors);
+      t.g.output(ArgList{linear_add(t, k)});
+      Counters c;
+      REQUIRE(qlinear_weight_prepack(t.g, &c) == 1);
+      CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
+      lint(t.g);
+      const Node* q = only(t.g, tensors ? onednn::qlinear_pointwise_binary_tensor : onednn::qlinear_pointwise_binary);
+      CHECK(q->arg(10) == Arg(k.quantized ? DType::uint8 : binary_float_dtype(k)));
+      CHECK(q->arg(6).node()->name() == "other");
+      // Inductor's post-op: "add" before a quantize and after the in-place convert, "sum" for a float sum.
+      CHECK(q->arg(13) == Arg(std::string(k.quantized || k.inplace ? "add" : "sum")));
+      CHECK(q->arg(15) == Arg(std::string(k.relu ? "relu" : "none")));
+      CHECK(q->meta.val.tensor()->dtype == (k.quantized ? DType::uint8 : binary_float_dtype(k)));
+      CHECK(count(t.g, aten::add_Tensor) == 0);
+      CHECK(count(t.g, prims::convert_element_type) == 0);
+      CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == 0);
+      CHECK(c.get("qlinear_binary_matcher_count") == 1);
+      CHECK(c.get("qlinear_binary_matcher_nodes") ==
+            2 + (k.inplace ? 1 : 0) + (k.relu ? 1 : 0) + (k.quantized ? 1 : 0) + (k.convert ? 1 : 0));
+    }
 }
 
-TEST_CASE("qlinear binary fusion int8-mixed-bf16 near misses: a float32 sum of a bf16 qlinear, a float16 addend, a float16 convert") {
+TEST_CASE("qlinear binary fusion int8-mixed-bf16 near misses: a float16 addend, a float16 convert, an addend with another user, another output dtype") {
   // The quantize stays; so does the add, but where a bf16 sum may still fuse before a convert it refuses.
   const auto unfused = [](const BinaryCase& k, DType convert_to = DType::float32, bool add_stays = true) {
     LinearNet t({16, K}, true, Mix{});
@@ -773,29 +792,118 @@ TEST_CASE("qlinear binary fusion int8-mixed-bf16 near misses: a float32 sum of a
     if (add_stays) CHECK(count(t.g, aten::add_Tensor) == 1);
     else CHECK(only(t.g, onednn::qlinear_pointwise_binary)->arg(10) == Arg(DType::bfloat16));
   };
-  SUBCASE("a float32 addend with a float output") { unfused({false, false, false, false, DType::float32}); }
   SUBCASE("a float16 addend") { unfused({true, false, false, false, DType::float16}); }
   SUBCASE("the convert before the quantize is to float16") { unfused({true, true, false, false, DType::bfloat16}, DType::float16, false); }
+  SUBCASE("the addend has a second user") {
+    for (const bool quantized : {true, false})
+      for (const bool inplace : {false, true}) {
+        CAPTURE(quantized);
+        CAPTURE(inplace);
+        LinearNet t({16, K}, true, Mix{});
+        Node* y = linear_add(t, {quantized, false, true, false, DType::float32, inplace});
+        t.g.output(ArgList{y, only(t.g, aten::add_Tensor)->arg(1)});
+        REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+        Counters c;
+        qlinear_post_op_fusion(t.g, &c);
+        lint(t.g);
+        CHECK(c.get("qlinear_binary_matcher_count") == 0);
+        CHECK(count(t.g, aten::add_Tensor) == 1);
+      }
+  }
+  SUBCASE("a float output whose dtype is not the add's") {
+    for (const DType od : {DType::bfloat16, DType::float32}) {
+      LinearNet t({16, K}, true, Mix{});
+      Node* y = linear_add(t, {false, false, false, false, od});
+      y->meta.val = meta(Y2, od == DType::bfloat16 ? DType::float32 : DType::bfloat16);
+      t.g.output(ArgList{y});
+      REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+      CHECK(qlinear_post_op_fusion(t.g, nullptr) == 0);
+      CHECK(count(t.g, aten::add_Tensor) == 1);
+    }
+  }
 }
 
-TEST_CASE("qlinear binary fusion int8-mixed-bf16 numerics: against the float32 graph run by kiln, one output step or bf16 rounding") {
+// The in-place form refused: its convert stays, the add alone fuses at the
+// float sum's pass (a float32 output), the quantize stays.
+TEST_CASE("qlinear binary fusion int8-mixed-bf16 in-place near misses: a convert to float16 after the add, a to_bf16 after a float32 qlinear's add") {
+  const auto convert_stays = [](bool bf16, DType to) {
+    for (const bool quantized : {true, false})
+      for (const bool relu : {false, true}) {
+        CAPTURE(quantized);
+        CAPTURE(relu);
+        LinearNet t({16, K}, true, Mix{.bf16 = bf16});
+        t.g.output(ArgList{linear_add(t, {quantized, false, relu, false, DType::float32, true}, DType::float32, to)});
+        REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
+        Counters c;
+        CHECK(qlinear_post_op_fusion(t.g, &c) == 1);
+        lint(t.g);
+        const Node* q = only(t.g, onednn::qlinear_pointwise_binary);
+        CHECK(q->arg(10) == Arg(DType::float32));
+        CHECK(q->arg(13) == Arg(std::string("sum")));
+        CHECK(q->arg(15) == Arg(std::string("none")));
+        CHECK(count(t.g, prims::convert_element_type) == 1);
+        CHECK(count(t.g, aten::relu) == (relu ? 1 : 0));
+        CHECK(count(t.g, quantized_decomposed::quantize_per_tensor) == (quantized ? 1 : 0));
+        CHECK(c.get("qlinear_binary_matcher_nodes") == 2);
+      }
+  };
+  SUBCASE("a convert to float16 after a bf16 qlinear's add") { convert_stays(true, DType::float16); }
+  SUBCASE("a convert to bfloat16 after a float32 qlinear's add") { convert_stays(false, DType::bfloat16); }
+}
+
+// Two references: the float32 graph (no converts), and the unfused bf16 graph
+// itself after the weight prepack (kiln runs the bf16-output qlinear, then the
+// add, converts, relu and quantize as written). The fused op adds the addend
+// to the unrounded product, the unfused graph to its bf16 rounding: apart by
+// 2^-9 of the product (|product| <= |sum| + 2, the addend within [-2, 2]; 2^-8
+// allowed), and a bf16 output by one more unit in its last place (each side
+// rounds its own sum; 2^-7 in all).
+TEST_CASE("qlinear binary fusion int8-mixed-bf16 numerics: against the float32 graph and the unfused bf16 graph run by kiln") {
   const Tensor x = test::random_ints({16, K}, DType::uint8, 0, 255, 11);
   for (const BinaryCase& k : binary_cases()) {
     if (k.swapped) continue;
+    // The x_scale/x_zero_point tensor form (qlinear_pointwise.binary_tensor) on half of the cases.
+    const bool tensors = k.relu != k.convert;
     CAPTURE(k.quantized);
     CAPTURE(k.convert);
     CAPTURE(k.relu);
+    CAPTURE(k.inplace);
     CAPTURE(std::string(dtype_name(k.od)));
+    CAPTURE(tensors);
+    const Tensor other = bf16_values({16, N}, k.od, 5);
     LinearNet ref({16, K}, true, Mix{.bf16 = false});
     ref.g.output(ArgList{linear_add(ref, {k.quantized, false, k.relu, false, DType::float32})});
     const Tensor want = CompiledGraph::compile(ref.g, ref.weights).run({x, bf16_values({16, N}, DType::float32, 5)})[0];
-    LinearNet t({16, K}, true, Mix{});
+    LinearNet u({16, K}, true, Mix{}, LinearForm::linear, tensors);
+    u.g.output(ArgList{linear_add(u, k)});
+    REQUIRE(qlinear_weight_prepack(u.g, nullptr) == 1);
+    const Tensor unfused = CompiledGraph::compile(u.g, u.weights).run({x, other})[0];
+    LinearNet t({16, K}, true, Mix{}, LinearForm::linear, tensors);
     t.g.output(ArgList{linear_add(t, k)});
     REQUIRE(qlinear_weight_prepack(t.g, nullptr) == 1);
     REQUIRE(qlinear_post_op_fusion(t.g, nullptr) == 1);
-    const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, bf16_values({16, N}, k.od, 5)})[0];
-    if (k.quantized) CHECK(max_step_diff(got, want) <= 1);
-    else check_bf16_close(got, want);
+    REQUIRE(count(t.g, tensors ? onednn::qlinear_pointwise_binary_tensor : onednn::qlinear_pointwise_binary) == 1);
+    const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, other})[0];
+    if (k.quantized) {
+      // A good part of the reference off the quantize's saturation, so the comparison sees the sum.
+      std::int64_t inside = 0;
+      for (std::int64_t i = 0; i < want.numel(); ++i) inside += want.data<std::uint8_t>()[i] > 0 && want.data<std::uint8_t>()[i] < 255;
+      CHECK(inside * 4 > want.numel());
+      CHECK(max_step_diff(got, want) <= 1);
+      CHECK(max_step_diff(got, unfused) <= 1);
+      continue;
+    }
+    REQUIRE(got.dtype() == binary_float_dtype(k));
+    REQUIRE(unfused.dtype() == got.dtype());
+    REQUIRE(unfused.shape() == got.shape());
+    const std::vector<double> g = values(got), w = values(want), uw = values(unfused);
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      CAPTURE(i);
+      if (got.dtype() == DType::bfloat16) CHECK(std::abs(g[i] - w[i]) <= std::abs(w[i]) * 0x1p-8 + 1e-4);
+      // A float32 output from exact int8 products: float32 rounding from the float32 graph.
+      else CHECK(std::abs(g[i] - w[i]) <= 1e-4 + 1e-5 * std::abs(w[i]));
+      CHECK(std::abs(g[i] - uw[i]) <= (std::abs(uw[i]) + 2) * (got.dtype() == DType::bfloat16 ? 0x1p-7 : 0x1p-8) + 1e-4);
+    }
   }
 }
 

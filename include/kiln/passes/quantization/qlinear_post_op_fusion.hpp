@@ -9,9 +9,9 @@
 //   4: float output: qlinear -> relu | gelu (unary); relu(qlinear + accum) ("sum");
 //   5: float output: qlinear + accum ("sum").
 // The fused node is qlinear_pointwise(.tensor) with the post-op, or its
-// .binary(.binary_tensor) form. Checks as Inductor's: a float-output match
-// keeps the qlinear's own output dtype (Inductor checks it for the unary
-// forms, kiln for the binary ones too); for the binary forms the two add
+// .binary(.binary_tensor) form. Checks as Inductor's: a float-output unary
+// match keeps the qlinear's own output dtype (kiln checks a binary one's is
+// the dtype the unfused add gives, see below); for the binary forms the two add
 // inputs have one shape and the extra input has no user but the add besides
 // the qlinear's ancestors, and is not the qlinear's input. Counters
 // qlinear_unary_matcher_count/_nodes and qlinear_binary_matcher_count/_nodes,
@@ -23,10 +23,17 @@
 // as in quant(to_fp32(relu(qlinear))); Inductor's bf16 gelu also converts to
 // float32 before its decomposition and back after it, two more nodes it counts
 // (one where kiln's graph holds the convert before the quantize). The binary
-// forms in bf16: a bfloat16 or float32 addend, then the output quantize (read
-// directly or through a convert to float32), or a float output of the
-// qlinear's dtype (bf16 + bf16; Inductor also fuses a float32 addend giving a
-// float32 output, kiln leaves that add).
+// forms in bf16 (Inductor's table, cases 1 to 6): a bfloat16 or float32
+// addend, then the output quantize (read directly or through a convert to
+// float32), or a float output of the add's promoted dtype (bf16 + bf16 stays
+// bfloat16, "sum"; a float32 addend gives a float32 output, "sum", which the
+// kernel computes from the unrounded product). Inductor's in-place add of a
+// float32 addend puts convert_element_type back to bfloat16 right after the
+// add: quant([to_fp32]([relu](to_bf16(qlinear + other)))) at pass 3, and a
+// bfloat16 float output, post-op "add", as relu(to_bf16(qlinear + other)) at
+// 4 and to_bf16(qlinear + other) at 5. Inductor takes any dtype in that
+// convert; kiln a bfloat16 one after a bf16 qlinear. Counted as Inductor
+// counts them: every node of the match (the to_bf16 one of them).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,9 +75,10 @@ inline std::string gelu_approximate(const Node* gelu) {
 struct PostOps {
   std::string binary = "none", unary = "none", algorithm;
 };
-inline PostOps post_ops_of(const std::vector<Node*>& nodes, bool binary, bool quantized) {
+inline PostOps post_ops_of(const std::vector<Node*>& nodes, bool binary, bool quantized, bool inplace) {
   PostOps p;
-  if (binary) p.binary = quantized ? "add" : "sum";
+  // Inductor's post-op: "add" before an output quantize and after the in-place add's convert, else "sum".
+  if (binary) p.binary = quantized || inplace ? "add" : "sum";
   if (find_target(nodes, {aten::relu})) p.unary = "relu";
   if (const Node* gelu = find_target(nodes, {aten::gelu})) {
     p.unary = "gelu";
@@ -98,11 +106,49 @@ inline bool valid_convert_to_quantize(const std::vector<Node*>& nodes, DType op_
   return !c || (op_dtype == DType::bfloat16 && arg_is_dtype(c, 1, DType::float32));
 }
 
-// The output's dtype: the quantize's where one ends the match, else the qlinear's own.
-inline DType fused_output_dtype(const std::vector<Node*>& nodes) {
+// The binary forms' parts: the add, its input that is not the qlinear, and
+// (in-place forms) the convert back to bfloat16 right after the add.
+struct BinaryParts {
+  const Node* add = nullptr;
+  const Node* extra = nullptr;
+  const Node* to_bf16 = nullptr;
+};
+inline BinaryParts binary_parts(const std::vector<Node*>& nodes, const Node* ql, bool inplace) {
+  BinaryParts b;
+  b.add = find_target(nodes, {aten::add_Tensor});
+  if (!b.add || b.add->args().size() != 2) return b;
+  b.extra = b.add->arg(0).node() == ql ? b.add->arg(1).node() : b.add->arg(0).node();
+  if (inplace)
+    for (const Node* n : nodes)
+      if (n->target() == prims::convert_element_type && n->arg(0).node() == b.add) b.to_bf16 = n;
+  return b;
+}
+
+// The float dtype a binary match's unfused graph ends in: bfloat16 after the
+// in-place add's convert, else the add's promoted dtype (bf16 + bf16 is bf16,
+// anything with a float32 operand is float32).
+inline DType binary_float_dtype(const Node* ql, const BinaryParts& b) {
+  if (b.to_bf16) return DType::bfloat16;
+  const DType e = meta_dtype(b.extra).value_or(DType::float32);
+  return float_output_dtype(ql, 9) == DType::bfloat16 && e == DType::bfloat16 ? DType::bfloat16 : DType::float32;
+}
+
+// The convert to float32 before the output quantize (int8-mixed-bf16), or
+// nullptr; not the in-place add's convert when the quantize reads that one.
+inline const Node* convert_before_quantize(const std::vector<Node*>& nodes, const Node* to_bf16) {
+  const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
+  const Node* c = q ? q->arg(0).node() : nullptr;
+  return c && c != to_bf16 && c->target() == prims::convert_element_type ? c : nullptr;
+}
+
+// The output's dtype: the quantize's where one ends the match, else the float
+// dtype the unfused graph gives (the qlinear's own for the unary forms).
+inline DType fused_output_dtype(const std::vector<Node*>& nodes, bool binary, bool inplace) {
   const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
   const auto* d = q && q->args().size() > 5 ? q->arg(5).get_if<DType>() : nullptr;
-  return d ? *d : float_output_dtype(qlinear_of(nodes), 9);
+  if (d) return *d;
+  const Node* ql = qlinear_of(nodes);
+  return binary ? binary_float_dtype(ql, binary_parts(nodes, ql, inplace)) : float_output_dtype(ql, 9);
 }
 
 // Inductor's _get_remaining_users: users of `extra` that are not ancestors of `compute`.
@@ -121,36 +167,45 @@ inline std::size_t remaining_users(const Node* extra, const Node* compute) {
 }
 
 // Inductor's checks (see the top), and the gelu forms and float32 extra input kiln's kernel takes.
-inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, const Node* out_node, bool binary) {
+inline bool valid_post_op_fusion(const std::vector<Node*>& nodes, const Node* out_node, bool binary, bool inplace = false) {
   const Node* ql = qlinear_of(nodes);
   if (!ql || string_arg(ql, 10) != "none") return false;
   const DType ql_dtype = float_output_dtype(ql, 9);
   if (ql_dtype != DType::float32 && ql_dtype != DType::bfloat16) return false;
-  // A float-output match keeps the qlinear's own output dtype (Inductor's check).
   const bool quantized = find_target(nodes, {quantized_decomposed::quantize_per_tensor}) != nullptr;
-  if (!quantized && meta_dtype(out_node).value_or(DType::float32) != ql_dtype) return false;
-  if (!valid_convert_to_quantize(nodes, ql_dtype)) return false;
-  if (const Node* gelu = find_target(nodes, {aten::gelu})) {
-    const std::string a = gelu_approximate(gelu);
-    if (a != "none" && a != "tanh") return false;
+  if (!binary) {
+    // A float-output match keeps the qlinear's own output dtype (Inductor's check).
+    if (!quantized && meta_dtype(out_node).value_or(DType::float32) != ql_dtype) return false;
+    if (!valid_convert_to_quantize(nodes, ql_dtype)) return false;
+    if (const Node* gelu = find_target(nodes, {aten::gelu})) {
+      const std::string a = gelu_approximate(gelu);
+      if (a != "none" && a != "tanh") return false;
+    }
+    return true;
   }
-  if (!binary) return true;
-  const Node* add = find_target(nodes, {aten::add_Tensor});
-  if (!add || add->args().size() != 2 || add->kwargs().find("alpha")) return false;
-  const Node* extra = add->arg(0).node() == ql ? add->arg(1).node() : add->arg(0).node();
-  const TensorMeta* em = extra ? extra->meta.val.tensor() : nullptr;
+  const BinaryParts b = binary_parts(nodes, ql, inplace);
+  if (!b.add || b.add->args().size() != 2 || b.add->kwargs().find("alpha")) return false;
+  const TensorMeta* em = b.extra ? b.extra->meta.val.tensor() : nullptr;
   const TensorMeta* qm = ql->meta.val.tensor();
   if (!em || !qm || !(em->shape == qm->shape) || (em->dtype != DType::float32 && em->dtype != ql_dtype)) return false;
-  return remaining_users(extra, ql) <= 1 && extra != ql->arg(0).node();
+  // The in-place add's convert goes back to bfloat16 after a bf16 qlinear
+  // (Inductor takes any dtype there; kiln the one its kernel writes).
+  if (inplace && !(b.to_bf16 && arg_is_dtype(b.to_bf16, 1, DType::bfloat16) && ql_dtype == DType::bfloat16)) return false;
+  // The convert before the quantize: to float32, in the int8-mixed-bf16 form.
+  if (const Node* c = convert_before_quantize(nodes, b.to_bf16))
+    if (!(ql_dtype == DType::bfloat16 && arg_is_dtype(c, 1, DType::float32))) return false;
+  // A float output is what the unfused graph gives: the add's promoted dtype, or bfloat16 after the in-place convert.
+  if (!quantized && meta_dtype(out_node).value_or(DType::float32) != binary_float_dtype(ql, b)) return false;
+  return remaining_users(b.extra, ql) <= 1 && b.extra != ql->arg(0).node();
 }
 
 // The fused node's arguments: the qlinear's operands, the output's quantization, the post-ops.
-inline Node* fuse_post_ops(Graph& g, const std::vector<Node*>& nodes, Node* out, bool binary) {
+inline Node* fuse_post_ops(Graph& g, const std::vector<Node*>& nodes, Node* out, bool binary, bool inplace = false) {
   const Node* ql = qlinear_of(nodes);
-  const DType dtype = fused_output_dtype(nodes);
+  const DType dtype = fused_output_dtype(nodes, binary, inplace);
   const Node* q = find_target(nodes, {quantized_decomposed::quantize_per_tensor});
   const Arg o_scale = q ? q->arg(1) : Arg(1.0), o_zp = q ? q->arg(2) : Arg(std::int64_t{0});
-  const PostOps p = post_ops_of(nodes, binary, q != nullptr);
+  const PostOps p = post_ops_of(nodes, binary, q != nullptr, inplace);
   const bool tensors = ql->target() == onednn::qlinear_pointwise_tensor;
   ArgList args{ql->arg(0), ql->arg(1), ql->arg(2), ql->arg(3), ql->arg(4), ql->arg(5)};
   if (!binary) {
@@ -187,17 +242,17 @@ inline std::int64_t inductor_fusion_nodes(const std::vector<Node*>& nodes) {
 inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passes, Counters* counters = nullptr) {
   using namespace pattern;
   namespace qd = quantization_detail;
-  const auto handler = [counters](bool binary) {
-    return [counters, binary](auto& m, Graph& g, Node* out) {
+  const auto handler = [counters](bool binary, bool inplace = false) {
+    return [counters, binary, inplace](auto& m, Graph& g, Node* out) {
       const std::int64_t nodes = qd::inductor_fusion_nodes(m.nodes());
       const auto kiln_nodes = static_cast<std::int64_t>(m.nodes().size());
-      qd::fuse_post_ops(g, m.nodes(), out, binary);
+      qd::fuse_post_ops(g, m.nodes(), out, binary, inplace);
       m.erase_nodes();
       qd::count_inductor_match(counters, binary ? "qlinear_binary" : "qlinear_unary", nodes, kiln_nodes);
     };
   };
-  const auto check = [](bool binary) {
-    return [binary](const auto& m) { return qd::valid_post_op_fusion(m.nodes(), m.output_node(), binary); };
+  const auto check = [](bool binary, bool inplace = false) {
+    return [binary, inplace](const auto& m) { return qd::valid_post_op_fusion(m.nodes(), m.output_node(), binary, inplace); };
   };
   const auto ql = CallFunction({onednn::qlinear_pointwise, onednn::qlinear_pointwise_tensor}, kw<"x">, kw<"x_scale">, kw<"x_zp">,
                                kw<"packed_weight">, kw<"w_scale">, kw<"w_zp">, kw<"b">, kw<"output_scale">, kw<"output_zero_point">,
@@ -208,6 +263,10 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
   const auto gelu = CallFunction(aten::gelu, ql);
   const auto add = CallFunction(aten::add_Tensor, ql, kw<"other">);
   const auto add_swapped = CallFunction(aten::add_Tensor, kw<"other">, ql);
+  // Inductor's in-place add of a float32 addend into a bf16 qlinear: the sum converted back to bfloat16.
+  const auto to_bf16 = [](auto inner) { return CallFunction(prims::convert_element_type, inner, kw<"convert_dtype_after_inplace_add">); };
+  const auto inplace_add = to_bf16(add);
+  const auto inplace_add_swapped = to_bf16(add_swapped);
   const auto opts = [](std::size_t pass, const char* name) { return PatternOptions{.name = name, .pass_number = pass}; };
   // Pass 3 (Inductor's): int8 output.
   passes.register_pattern(quant(ql), handler(false), check(false), opts(0, "qlinear_unary: quant(qlinear)"));
@@ -227,14 +286,29 @@ inline void register_qlinear_post_op_fusion_patterns(PatternMatcherPasses& passe
                           opts(0, "qlinear_binary (bf16): quant(to_fp32(relu(qlinear + other)))"));
   passes.register_pattern(quant_fp32(relu(add_swapped)), handler(true), check(true),
                           opts(0, "qlinear_binary (bf16): quant(to_fp32(relu(other + qlinear)))"));
+  // Pass 3 too, the in-place add: quant([to_fp32]([relu](to_bf16(qlinear + other)))).
+  const auto inplace_q = [&](auto pattern, const char* name) { passes.register_pattern(pattern, handler(true, true), check(true, true), opts(0, name)); };
+  inplace_q(quant(inplace_add), "qlinear_binary (bf16): quant(to_bf16(qlinear + other))");
+  inplace_q(quant(inplace_add_swapped), "qlinear_binary (bf16): quant(to_bf16(other + qlinear))");
+  inplace_q(quant(relu(inplace_add)), "qlinear_binary (bf16): quant(relu(to_bf16(qlinear + other)))");
+  inplace_q(quant(relu(inplace_add_swapped)), "qlinear_binary (bf16): quant(relu(to_bf16(other + qlinear)))");
+  inplace_q(quant_fp32(inplace_add), "qlinear_binary (bf16): quant(to_fp32(to_bf16(qlinear + other)))");
+  inplace_q(quant_fp32(inplace_add_swapped), "qlinear_binary (bf16): quant(to_fp32(to_bf16(other + qlinear)))");
+  inplace_q(quant_fp32(relu(inplace_add)), "qlinear_binary (bf16): quant(to_fp32(relu(to_bf16(qlinear + other))))");
+  inplace_q(quant_fp32(relu(inplace_add_swapped)), "qlinear_binary (bf16): quant(to_fp32(relu(to_bf16(other + qlinear))))");
   // Pass 4: float output, unary, and sum then relu.
   passes.register_pattern(relu(ql), handler(false), check(false), opts(1, "qlinear_unary: relu(qlinear)"));
   passes.register_pattern(gelu, handler(false), check(false), opts(1, "qlinear_unary: gelu(qlinear)"));
   passes.register_pattern(relu(add), handler(true), check(true), opts(1, "qlinear_binary: relu(qlinear + accum)"));
   passes.register_pattern(relu(add_swapped), handler(true), check(true), opts(1, "qlinear_binary: relu(accum + qlinear)"));
+  passes.register_pattern(relu(inplace_add), handler(true, true), check(true, true), opts(1, "qlinear_binary (bf16): relu(to_bf16(qlinear + other))"));
+  passes.register_pattern(relu(inplace_add_swapped), handler(true, true), check(true, true),
+                          opts(1, "qlinear_binary (bf16): relu(to_bf16(other + qlinear))"));
   // Pass 5: float output, sum.
   passes.register_pattern(add, handler(true), check(true), opts(2, "qlinear_binary: qlinear + accum"));
   passes.register_pattern(add_swapped, handler(true), check(true), opts(2, "qlinear_binary: accum + qlinear"));
+  passes.register_pattern(inplace_add, handler(true, true), check(true, true), opts(2, "qlinear_binary (bf16): to_bf16(qlinear + other)"));
+  passes.register_pattern(inplace_add_swapped, handler(true, true), check(true, true), opts(2, "qlinear_binary (bf16): to_bf16(other + qlinear)"));
 }
 
 // Applies the three fusion passes over `g`; returns the number of fusions.
