@@ -7,6 +7,7 @@
 #include <vector>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "kiln/runtime/layout.hpp"
 
@@ -63,10 +64,11 @@ inline CopyPlan plan_copy(const Layout& src, const Layout& dst) {
   return p;
 }
 
-// Runs the copy; rows may be split over OpenMP threads.
+// Runs the copy; rows, or the pieces of a few long rows, may be split over OpenMP threads.
 inline void run_copy(const CopyPlan& p, const std::byte* src, std::byte* dst, int threads) {
   const auto item = static_cast<std::int64_t>(p.item);
-  auto row = [&](std::int64_t r) {
+  // Where row r starts in src and dst, in elements.
+  auto start = [&](std::int64_t r) {
     std::int64_t so = 0, d_o = 0;
     for (std::size_t k = p.rank; k-- > 0;) {
       const std::int64_t i = r % p.shape[k];
@@ -74,6 +76,10 @@ inline void run_copy(const CopyPlan& p, const std::byte* src, std::byte* dst, in
       so += i * p.src_strides[k];
       d_o += i * p.dst_strides[k];
     }
+    return std::pair{so, d_o};
+  };
+  auto row = [&](std::int64_t r) {
+    const auto [so, d_o] = start(r);
     const std::byte* s = src + so * item;
     std::byte* d = dst + d_o * item;
     if (p.src_inner == 1 && p.dst_inner == 1) {
@@ -86,8 +92,20 @@ inline void run_copy(const CopyPlan& p, const std::byte* src, std::byte* dst, in
       for (std::int64_t i = 0; i < p.inner; ++i) std::memcpy(d + i * p.dst_inner * item, s + i * p.src_inner * item, p.item);
     }
   };
-  const bool parallel = threads > 1 && p.rows > 1 && p.rows * p.inner >= 32768;
-  if (parallel) {
+  const bool parallel = threads > 1 && p.rows * p.inner >= 32768;
+  if (parallel && p.rows < threads && p.src_inner == 1 && p.dst_inner == 1) {
+    // Fewer rows than threads (two tensors of one layout merge into one run):
+    // the threads split the memcpy of each row into 64 KiB pieces.
+    const std::int64_t bytes = p.inner * item, piece = std::int64_t{1} << 16, pieces = (bytes + piece - 1) / piece;
+    for (std::int64_t r = 0; r < p.rows; ++r) {
+      const auto [so, d_o] = start(r);
+      const std::byte* s = src + so * item;
+      std::byte* d = dst + d_o * item;
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (std::int64_t c = 0; c < pieces; ++c)
+        std::memcpy(d + c * piece, s + c * piece, static_cast<std::size_t>(std::min(piece, bytes - c * piece)));
+    }
+  } else if (parallel && p.rows > 1) {
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (std::int64_t r = 0; r < p.rows; ++r) row(r);
   } else {
