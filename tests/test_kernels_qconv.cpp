@@ -234,3 +234,23 @@ TEST_CASE("qconv_pointwise refuses, naming the node, the dtypes and post-ops it 
   refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "sum", 1.0, "gelu", ArgList{}, Arg()}, "unary post-op 'gelu' is not supported");
 }
 
+// kAmxMinReduction: a convolution summing fewer than 64 products per output
+// (here 4 channels x 3x3 = 36) takes oneDNN's next implementation where its
+// first choice is AMX; one summing 64 x 3x3 keeps oneDNN's choice. (On a CPU
+// without AMX both run VNNI or AVX-512 code and the check holds trivially.)
+TEST_CASE("an int8 convolution with a reduction under 64 does not run on AMX") {
+  Conv narrow, wide;
+  wide.C = 64;
+  for (Conv* c : {&narrow, &wide}) {
+    c->make();
+    Graph g;
+    Node* x = g.placeholder("x", meta({c->B, c->C, c->H, c->W}, DType::uint8));
+    g.output(ArgList{qconv(g, *c, x, false, Arg(), "relu", ArgList{})});
+    const CompiledGraph cg = CompiledGraph::compile(g, c->weights());
+    std::string impl;
+    for (std::size_t s = 0; s < cg.num_steps(); ++s) impl += cg.step(s).implementation;
+    CAPTURE(impl);
+    if (c == &narrow) CHECK(impl.find("amx") == std::string::npos);
+    CHECK(max_abs_error(c->reference([](double y, double) { return quantize(relu(y)); }), cg.run({c->x})[0]) <= 1.0);
+  }
+}
