@@ -109,6 +109,21 @@ TEST_CASE("kiln-run --profile lists time per op type and the slowest nodes") {
   CHECK(r.out.find("slowest nodes") != std::string::npos);
 }
 
+// libgomp binds the main thread to one CPU at start under OMP_PROC_BIND; the
+// threads a run may use are still the process's CPUs.
+TEST_CASE("kiln-run under OMP_PROC_BIND keeps the threads asked for") {
+  const std::size_t cpus = kiln::available_cpus();
+  if (cpus < 2) return;  // one CPU: nothing to keep
+  const fs::path dir = write_model_folder("bound", kX);
+  const std::string threads = std::to_string(cpus);
+  const Run r = kiln::test::run_tool("/usr/bin/env", "OMP_PROC_BIND=close OMP_PLACES=cores '" + std::string(KILN_RUN_EXE) + "' '" +
+                                                         dir.string() + "' --threads " + threads + " --iterations 2",
+                                     scratch_dir());
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  CHECK(r.err.find("is more than the") == std::string::npos);
+  CHECK(r.out.find("run (" + threads + " threads") != std::string::npos);
+}
+
 TEST_CASE("kiln-run caps --threads at the CPUs it may run on, saying so, and still matches") {
   const fs::path dir = write_model_folder("threads", kX);
   Run r = kiln_run("'" + dir.string() + "' --threads 100000 --iterations 2 --compare '" + (dir / "outputs").string() + "'");

@@ -55,8 +55,13 @@ class OutOfMemory : public Error {
 
 // Threads a run may use: at least 1, at most the CPUs this process may run on
 // (more only queue behind each other, and OpenMP fails to start a hundred thousand).
+// OpenMP's own count where it is built in: with OMP_PROC_BIND set, libgomp binds
+// the main thread to one CPU as the program starts, and the affinity mask then says 1.
 inline int usable_threads(int requested) {
-  const auto cpus = static_cast<int>(std::min<std::size_t>(available_cpus(), 1 << 16));
+  auto cpus = static_cast<int>(std::min<std::size_t>(available_cpus(), 1 << 16));
+#ifdef _OPENMP
+  cpus = std::max(cpus, std::min(omp_get_num_procs(), 1 << 16));
+#endif
   return std::clamp(requested, 1, std::max(cpus, 1));
 }
 

@@ -409,8 +409,7 @@ class GraphLowering {
 
   // A float32 result of a node PyTorch ran in bfloat16, rounded as PyTorch rounds it.
   void round_to_meta_bfloat16(const Node& n) {
-    const TensorMeta* t = n.meta.val.tensor();
-    if (!t || t->dtype != DType::bfloat16) return;
+    if (meta_dtype(n) != DType::bfloat16) return;
     Lowered r = ctx_.take_result();
     if (r.is_tensor() && p_.values[r.id].layout.dtype == DType::float32) r = Lowered::tensor(round_to_bfloat16(ctx_, r.id));
     ctx_.set_result(std::move(r));
