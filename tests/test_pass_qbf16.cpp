@@ -197,6 +197,13 @@ std::vector<NearMiss> near_misses() {
           {"the weight's convert has a second user", Mix{}, 3}};
 }
 
+// More than a quarter of a uint8 reference off the quantize's saturation, so
+// that comparing with it sees the sum and not only the clamp.
+void check_mostly_unsaturated(const Tensor& want) {
+  std::int64_t inside = 0;
+  for (std::int64_t i = 0; i < want.numel(); ++i) inside += want.data<std::uint8_t>()[i] > 0 && want.data<std::uint8_t>()[i] < 255;
+  CHECK(inside * 4 > want.numel());
+}
 }  // namespace
 
 TEST_CASE("qlinear_weight_prepack int8-mixed-bf16: linear(to_bf16(dequant), to_bf16(dequant_per_channel)) becomes a bf16-output qlinear") {
@@ -885,10 +892,7 @@ TEST_CASE("qlinear binary fusion int8-mixed-bf16 numerics: against the float32 g
     REQUIRE(count(t.g, tensors ? onednn::qlinear_pointwise_binary_tensor : onednn::qlinear_pointwise_binary) == 1);
     const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, other})[0];
     if (k.quantized) {
-      // A good part of the reference off the quantize's saturation, so the comparison sees the sum.
-      std::int64_t inside = 0;
-      for (std::int64_t i = 0; i < want.numel(); ++i) inside += want.data<std::uint8_t>()[i] > 0 && want.data<std::uint8_t>()[i] < 255;
-      CHECK(inside * 4 > want.numel());
+      check_mostly_unsaturated(want);
       CHECK(max_step_diff(got, want) <= 1);
       CHECK(max_step_diff(got, unfused) <= 1);
       continue;
@@ -1001,10 +1005,7 @@ TEST_CASE("qconv binary fusion int8-mixed-bf16 numerics: against the float32 gra
     REQUIRE(qconv_post_op_fusion(t.g, nullptr) == 1);
     const Tensor got = CompiledGraph::compile(t.g, t.weights).run({x, a})[0];
     if (k.quantized) {
-      // A good part of the reference off the quantize's saturation, so the comparison sees the sum.
-      std::int64_t inside = 0;
-      for (std::int64_t i = 0; i < want.numel(); ++i) inside += want.data<std::uint8_t>()[i] > 0 && want.data<std::uint8_t>()[i] < 255;
-      CHECK(inside * 4 > want.numel());
+      check_mostly_unsaturated(want);
       CHECK(max_step_diff(got, want) <= 1);
     } else if (k.inplace) {
       check_bf16_close(got, want);
