@@ -173,6 +173,11 @@ def build_parser():
                         "(uint8 per-tensor activations observed on the inputs, "
                         "int8 per-channel weights); the outputs written are "
                         "PyTorch's own on that graph")
+    p.add_argument("--autocast", choices=("bfloat16",), default=None,
+                   help="with --quantize x86: the q/dq graph re-traced under "
+                        "torch.autocast(cpu, bfloat16), the int8-mixed-bf16 graph of "
+                        "Inductor's quantization patterns (PyTorch 2.x: its registered "
+                        "quantized_decomposed ops); the outputs written are PyTorch's on it")
     p.add_argument("--shards", type=int, default=1, metavar="N",
                    help="keep each weight as N files, one per rank (weights/<attr>.rank<r>.npy, "
                         "the elements shard_parameters gives rank r of N), named by a manifest "
@@ -953,6 +958,8 @@ def export(args):
     if dtype != torch.float32:
         model.to(dtype)
     quant = _load_quantizer(args) if args.quantize else None
+    if args.autocast and quant is None:
+        raise UsageError("--autocast %s needs --quantize x86" % args.autocast)
 
     # inputs
     seed_all(args.seed)
@@ -997,6 +1004,8 @@ def export(args):
     elif args.level == "aten" and quant is not None:
         gm = trace_aten(quant.fold_batch_norms(model), fresh())
         quantized = quant.quantize_x86(gm, fresh())
+        if args.autocast:
+            gm = quant.autocast_retrace(gm, fresh(), getattr(torch, args.autocast))
     elif args.level == "aten":
         gm = trace_aten(model, fresh())  # parameters do not require grad
     else:
@@ -1133,6 +1142,8 @@ def export(args):
         manifest["shards"] = args.shards
     if quant is not None:
         manifest["quantize"] = args.quantize
+        if args.autocast:
+            manifest["autocast"] = args.autocast
         manifest["quantized"] = quantized
         manifest["quantized_vs_float_max_abs_diff"] = manifest.pop("graph_vs_eager_max_abs_diff")
     write_json(os.path.join(out_dir, "manifest.json"), manifest)

@@ -33,6 +33,7 @@ They compute with PyTorch's own torch.quantize_per_tensor / per_channel and
 gives the reference outputs on either PyTorch version.
 """
 
+import importlib
 import operator
 
 import torch
@@ -401,6 +402,39 @@ def quantize_x86(gm, inputs):
     _rewrite(gm, plan, params)
     return {"conv": len(plan.convs), "linear": len(plan.linears),
             "activation_pairs": len({(p, plan.root(g)) for p, _, g in plan.edges}) + len(plan.shared_out)}
+
+
+def autocast_retrace(gm, inputs, dtype=torch.bfloat16):
+    """The q/dq graph `gm` re-traced under torch.autocast("cpu", dtype): the
+    int8-mixed-bf16 graph Inductor's quantization patterns are written for
+    (a linear's or convolution's float inputs cast to `dtype`), each cast
+    spelled prims.convert_element_type as Inductor's decompositions write it.
+    The quantize/dequantize nodes become the registered quantized_decomposed
+    ops first, so PyTorch 2.x is needed (1.13 registers none)."""
+    try:
+        importlib.import_module("torch.ao.quantization.fx._decomposed")  # registers quantized_decomposed
+        ops = torch.ops.quantized_decomposed
+        swap = {quantize_per_tensor: ops.quantize_per_tensor.default,
+                dequantize_per_tensor: ops.dequantize_per_tensor.default,
+                dequantize_per_channel: ops.dequantize_per_channel.default}
+    except (ImportError, AttributeError, RuntimeError) as e:
+        raise RuntimeError("--autocast needs the quantized_decomposed ops PyTorch 2.x "
+                           "registers; torch %s has none (%s)" % (torch.__version__, e))
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in swap:
+            n.target = swap[n.target]
+    gm.recompile()
+    from torch.fx.experimental.proxy_tensor import make_fx
+    aten, prims = torch.ops.aten, torch.ops.prims
+
+    def cast(x, dtype=None, **rest):
+        if dtype is None or any(v not in (None, False, torch.strided, torch.preserve_format, x.device)
+                                for v in rest.values()):
+            raise RuntimeError("autocast_retrace: a _to_copy that is not a plain dtype cast: %r" % (rest,))
+        return prims.convert_element_type.default(x, dtype)
+
+    with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+        return make_fx(gm, decomposition_table={aten._to_copy.default: cast})(*[t.clone() for t in inputs])
 
 
 def fold_batch_norms(model):

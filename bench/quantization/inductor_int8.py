@@ -23,6 +23,7 @@ repository root.
 
 import argparse
 import collections
+import contextlib
 import inspect
 import json
 import os
@@ -128,6 +129,10 @@ def main():
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--matches", action="store_true", help="list every pattern the matcher replaced")
     p.add_argument("--ort", action="store_true", help="also time ONNX Runtime's QDQ int8 model")
+    p.add_argument("--autocast", action="store_true",
+                   help="compile and run under torch.autocast(cpu, bfloat16): Inductor's int8-mixed-bf16 "
+                        "patterns (counters only; export_fx.py --quantize x86 --autocast bfloat16 "
+                        "writes the graph kiln's passes see)")
     args = p.parse_args()
 
     torch.manual_seed(0)
@@ -139,7 +144,8 @@ def main():
     gm = export_fx.trace_aten(fx_quantize_x86.fold_batch_norms(model), [x.clone()])
     quantized = fx_quantize_x86.quantize_x86(gm, [x.clone()])
     gm = registered_qdq(gm)
-    with torch.no_grad():
+    mixed = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.autocast else contextlib.nullcontext
+    with torch.no_grad(), mixed():
         reference = gm(x.clone())
 
     from torch._dynamo.utils import counters
@@ -150,14 +156,14 @@ def main():
     log = MatchLog()
     log.install(counters)
     compiled = torch.compile(gm)
-    with torch.no_grad():
+    with torch.no_grad(), mixed():
         out = compiled(x.clone())
     ref_leaves = reference if isinstance(reference, (list, tuple)) else [reference]
     out_leaves = out if isinstance(out, (list, tuple)) else [out]
-    diff = max(float((a - b).abs().max()) for a, b in zip(out_leaves, ref_leaves))
-    scale = max(float(a.abs().max()) for a in ref_leaves)
+    diff = max(float((a.float() - b.float()).abs().max()) for a, b in zip(out_leaves, ref_leaves))
+    scale = max(float(a.float().abs().max()) for a in ref_leaves)
     result = {"factory": args.factory, "input_shape": shape, "torch": torch.__version__,
-              "quantized": quantized, "max_abs_diff_vs_qdq": diff, "output_max_abs": scale,
+              "quantized": quantized, "autocast": args.autocast, "max_abs_diff_vs_qdq": diff, "output_max_abs": scale,
               "counters": dict(sorted(counters["inductor"].items()))}
     if args.matches:
         result["matches"] = log.matches
