@@ -41,7 +41,23 @@ inline bool is_dequantize_per_tensor(const Node* n) {
 // each linear reads it through a reshape to 2-D, and CSE merges the reshapes
 // of one input, so a dequantize whose users are all such linears ends, for
 // Inductor, in one more node (that reshape) than kiln's graph holds.
+// Likewise autocast converts a dequantize to bfloat16 once per reader, and CSE
+// leaves Inductor one convert that every reader shares: its chain is one node longer.
+inline bool read_through_one_convert(const Node* dq) {
+  if (!is_dequantize_per_tensor(dq) || dq->num_users() < 2) return false;
+  const Arg* dtype = nullptr;
+  for (const Node* u : dq->users()) {
+    if (u->op() != OpKind::call_function || u->target() != prims::convert_element_type || u->args().size() != 2 ||
+        u->arg(0).node() != dq || !u->kwargs().empty())
+      return false;
+    if (dtype && !(u->arg(1) == *dtype)) return false;
+    dtype = &u->arg(1);
+  }
+  return true;
+}
+
 inline std::int64_t inductor_chain_length(const Node* end, std::int64_t matched) {
+  if (read_through_one_convert(end)) return matched + 1;
   const TensorMeta* in = end->meta.val.tensor();
   if (end->target() == aten::reshape || !in || in->rank() <= 2) return matched;
   if (!inductor_folds_linear_input(in)) return matched;  // expands instead, which the promotion does not take

@@ -6,7 +6,8 @@
 // becomes onednn.qlinear_pointwise (or .tensor, for the .tensor dequantize) on
 // onednn.qlinear_prepack(weight, x_shape), with a float32 output and no post-op
 // yet. Forms: kiln's aten.linear, with and without bias; Inductor's decomposed
-// addmm(bias, x, permute(w)) and mm(x, permute(w)), 2-D or between reshapes
+// addmm(bias, x, permute(w)) and mm(x, permute(w)) (the transpose also as torch's
+// trace spells it, aten.t), 2-D or between reshapes
 // (an input of rank > 2); and the bmm form Inductor's decomposition gives a
 // linear over a non-contiguous input of rank 3: bmm(expand(dequant),
 // expand(permute(w))), then add(., b) with a bias (Inductor's pass 1, and
@@ -194,9 +195,10 @@ inline void register_qlinear_weight_prepack_patterns(PatternMatcherPasses& passe
   const auto check = [](const auto& m) { return qd::valid_dequant_linear(m.nodes()); };
   const auto dqc = CallFunction(quantized_decomposed::dequantize_per_channel, kw<"q_weight">, kw<"w_scale">, kw<"w_zp">,
                                 kw<"w_axis">, kw<"w_quant_min">, kw<"w_quant_max">, kw<"w_dtype">);
-  // One set of forms per dtype: `dq` and `w` are the activation and the weight as the linear reads them.
-  const auto forms = [&](auto dq, auto w, const std::string& tag) {
-    const auto t = CallFunction(aten::permute, w, kw<"permute_axes">);
+  // One set of forms per dtype and transpose: `dq` and `w` are the activation and
+  // the weight as the linear reads them, `transpose` spells w's transpose.
+  const auto forms = [&](auto dq, auto w, auto transpose, const std::string& tag) {
+    const auto t = transpose(w);
     const auto act2d = CallFunction(aten::reshape, dq, kw<"act_reshape_size">);
     const auto out_nd = [](auto inner) { return CallFunction(aten::reshape, inner, kw<"output_reshape_size">); };
     const auto opts = [&tag](const char* form, std::size_t round = 0) {
@@ -215,10 +217,17 @@ inline void register_qlinear_weight_prepack_patterns(PatternMatcherPasses& passe
     pass.register_pattern(CallFunction(aten::add_Tensor, bmm, kw<"b">), handler, check, opts("add(bmm(expand(dequant), expand(t)), b)"));
     pass.register_pattern(bmm, handler, check, opts("bmm(expand(dequant), expand(t))", 1));
   };
-  forms(qd::dequantize_per_tensor_activation(), dqc, "");
+  // The transpose as Inductor's decomposition writes it, and as torch's own
+  // trace does (an autocast re-trace of a linear: t(to_bf16(dequant_per_channel(w)))).
+  const auto permuted = [](auto w) { return CallFunction(aten::permute, w, kw<"permute_axes">); };
+  const auto t = [](auto w) { return CallFunction(aten::t, w); };
+  forms(qd::dequantize_per_tensor_activation(), dqc, permuted, "");
+  forms(qd::dequantize_per_tensor_activation(), dqc, t, " (t)");
   // int8-mixed-bf16: each input through convert_element_type (Inductor's autocast_act_dtype / autocast_wgt_dtype).
-  forms(CallFunction(prims::convert_element_type, qd::dequantize_per_tensor_activation(), kw<"autocast_act_dtype">),
-        CallFunction(prims::convert_element_type, dqc, kw<"autocast_wgt_dtype">), " (bf16)");
+  const auto dq_bf16 = CallFunction(prims::convert_element_type, qd::dequantize_per_tensor_activation(), kw<"autocast_act_dtype">);
+  const auto dqc_bf16 = CallFunction(prims::convert_element_type, dqc, kw<"autocast_wgt_dtype">);
+  forms(dq_bf16, dqc_bf16, permuted, " (bf16)");
+  forms(dq_bf16, dqc_bf16, t, " (bf16, t)");
 }
 
 // Applies the weight prepack once over `g`; returns the number of linears replaced.
