@@ -404,13 +404,10 @@ def quantize_x86(gm, inputs):
             "activation_pairs": len({(p, plan.root(g)) for p, _, g in plan.edges}) + len(plan.shared_out)}
 
 
-def autocast_retrace(gm, inputs, dtype=torch.bfloat16):
-    """The q/dq graph `gm` re-traced under torch.autocast("cpu", dtype): the
-    int8-mixed-bf16 graph Inductor's quantization patterns are written for
-    (a linear's or convolution's float inputs cast to `dtype`), each cast
-    spelled prims.convert_element_type as Inductor's decompositions write it.
-    The quantize/dequantize nodes become the registered quantized_decomposed
-    ops first, so PyTorch 2.x is needed (1.13 registers none)."""
+def use_registered_ops(gm):
+    """Points `gm`'s quantize/dequantize calls (the Python functions above) at
+    the registered quantized_decomposed ops, which PyTorch 2.x has (1.13
+    registers none); returns `gm`."""
     try:
         importlib.import_module("torch.ao.quantization.fx._decomposed")  # registers quantized_decomposed
         ops = torch.ops.quantized_decomposed
@@ -418,12 +415,23 @@ def autocast_retrace(gm, inputs, dtype=torch.bfloat16):
                 dequantize_per_tensor: ops.dequantize_per_tensor.default,
                 dequantize_per_channel: ops.dequantize_per_channel.default}
     except (ImportError, AttributeError, RuntimeError) as e:
-        raise RuntimeError("--autocast needs the quantized_decomposed ops PyTorch 2.x "
-                           "registers; torch %s has none (%s)" % (torch.__version__, e))
+        raise RuntimeError("the quantized_decomposed ops are PyTorch 2.x's; torch %s "
+                           "registers none (%s)" % (torch.__version__, e))
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target in swap:
             n.target = swap[n.target]
     gm.recompile()
+    return gm
+
+
+def autocast_retrace(gm, inputs, dtype=torch.bfloat16):
+    """The q/dq graph `gm` re-traced under torch.autocast("cpu", dtype): the
+    int8-mixed-bf16 graph Inductor's quantization patterns are written for
+    (a linear's or convolution's float inputs cast to `dtype`), each cast
+    spelled prims.convert_element_type as Inductor's decompositions write it.
+    The quantize/dequantize nodes become the registered ops first
+    (use_registered_ops: PyTorch 2.x)."""
+    use_registered_ops(gm)
     from torch.fx.experimental.proxy_tensor import make_fx
     aten, prims = torch.ops.aten, torch.ops.prims
 

@@ -39,20 +39,6 @@ import export_fx  # noqa: E402
 import fx_quantize_x86  # noqa: E402
 
 
-def registered_qdq(gm):
-    """Points the exporter's Python quantize/dequantize calls at the registered ops."""
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers quantized_decomposed)
-    ops = torch.ops.quantized_decomposed
-    swap = {fx_quantize_x86.quantize_per_tensor: ops.quantize_per_tensor.default,
-            fx_quantize_x86.dequantize_per_tensor: ops.dequantize_per_tensor.default,
-            fx_quantize_x86.dequantize_per_channel: ops.dequantize_per_channel.default}
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and n.target in swap:
-            n.target = swap[n.target]
-    gm.recompile()
-    return gm
-
-
 class MatchLog:
     """Records, for each pattern_matcher_count increment, which pattern matched
     and the targets of the nodes it replaced (read from the caller's frame)."""
@@ -143,7 +129,7 @@ def main():
     x = torch.randn(*shape)
     gm = export_fx.trace_aten(fx_quantize_x86.fold_batch_norms(model), [x.clone()])
     quantized = fx_quantize_x86.quantize_x86(gm, [x.clone()])
-    gm = registered_qdq(gm)
+    gm = fx_quantize_x86.use_registered_ops(gm)
     mixed = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.autocast else contextlib.nullcontext
     with torch.no_grad(), mixed():
         reference = gm(x.clone())
