@@ -780,3 +780,15 @@ TEST_CASE("matrix products refuse an empty operand, naming the node") {
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(h, {}), doctest::Contains("node mm (torch.mm): matrix products of an empty operand"),
                        runtime::CompileError);
 }
+
+// A float64 bias (found by fuzz_compile_run) reached oneDNN, which has no float64 memory, and escaped as its own error.
+TEST_CASE("a product's bias of a dtype oneDNN cannot read is refused, naming the node") {
+  Graph g;
+  Node* x = g.placeholder("x", meta({1, 4}));
+  Node* w = g.get_attr("w", meta({4, 3}));
+  Node* b = g.get_attr("b", meta({3}, DType::float64));
+  g.output(ArgList{g.call_function(aten::addmm, {b, x, w}, {}, "addmm")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(g, {{"w", random_tensor({4, 3}, 1)}, {"b", runtime::Tensor::zeros({3}, DType::float64)}}),
+                       doctest::Contains("node addmm (aten.addmm.default): a product's bias must be float32 or bfloat16, got float64"),
+                       runtime::CompileError);
+}

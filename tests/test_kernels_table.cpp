@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "kiln/core.hpp"
 #include "kiln/executor/compiled_graph.hpp"
@@ -68,5 +69,23 @@ TEST_CASE("a program's own kernel group added to a copy of the default table low
   CHECK(bad == 0);
   // Without it, the default table names the op it lacks.
   CHECK_THROWS_WITH_AS(runtime::CompiledGraph::compile(g, {}), doctest::Contains("1 node has no kernel:\n  myns.twice.default: twice"),
+                       runtime::CompileError);
+}
+
+namespace {
+// myns.refused(x): a kernel whose library throws an exception that is not kiln's.
+struct Refused {
+  static void lower(runtime::LowerContext&) { throw std::out_of_range("index 7 past the end"); }
+};
+}  // namespace
+
+TEST_CASE("an exception of another library escaping a kernel becomes a compile error naming the node") {
+  kernels::KernelTable table = kernels::default_kernels();
+  table.add("myns.refused.default", &Refused::lower);
+  Graph g;
+  Node* x = g.placeholder("x", test::meta({5}));
+  g.output(ArgList{g.call_function(OpRef("myns.refused.default"), {x}, {}, "refused")});
+  CHECK_THROWS_WITH_AS(runtime::CompiledGraph::compile(g, {}, {}, table),
+                       doctest::Contains("node refused (myns.refused.default): a library refused it while lowering: index 7 past the end"),
                        runtime::CompileError);
 }

@@ -8,6 +8,7 @@
 // every node with no kernel is reported, all at once.
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <map>
 #include <optional>
@@ -399,6 +400,11 @@ class GraphLowering {
       kernels_.find(kernels::kernel_key(n))(ctx_);
     } catch (const std::bad_alloc&) {
       ctx_.fail("ran out of memory while lowering it (a constant or packed weight it makes is larger than this machine can hold)");
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      // A library under a kernel (oneDNN, xtensor) refused what the kernel asked of it: still an error naming the node.
+      ctx_.fail(std::string("a library refused it while lowering: ") + e.what());
     }
   }
 

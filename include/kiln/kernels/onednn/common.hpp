@@ -67,9 +67,12 @@ inline std::string implementation_of(const dnnl::primitive& p) {
 inline bool bf16_products(const runtime::LowerContext& ctx) {
   return ctx.options().fpmath == runtime::CompileOptions::FpMath::bf16;
 }
+// Whether oneDNN fell back to its reference code (plain loops, far slower than
+// its JIT kernels) for a primitive; `implementation` as implementation_of gives it.
+inline bool is_reference(std::string_view implementation) { return implementation.starts_with("ref"); }
 // Whether a bf16 primitive is worth keeping: oneDNN falls back to its slow
 // reference code where the CPU has no bf16 instructions, and fp32 is faster.
-inline bool runs_bf16_natively(std::string_view implementation) { return !implementation.starts_with("ref"); }
+inline bool runs_bf16_natively(std::string_view implementation) { return !is_reference(implementation); }
 
 // `src` (plain, as described by `from`) reordered once into `to`; the result
 // is a byte tensor to keep as a constant value of the program.

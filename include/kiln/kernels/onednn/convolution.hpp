@@ -231,10 +231,10 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
     }
     // Where the layout kiln chose has only oneDNN's reference code (channels-last
     // on AVX2 machines), the primitive writes its own blocked layout, reordered out.
-    if (onednn::implementation_of(pd.prim).starts_with("ref")) {
+    if (onednn::is_reference(onednn::implementation_of(pd.prim))) {
       try {
         ConvPrimitive own = make_pd(direct, dnnl::memory::desc(out_dims, dt::f32, tag::any));
-        if (!onednn::implementation_of(own.prim).starts_with("ref")) pd = std::move(own);
+        if (!onednn::is_reference(onednn::implementation_of(own.prim))) pd = std::move(own);
       } catch (const dnnl::error&) {
         // none better: the reference code it is
       }

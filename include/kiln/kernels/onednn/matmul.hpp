@@ -110,6 +110,8 @@ struct BiasPlan {
 inline BiasPlan plan_bias(runtime::LowerContext& ctx, const MatmulSpec& spec, std::int64_t n) {
   if (!spec.bias) return {};
   const Layout& bl = ctx.layout(*spec.bias);
+  if (bl.dtype != DType::float32 && bl.dtype != DType::bfloat16)
+    ctx.fail("a product's bias must be float32 or bfloat16, got " + std::string(dtype_name(bl.dtype)));
   const auto bconst = ctx.constant(*spec.bias);
   const bool row = bl.numel() == n && (bl.rank() == 1 || bl.shape[bl.rank() - 1] == n);
   if (!row || !(bconst || (spec.alpha == 1.0 && spec.beta == 1.0))) return {std::nullopt, *spec.bias};

@@ -238,9 +238,8 @@ inline runtime::ValueId dequantized_accum(runtime::LowerContext& ctx, const Quan
                 CallArg::of(Arg(hi)), CallArg::of(Arg(d))});
 }
 
-// Whether oneDNN named an AMX implementation, or fell back to its reference code.
+// Whether oneDNN named an AMX implementation.
 inline bool runs_on_amx(const dnnl::primitive_desc_base& pd) { return std::string_view(pd.impl_info_str()).find("amx") != std::string_view::npos; }
-inline bool is_reference(const dnnl::primitive_desc_base& pd) { return std::string_view(pd.impl_info_str()).starts_with("ref"); }
 
 // Below this reduction an int8 convolution skips oneDNN's AMX kernels for its
 // next implementation (AVX-512 VNNI): AMX multiplies int8 tiles 64 deep, so a
@@ -297,7 +296,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
     if (reduction >= kAmxMinReduction || !runs_on_amx(pd)) return pd;
     dnnl::convolution_forward::primitive_desc other(d, attr, onednn::engine());
     while (other.next_impl())
-      if (!runs_on_amx(other) && !is_reference(other)) return other;
+      if (!runs_on_amx(other) && !onednn::is_reference(other.impl_info_str())) return other;
     return pd;
   };
 
@@ -312,7 +311,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   bool zp_attr = false;
   if (padded) try {
       pd = make_pd(xl, given_pad, true);
-      zp_attr = !is_reference(pd);
+      zp_attr = !onednn::is_reference(pd.impl_info_str());
     } catch (const dnnl::error&) {
       // no zero-point support here: the padded copy
     }
