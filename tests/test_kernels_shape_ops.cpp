@@ -105,6 +105,13 @@ TEST_CASE("view of a contiguous tensor is a view, reshape of a transposed one co
   k.output(ArgList{k.call_function(aten::view, {z, ArgList{5, -1}}, {}, "bad")});
   CHECK_THROWS_WITH_AS(CompiledGraph::compile(k, {}), doctest::Contains("shape [5, -1] is invalid for 24 elements"),
                        runtime::CompileError);
+  // Sizes whose product overflows 64 bits (found by fuzz_compile_run) are refused, not multiplied past the end.
+  Graph o;
+  Node* u = o.placeholder("u", meta({6, 4}));
+  o.output(ArgList{o.call_function(aten::view, {u, ArgList{6, std::int64_t{4222222222222222292}, -1}}, {}, "huge")});
+  CHECK_THROWS_WITH_AS(CompiledGraph::compile(o, {}),
+                       doctest::Contains("node huge (aten.view.default): shape [6, 4222222222222222292, -1] has more elements than a 64-bit count holds"),
+                       runtime::CompileError);
 }
 
 TEST_CASE("select, slice with negative and out-of-range bounds, unsqueeze, squeeze, expand") {

@@ -105,8 +105,8 @@ inline Shape infer_size(std::span<const std::int64_t> requested, std::int64_t nu
       infer = i;
     } else if (out[i] < 0) {
       throw ShapeError("invalid dimension " + std::to_string(out[i]) + " in " + shape_str(requested));
-    } else {
-      known *= out[i];
+    } else if (__builtin_mul_overflow(known, out[i], &known)) {
+      throw ShapeError("shape " + shape_str(requested) + " has more elements than a 64-bit count holds");
     }
   }
   if (infer) {
