@@ -66,6 +66,33 @@ if(TARGET kiln-opt AND KILN_HAVE_RUNTIME)
     FAIL_REGULAR_EXPRESSION "error|mismatch")
 endif()
 
+# The int8-mixed-bf16 graphs autocast makes (tests/data/autocast: QuantConvNet at
+# 2,3,16,16 and QuantMLP at 4,32, written on torch 2.11 by `tools/export_fx.py
+# tests.python.quant_models:MODEL --level aten --quantize x86 --autocast bfloat16
+# --seed 0`, with PyTorch's outputs under autocast): the quantization pipeline
+# counts what Inductor 2.11 counted on the same graphs
+# (bench/quantization/inductor_autocast_conv_2026-11-28_torch2.11.jsonl), but for
+# pattern_matcher and the conv prepack's nodes (Inductor's weight clones, 3 nodes;
+# QuantMLP: its unnecessary_dtype_convert match), and the fused graph gives
+# PyTorch's outputs within bf16's error. The unfused QuantConvNet graph holds bf16
+# convolutions, which kiln does not run.
+if(TARGET kiln-opt AND TARGET kiln-run AND KILN_HAVE_RUNTIME)
+  foreach(_case "qconvnet|{\"dequant_promotion_matcher_count\":2,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":18,\"pattern_matcher_nodes\":53,\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,\"qconv2d_binary_lower_count\":1,\"qconv2d_binary_lower_nodes\":1,\"qconv2d_binary_matcher_count\":1,\"qconv2d_binary_matcher_nodes\":3,\"qconv_unary_lower_count\":3,\"qconv_unary_lower_nodes\":3,\"qconv_unary_matcher_count\":3,\"qconv_unary_matcher_nodes\":9,\"qconv_weight_prepack_matcher_count\":4,\"qconv_weight_prepack_matcher_nodes\":20,\"qlinear_unary_lower_count\":1,\"qlinear_unary_lower_nodes\":1,\"qlinear_weight_prepack_matcher_count\":1,\"qlinear_weight_prepack_matcher_nodes\":6,\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4}" "qmlp|{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":12,\"pattern_matcher_nodes\":46,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":12,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}")
+    string(REPLACE "|" ";" _case "${_case}")
+    list(GET _case 0 _model)
+    list(GET _case 1 _counters)
+    set(_dir ${CMAKE_CURRENT_SOURCE_DIR}/data/autocast/${_model})
+    add_test(NAME kiln_opt_autocast_${_model}_counters
+      COMMAND kiln-opt ${_dir}/graph.json --passes quantization --quiet --counters)
+    set_tests_properties(kiln_opt_autocast_${_model}_counters PROPERTIES TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "\"total\":${_counters}}")
+    add_test(NAME kiln_run_autocast_${_model}_quantization
+      COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err 3e-2 --threads 2 --iterations 1 --warmup 0)
+    set_tests_properties(kiln_run_autocast_${_model}_quantization PROPERTIES TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+  endforeach()
+endif()
+
 # tools/export_fx.py against the PyTorch that scripts/install-deps.sh --with-torch
 # installs (Debian's, for /usr/bin/python3), read back in C++.
 find_program(KILN_TORCH_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)

@@ -176,8 +176,9 @@ def build_parser():
     p.add_argument("--autocast", choices=("bfloat16",), default=None,
                    help="with --quantize x86: the q/dq graph re-traced under "
                         "torch.autocast(cpu, bfloat16), the int8-mixed-bf16 graph of "
-                        "Inductor's quantization patterns (PyTorch 2.x: its registered "
-                        "quantized_decomposed ops); the outputs written are PyTorch's on it")
+                        "Inductor's quantization patterns, convolutions cast as autocast "
+                        "casts conv2d (PyTorch 2.x: its registered quantized_decomposed "
+                        "ops); the outputs written are PyTorch's on it")
     p.add_argument("--shards", type=int, default=1, metavar="N",
                    help="keep each weight as N files, one per rank (weights/<attr>.rank<r>.npy, "
                         "the elements shard_parameters gives rank r of N), named by a manifest "

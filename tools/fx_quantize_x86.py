@@ -434,6 +434,14 @@ def autocast_retrace(gm, inputs, dtype=torch.bfloat16):
     use_registered_ops(gm)
     from torch.fx.experimental.proxy_tensor import make_fx
     aten, prims = torch.ops.aten, torch.ops.prims
+    # Autocast casts conv2d's and _convolution's inputs, not those of the
+    # aten.convolution an ATen-level graph holds: cast them here as it would have.
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target == aten.convolution.default:
+            with gm.graph.inserting_before(n):
+                n.args = tuple(gm.graph.call_function(prims.convert_element_type.default, (a, dtype))
+                               if i < 3 and isinstance(a, torch.fx.Node) else a for i, a in enumerate(n.args))
+    gm.recompile()
 
     def cast(x, dtype=None, **rest):
         if dtype is None or any(v not in (None, False, torch.strided, torch.preserve_format, x.device)
