@@ -28,13 +28,15 @@ inline runtime::Tensor random_ints(runtime::Shape shape, DType d, int lo, int hi
   return t;
 }
 
-// max |out - ref| over a uint8 or float32 output of ref's size.
+// max |out - ref| over a uint8, int8 or float32 output of ref's size.
 inline double max_abs_error(const std::vector<double>& ref, const runtime::Tensor& out) {
   REQUIRE(static_cast<std::int64_t>(ref.size()) == out.numel());
   double err = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     const auto f = static_cast<std::int64_t>(i);
-    const double v = out.dtype() == DType::uint8 ? double(out.data<std::uint8_t>()[f]) : double(out.data<float>()[f]);
+    const double v = out.dtype() == DType::uint8  ? double(out.data<std::uint8_t>()[f])
+                     : out.dtype() == DType::int8 ? double(out.data<std::int8_t>()[f])
+                                                  : double(out.data<float>()[f]);
     err = std::max(err, std::abs(v - ref[i]));
   }
   return err;

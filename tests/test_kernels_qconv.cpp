@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kiln/executor/compiled_graph.hpp"
+#include "kiln/kernels/detail/int8_depthwise.hpp"
 #include "quant_kernel_support.hpp"
 #include "runtime_test_support.hpp"
 
@@ -29,6 +31,7 @@ constexpr std::int64_t OZ = 5, AZ = 120;
 struct Conv {
   std::int64_t B = 2, C = 4, H = 7, W = 6, OC = 6, KH = 3, KW = 3, groups = 1, stride = 1, pad = 1, dil = 1;
   std::int64_t xz = 128;
+  DType xdtype = DType::uint8;
   Tensor x, w, ws, wz, b, accum;
   std::int64_t OH() const { return (H + 2 * pad - dil * (KH - 1) - 1) / stride + 1; }
   std::int64_t OW() const { return (W + 2 * pad - dil * (KW - 1) - 1) / stride + 1; }
@@ -36,7 +39,8 @@ struct Conv {
   std::vector<Dim> out_dims() const { return {B, OC, OH(), OW()}; }
   // Weights within [-64, 64]: the int8 primitive runs on any CPU (see int8_products_exact).
   void make(int wlo = -64, int whi = 64) {
-    x = random_ints({B, C, H, W}, DType::uint8, 0, 255, 1), w = random_ints({OC, C / groups, KH, KW}, DType::int8, wlo, whi, 2);
+    const bool s8 = xdtype == DType::int8;
+    x = random_ints({B, C, H, W}, xdtype, s8 ? -128 : 0, s8 ? 127 : 255, 1), w = random_ints({OC, C / groups, KH, KW}, DType::int8, wlo, whi, 2);
     ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64), b = random_tensor({OC}, 3);
     for (std::int64_t j = 0; j < OC; ++j) ws.data<float>()[j] = 0.002f + 0.0005f * float(j), wz.data<std::int64_t>()[j] = 0;
     accum = random_ints(out_shape(), DType::uint8, 0, 255, 4);
@@ -60,7 +64,9 @@ struct Conv {
                   const std::int64_t ih = oh * stride - pad + kh * dil, iw = ow * stride - pad + kw * dil;
                   if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;  // zero padding of the float source
                   const std::int64_t ic = (oc / og) * cg + c;
-                  const double xd = (double(x.data<std::uint8_t>()[((n * C + ic) * H + ih) * W + iw]) - double(xz)) * XS;
+                  const std::int64_t at = ((n * C + ic) * H + ih) * W + iw;
+                  const double xv = x.dtype() == DType::int8 ? double(x.data<std::int8_t>()[at]) : double(x.data<std::uint8_t>()[at]);
+                  const double xd = (xv - double(xz)) * XS;
                   const double wd = double(w.data<std::int8_t>()[((oc * cg + c) * KH + kh) * KW + kw]) * ws.data<float>()[oc];
                   acc += xd * wd;
                 }
@@ -253,4 +259,92 @@ TEST_CASE("an int8 convolution with a reduction under 64 does not run on AMX") {
     if (c == &narrow) CHECK(impl.find("amx") == std::string::npos);
     CHECK(max_abs_error(c->reference([](double y, double) { return quantize(relu(y)); }), cg.run({c->x})[0]) <= 1.0);
   }
+}
+
+// Depthwise convolutions as MobileNet's are (groups = channels), on kiln's own
+// kernel where it applies and on oneDNN elsewhere: channel counts
+// past a multiple of 16, 2x2 to 7x7 kernels, stride, padding with a non-zero
+// zero point, dilation, an int8 source, full-range weights, none/relu/hardtanh,
+// uint8/int8/float32 outputs, from an NCHW source and from a channels-last one
+// (a permuted NHWC input, as kiln's int8 convolutions hand each other), on one
+// thread and split over two.
+TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run within one step of the reference") {
+  struct Shape {
+    std::int64_t C, K, stride, pad, dil, xz;
+    DType xdtype;
+  };
+  const std::vector<Shape> shapes{{20, 3, 1, 1, 1, 128, DType::uint8}, {32, 3, 2, 1, 1, 77, DType::uint8},
+                                  {16, 5, 1, 2, 1, 0, DType::uint8},   {24, 3, 1, 2, 2, -5, DType::int8},
+                                  {16, 3, 1, 0, 1, 128, DType::uint8}, {48, 7, 2, 3, 1, 200, DType::uint8},
+                                  {24, 3, 1, 2, 2, 5, DType::uint8},   {40, 3, 2, 1, 1, 0, DType::uint8},
+                                  {32, 2, 1, 0, 1, 9, DType::uint8},   {16, 4, 1, 1, 1, 128, DType::uint8},
+                                  {16, 3, 3, 1, 1, 50, DType::uint8}};
+  struct Post {
+    std::string attr;
+    ArgList scalars;
+    double (*f)(double);
+  };
+  const std::vector<Post> posts{{"none", {}, identity}, {"relu", {}, relu},
+                                {"hardtanh", {0.0, 0.4}, [](double v) { return std::clamp(v, 0.0, 0.4); }}};
+  for (const Shape& s : shapes)
+    for (const bool channels_last : {false, true})
+      for (const Post& post : posts) {
+        CAPTURE(s.C);
+        CAPTURE(s.K);
+        CAPTURE(s.stride);
+        CAPTURE(s.pad);
+        CAPTURE(s.dil);
+        CAPTURE(channels_last);
+        CAPTURE(post.attr);
+        Conv c;
+        c.B = 2, c.C = c.OC = c.groups = s.C, c.H = 11, c.W = 19, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
+        c.xz = s.xz, c.xdtype = s.xdtype;
+        c.make(-128, 127);
+        Graph g;
+        Node* x = nullptr;
+        Tensor input = c.x;
+        if (channels_last) {
+          // The same values as an NHWC placeholder, permuted to NCHW: a channels-last view.
+          input = Tensor::empty({c.B, c.H, c.W, c.C}, c.xdtype);
+          const auto bytes = [&](Tensor& t) {
+            return c.xdtype == DType::int8 ? reinterpret_cast<std::uint8_t*>(t.data<std::int8_t>()) : t.data<std::uint8_t>();
+          };
+          for (std::int64_t n = 0; n < c.B; ++n)
+            for (std::int64_t ch = 0; ch < c.C; ++ch)
+              for (std::int64_t i = 0; i < c.H * c.W; ++i)
+                bytes(input)[(n * c.H * c.W + i) * c.C + ch] = bytes(c.x)[(n * c.C + ch) * c.H * c.W + i];
+          x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({c.B, c.H, c.W, c.C}, c.xdtype)), ArgList{0, 3, 1, 2}});
+        } else {
+          x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, c.xdtype));
+        }
+        ArgList int8_out{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
+                         g.get_attr("b", meta({c.OC}))};
+        for (const Arg& a : c.geometry()) int8_out.push_back(a);
+        for (const Arg& a : ArgList{OS, -3, DType::int8, post.attr, post.scalars, Arg()}) int8_out.push_back(a);
+        g.output(ArgList{qconv(g, c, x, false, Arg(), post.attr, post.scalars), qconv(g, c, x, false, Arg(DType::float32), post.attr, post.scalars),
+                         g.call_function(OpRef("onednn.qconv_pointwise.default"), int8_out)});
+        const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
+        // kiln's own kernel (kernels/detail/int8_depthwise.hpp) takes the quantized outputs of a
+        // uint8 channels-last source at stride 1 with up to 4 kernel rows, undilated, where this build has it.
+        std::size_t own = 0;
+        for (std::size_t i = 0; i < cg.num_steps(); ++i) own += cg.step(i).implementation.starts_with("kiln_int8_depthwise");
+        const bool takes = kernels::detail::kInt8DepthwiseBuilt && channels_last && c.xdtype == DType::uint8 && s.K <= 4 && s.dil == 1 && s.stride == 1;
+        CHECK(own == (takes ? 2u : 0u));
+        const auto out = cg.run({input});
+        REQUIRE(out[0].shape() == c.out_shape());
+        CHECK(out[2].dtype() == DType::int8);
+        // output_dtype None is the source's dtype.
+        CHECK(out[0].dtype() == c.xdtype);
+        const auto q8 = [&](double y, double zp) { return std::clamp(std::nearbyint(post.f(y) / OS) + zp, -128.0, 127.0); };
+        if (c.xdtype == DType::int8) CHECK(max_abs_error(c.reference([&](double y, double) { return q8(y, double(OZ)); }), out[0]) <= 1.0);
+        else CHECK(max_abs_error(c.reference([&](double y, double) { return quantize(post.f(y)); }), out[0]) <= 1.0);
+        CHECK(max_abs_error(c.reference([&](double y, double) { return post.f(y); }), out[1]) < 1e-3);
+        CHECK(max_abs_error(c.reference([&](double y, double) { return q8(y, -3.0); }), out[2]) <= 1.0);
+        // Split over two threads (each widening its own rows), the same bytes.
+        runtime::CompileOptions two;
+        two.threads = 2;
+        const auto split = CompiledGraph::compile(g, c.weights(), two).run({input});
+        for (std::size_t i = 0; i < out.size(); ++i)
+          CHECK(std::memcmp(split[i].raw(), out[i].raw(), out[i].nbytes()) == 0);
+      }
 }

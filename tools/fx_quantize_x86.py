@@ -429,8 +429,9 @@ def autocast_retrace(gm, inputs, dtype=torch.bfloat16):
     int8-mixed-bf16 graph Inductor's quantization patterns are written for
     (a linear's or convolution's float inputs cast to `dtype`), each cast
     spelled prims.convert_element_type as Inductor's decompositions write it.
-    The quantize/dequantize nodes become the registered ops first
-    (use_registered_ops: PyTorch 2.x)."""
+    `gm` itself is edited first, in place: its quantize/dequantize nodes
+    become the registered ops (use_registered_ops: PyTorch 2.x) and its
+    convolutions' inputs are cast; the re-traced graph is a new module."""
     use_registered_ops(gm)
     from torch.fx.experimental.proxy_tensor import make_fx
     aten, prims = torch.ops.aten, torch.ops.prims

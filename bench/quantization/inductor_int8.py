@@ -129,9 +129,10 @@ def main():
     x = torch.randn(*shape)
     gm = export_fx.trace_aten(fx_quantize_x86.fold_batch_norms(model), [x.clone()])
     quantized = fx_quantize_x86.quantize_x86(gm, [x.clone()])
-    gm = fx_quantize_x86.use_registered_ops(gm)
     if args.autocast:  # the graph export_fx.py --autocast writes, its convolutions cast too
-        gm = fx_quantize_x86.autocast_retrace(gm, [x.clone()])
+        gm = fx_quantize_x86.autocast_retrace(gm, [x.clone()])  # registers the q/dq ops itself
+    else:
+        gm = fx_quantize_x86.use_registered_ops(gm)
     mixed = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.autocast else contextlib.nullcontext
     with torch.no_grad(), mixed():
         reference = gm(x.clone())

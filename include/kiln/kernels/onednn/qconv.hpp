@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/kernels/detail/int8_depthwise.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 #include "kiln/kernels/onednn/qlinear.hpp"
@@ -249,6 +250,67 @@ inline bool runs_on_amx(const dnnl::primitive_desc_base& pd) { return std::strin
 // ones 0.29 against 0.19-0.22 (bench/README).
 inline constexpr std::int64_t kAmxMinReduction = 64;
 
+// kiln's own kernel for a 2-d depthwise convolution (groups = channels, one
+// output per channel; kernels/detail/int8_depthwise.hpp) where this build has
+// it and the convolution is MobileNet's kind: a uint8 channels-last source (what
+// kiln's int8 convolutions write), stride 1, up to 4 kernel rows undilated,
+// relu or hardtanh or no post-op, a uint8 or int8 output. Anything else runs on
+// oneDNN.
+inline std::optional<detail::Int8DepthwisePlan> int8_depthwise_plan(const runtime::LowerContext& ctx, const runtime::Layout& xl,
+                                                                   const SourceQuant& xq, const QWeight& q, const QConvSpec& s,
+                                                                   const runtime::Shape& out) {
+  if constexpr (!detail::kInt8DepthwiseBuilt) return std::nullopt;
+  const runtime::Shape& ws = q.w.shape();
+  if (xl.rank() != 4 || xl.dtype != DType::uint8 || s.groups == 1 || s.groups != xl.shape[1] || ws[0] != s.groups || ws[1] != 1)
+    return std::nullopt;
+  if (xl.strides != runtime::channels_last(xl.shape, xl.dtype).strides || ws[2] > detail::kInt8DepthwiseMaxRows || s.dilation[0] != 1)
+    return std::nullopt;
+  // The kernel runs stride 1 only: at stride 2 each output row needs two new source rows
+  // interleaved for half a row of outputs, and oneDNN's brdgmm_dw measured faster (bench/README).
+  if (s.stride[0] != 1 || s.stride[1] != 1) return std::nullopt;
+  if (s.accum || s.tail.other || !(s.after_add.name == "none" || s.after_add.name.empty())) return std::nullopt;
+  if (s.tail.out != DType::uint8 && s.tail.out != DType::int8) return std::nullopt;
+  const bool relu = s.unary.name == "relu", clip = s.unary.name == "hardtanh";  // hardtanh's scalars checked by check_qconv
+  if (!relu && !clip && !(s.unary.name == "none" || s.unary.name.empty())) return std::nullopt;
+  if (xq.zero_point < 0 || xq.zero_point > 255) return std::nullopt;
+
+  detail::Int8DepthwisePlan p;
+  p.N = xl.shape[0], p.C = xl.shape[1], p.H = xl.shape[2], p.W = xl.shape[3], p.OH = out[2], p.OW = out[3];
+  p.KH = ws[2], p.KW = ws[3], p.PH = s.padding[0], p.PW = s.padding[1];
+  p.DW = s.dilation[1];
+  p.source_zero_point = static_cast<std::uint8_t>(xq.zero_point);
+  p.signed_output = s.tail.out == DType::int8;
+  const double inv = 1.0 / s.tail.output_scale, zo = static_cast<double>(s.tail.output_zero_point);
+  // relu and hardtanh clamp y; quantization is monotonic, so they clamp its result at their bounds' quantized values.
+  const auto quantized = [&](double y) { return detail::int8_depthwise_quantize(static_cast<float>(y * inv + zo)); };
+  p.q_lo = p.signed_output ? -128 : 0, p.q_hi = p.signed_output ? 127 : 255;
+  if (relu) p.q_lo = std::max(p.q_lo, quantized(0.0));
+  if (clip) p.q_lo = std::max(p.q_lo, quantized(s.unary.scalars[0])), p.q_hi = std::min(p.q_hi, quantized(s.unary.scalars[1]));
+  const std::vector<double> bias = s.bias ? constant_numbers(ctx, *s.bias, "the bias") : std::vector<double>(static_cast<std::size_t>(p.C), 0.0);
+  if (static_cast<std::int64_t>(bias.size()) != p.C)
+    ctx.fail("the bias has " + std::to_string(bias.size()) + " elements for " + std::to_string(p.C) + " outputs");
+  const std::int64_t padded = p.padded_channels(), KH = p.KH, KW = p.KW;
+  p.weight.assign(static_cast<std::size_t>(4 * padded * KW * 4), 0);
+  p.compensation.assign(static_cast<std::size_t>(padded), 0);
+  p.scale.assign(static_cast<std::size_t>(padded), 0.0f), p.bias.assign(static_cast<std::size_t>(padded), 0.0f);
+  const auto* w = q.w.data<std::int8_t>();
+  for (std::int64_t c = 0; c < p.C; ++c) {
+    std::int64_t sum = 0;
+    for (std::int64_t kh = 0; kh < KH; ++kh)
+      for (std::int64_t kw = 0; kw < KW; ++kw) {
+        const std::int8_t v = w[(c * KH + kh) * KW + kw];
+        for (std::int64_t rot = 0; rot < 4; ++rot)
+          p.weight[static_cast<std::size_t>((((rot * (padded / 16) + c / 16) * KW + kw) * 16 + c % 16) * 4 + (rot + kh) % 4)] = v;
+        sum += v;
+      }
+    const auto at = static_cast<std::size_t>(c);
+    p.compensation[at] = static_cast<std::int32_t>(-xq.zero_point * sum);
+    p.scale[at] = static_cast<float>(xq.scale * q.scale[at] * inv);
+    p.bias[at] = static_cast<float>(bias[at] * inv + zo);
+  }
+  return p;
+}
+
 inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const auto xv = ctx.tensor(0, "qx");
   const runtime::Layout xl = ctx.layout(xv);
@@ -263,6 +325,15 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const SourceQuant xq = source_quant(ctx, tensors);
   const QWeight q = qconv_weight(ctx);
   const std::size_t nd = xl.rank() - 2;
+  if (auto plan = int8_depthwise_plan(ctx, xl, xq, q, s, out_shape)) {
+    const auto out = ctx.buffer(runtime::channels_last(out_shape, s.tail.out));
+    auto step = runtime::make_step([p = std::move(*plan), xv, out](runtime::Frame& f) {
+      detail::run_int8_depthwise(p, f.data_as<const std::uint8_t>(xv), f.data_as<std::uint8_t>(out), f.threads());
+    });
+    step->implementation = "kiln_int8_depthwise:avx512_vnni";
+    ctx.add_step(std::move(step), {xv}, {out});
+    return ctx.set_result(out);
+  }
   const std::int64_t OC = q.w.shape()[0], G = s.groups;
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;

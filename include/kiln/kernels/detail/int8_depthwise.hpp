@@ -1,0 +1,177 @@
+#pragma once
+// kiln's own int8 depthwise 2-d convolution at stride 1: uint8 channels-last
+// source, int8 weights, uint8/int8 channels-last output, AVX-512 VNNI.
+//
+// VNNI's vpdpbusd sums 4 adjacent u8*s8 products into each int32 lane; with one
+// input channel per output a depthwise convolution has no 4 channels to sum, so
+// the 4 are taken from the kernel's rows. Each thread keeps the source rows it
+// is reading interleaved in one buffer, 4 bytes per channel and column, input
+// row ih in byte ih % 4: a new row is written once into its byte (one vpermb
+// and a masked store per 16 channels), and the rows an output row reads,
+// consecutive, are always in 4 distinct bytes. Each kernel column kw is then
+// one vpdpbusd per 16 channels, against weights whose 4 bytes hold the kernel
+// rows rotated as the rows are (4 rotations, packed once).
+//
+// The zero point: the accumulator starts at -x_zp * sum(w[c]) and padding reads
+// x_zp, so the sum is exactly sum((x - x_zp) * w). The epilogue is one multiply
+// and add per channel (scale and bias folded with the output quantization),
+// round half to even, a clamp for relu/hardtanh and the output's range, narrowed.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__)
+#include <immintrin.h>
+#define KILN_INT8_DEPTHWISE 1
+#else
+#define KILN_INT8_DEPTHWISE 0
+#endif
+
+namespace kiln::kernels::detail {
+
+// Whether this build has the kernel (AVX-512 BW, VL, VNNI and VBMI at compile time).
+inline constexpr bool kInt8DepthwiseBuilt = KILN_INT8_DEPTHWISE != 0;
+// Kernel rows one vpdpbusd covers.
+inline constexpr std::int64_t kInt8DepthwiseMaxRows = 4;
+
+struct Int8DepthwisePlan {
+  std::int64_t N = 0, H = 0, W = 0, C = 0, OH = 0, OW = 0;
+  std::int64_t KH = 1, KW = 1, PH = 0, PW = 0, DW = 1;  // stride 1, kernel rows undilated, KH <= 4
+  std::uint8_t source_zero_point = 0;
+  bool signed_output = false;  // int8, else uint8
+  // Per group of 16 channels (zero past C):
+  std::vector<std::int8_t> weight;         // [rotation][group][KW][16 channels][4 bytes]: kernel row kh in byte (rotation + kh) % 4
+  std::vector<std::int32_t> compensation;  // [group * 16]: -x_zp * sum of the channel's weights
+  std::vector<float> scale, bias;          // [group * 16]: x_scale * w_scale / out_scale, bias / out_scale + out_zp
+  std::int32_t q_lo = 0, q_hi = 255;       // relu/hardtanh's clamp and the output's range, in output units
+
+  std::int64_t groups() const { return (C + 15) / 16; }
+  std::int64_t padded_channels() const { return groups() * 16; }
+  // Columns of an interleaved row: the left padding, the row, and whatever the last window reaches past it.
+  std::int64_t padded_width() const { return PW + W + std::max<std::int64_t>(0, OW - 1 - PW + (KW - 1) * DW - (W - 1)); }
+};
+
+// A value in output units rounded as the kernel's epilogue rounds (half to even), for the plan's clamp bounds.
+inline std::int32_t int8_depthwise_quantize(float y) { return static_cast<std::int32_t>(std::nearbyint(y)); }
+
+#if KILN_INT8_DEPTHWISE
+
+namespace int8_depthwise {
+
+inline std::uint8_t* thread_buffer(std::size_t bytes) {
+  thread_local std::vector<std::uint8_t> buffer;
+  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);  // grows once per thread; later runs reuse it
+  const auto addr = reinterpret_cast<std::uintptr_t>(buffer.data());
+  return buffer.data() + (64 - addr % 64) % 64;
+}
+
+inline __mmask16 group_mask(std::int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
+
+// The rows a thread holds: the interleaved buffer [padded column][padded channel][4 bytes]
+// and, per byte, the input row it holds (image * H + ih; negative for none or a padding row, always rewritten).
+struct Rows {
+  std::uint8_t* buffer;
+  std::array<std::int64_t, 4> held{-1, -1, -1, -1};
+};
+
+// Input row ih of image n (the zero point where ih is outside the image) into byte ih % 4 of every column it covers.
+inline void write_row(const Int8DepthwisePlan& p, const std::uint8_t* x, std::int64_t n, std::int64_t ih, Rows& rows) {
+  const std::int64_t slot = ((ih % 4) + 4) % 4, tag = ih >= 0 && ih < p.H ? n * p.H + ih : -2 - ih;
+  if (rows.held[slot] == tag && tag >= 0) return;
+  rows.held[slot] = tag;
+  const std::int64_t C = p.C, Cp = p.padded_channels();
+  // Byte 4j + slot of the 64 takes source byte j.
+  alignas(64) std::array<std::uint8_t, 64> index{};
+  for (int i = 0; i < 64; ++i) index[i] = static_cast<std::uint8_t>(i / 4);
+  const __m512i idx = _mm512_load_si512(index.data());
+  const __mmask64 bytes = 0x1111111111111111ULL << slot;
+  std::uint8_t* dst = rows.buffer + p.PW * Cp * 4;
+  if (ih < 0 || ih >= p.H) {
+    const __m512i zp = _mm512_set1_epi8(static_cast<char>(p.source_zero_point));
+    for (std::int64_t i = 0; i < p.W * Cp * 4; i += 64) _mm512_mask_storeu_epi8(dst + i, bytes, zp);
+    return;
+  }
+  const std::uint8_t* src = x + (n * p.H + ih) * p.W * C;
+  for (std::int64_t iw = 0; iw < p.W; ++iw, src += C)
+    for (std::int64_t c = 0; c < Cp; c += 16, dst += 64) {
+      const __m512i v = _mm512_zextsi128_si512(_mm_maskz_loadu_epi8(group_mask(C - c), src + c));
+      _mm512_mask_storeu_epi8(dst, bytes, _mm512_maskz_permutexvar_epi8(~__mmask64(0), idx, v));  // zero-masked: see pixels()
+    }
+}
+
+// B output pixels from ow of group g. KWc fixed at compile time (0: KW and DW from the plan).
+template <int B, int KWc>
+inline void pixels(const Int8DepthwisePlan& p, const std::uint8_t* inter, const std::int8_t* w, std::int64_t g, std::int64_t ow,
+                   std::uint8_t* out_row) {
+  const std::int64_t KW = KWc ? KWc : p.KW, DW = KWc ? 1 : p.DW, col_bytes = p.padded_channels() * 4;
+  const __m512i comp = _mm512_loadu_si512(p.compensation.data() + g * 16);
+  __m512i acc[B];
+  for (int i = 0; i < B; ++i) acc[i] = comp;
+  const std::uint8_t* base = inter + g * 64;
+  for (std::int64_t kw = 0; kw < KW; ++kw) {
+    const __m512i wv = _mm512_loadu_si512(w + kw * 64);
+    const std::uint8_t* col = base + (ow + kw * DW) * col_bytes;
+    for (int i = 0; i < B; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_load_si512(col + i * col_bytes), wv);
+  }
+  const __mmask16 m = group_mask(p.C - g * 16);
+  const __m512 sc = _mm512_loadu_ps(p.scale.data() + g * 16), bi = _mm512_loadu_ps(p.bias.data() + g * 16);
+  const __m512i lo = _mm512_set1_epi32(p.q_lo), hi = _mm512_set1_epi32(p.q_hi);
+  // Zero-masked forms with every lane set: GCC 12 warns inside its own headers
+  // when it inlines the plain ones (PR 105593, fixed in 13).
+  const __mmask16 all = 0xFFFF;
+  for (int i = 0; i < B; ++i) {
+    // Rounded to nearest even (the default rounding mode), as oneDNN and PyTorch round.
+    __m512i q = _mm512_maskz_cvtps_epi32(all, _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(all, acc[i]), sc, bi));
+    q = _mm512_maskz_min_epi32(all, _mm512_maskz_max_epi32(all, q, lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(out_row + (ow + i) * p.C + g * 16, m, q);
+  }
+}
+
+template <int KWc>
+inline void output_row(const Int8DepthwisePlan& p, const std::uint8_t* inter, const std::int8_t* w, std::uint8_t* out_row) {
+  const std::int64_t KW = KWc ? KWc : p.KW;
+  for (std::int64_t g = 0; g < p.groups(); ++g) {
+    const std::int8_t* wg = w + g * KW * 64;
+    std::int64_t ow = 0;
+    for (; ow + 8 <= p.OW; ow += 8) pixels<8, KWc>(p, inter, wg, g, ow, out_row);
+    for (; ow < p.OW; ++ow) pixels<1, KWc>(p, inter, wg, g, ow, out_row);
+  }
+}
+
+// Output rows [r0, r1) of the N * OH rows, on this thread.
+inline void rows_range(const Int8DepthwisePlan& p, const std::uint8_t* x, std::uint8_t* out, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t Cp = p.padded_channels(), bytes = p.padded_width() * Cp * 4;
+  Rows rows{thread_buffer(static_cast<std::size_t>(bytes))};
+  // Padding columns hold the zero point in every byte; rows are written over the others.
+  std::fill(rows.buffer, rows.buffer + bytes, p.source_zero_point);
+  const bool k3 = p.KW == 3 && p.DW == 1;
+  const std::int64_t rotation_bytes = p.groups() * p.KW * 64;
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t n = r / p.OH, oh = r % p.OH, top = oh - p.PH;
+    for (std::int64_t kh = 0; kh < p.KH; ++kh) write_row(p, x, n, top + kh, rows);
+    const std::int8_t* w = p.weight.data() + ((top % 4) + 4) % 4 * rotation_bytes;
+    std::uint8_t* out_row = out + r * p.OW * p.C;
+    if (k3) output_row<3>(p, rows.buffer, w, out_row);
+    else output_row<0>(p, rows.buffer, w, out_row);
+  }
+}
+
+}  // namespace int8_depthwise
+
+// x: [N, H, W, C] uint8, dense channels-last; out: [N, OH, OW, C] uint8 or int8, dense channels-last.
+inline void run_int8_depthwise(const Int8DepthwisePlan& p, const std::uint8_t* x, std::uint8_t* out, int threads) {
+  const std::int64_t rows = p.N * p.OH;
+  const std::int64_t parts = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, rows));
+#pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static) if (parts > 1)
+  for (std::int64_t t = 0; t < parts; ++t) int8_depthwise::rows_range(p, x, out, rows * t / parts, rows * (t + 1) / parts);
+}
+
+#else
+
+inline void run_int8_depthwise(const Int8DepthwisePlan&, const std::uint8_t*, std::uint8_t*, int) {}
+
+#endif
+
+}  // namespace kiln::kernels::detail
