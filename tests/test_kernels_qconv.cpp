@@ -272,13 +272,16 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
   struct Shape {
     std::int64_t C, K, stride, pad, dil, xz;
     DType xdtype;
+    std::int64_t H = 11;
   };
+  // The last: padding rows above the second image land in the row slots (ih % 4) where
+  // the first image's rows were, with H = 4 (a padding row once took a real row's tag there).
   const std::vector<Shape> shapes{{20, 3, 1, 1, 1, 128, DType::uint8}, {32, 3, 2, 1, 1, 77, DType::uint8},
                                   {16, 5, 1, 2, 1, 0, DType::uint8},   {24, 3, 1, 2, 2, -5, DType::int8},
                                   {16, 3, 1, 0, 1, 128, DType::uint8}, {48, 7, 2, 3, 1, 200, DType::uint8},
                                   {24, 3, 1, 2, 2, 5, DType::uint8},   {40, 3, 2, 1, 1, 0, DType::uint8},
                                   {32, 2, 1, 0, 1, 9, DType::uint8},   {16, 4, 1, 1, 1, 128, DType::uint8},
-                                  {16, 3, 3, 1, 1, 50, DType::uint8}};
+                                  {16, 3, 3, 1, 1, 50, DType::uint8},  {16, 4, 1, 3, 1, 77, DType::uint8, 4}};
   struct Post {
     std::string attr;
     ArgList scalars;
@@ -297,7 +300,7 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
         CAPTURE(channels_last);
         CAPTURE(post.attr);
         Conv c;
-        c.B = 2, c.C = c.OC = c.groups = s.C, c.H = 11, c.W = 19, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
+        c.B = 2, c.C = c.OC = c.groups = s.C, c.H = s.H, c.W = 19, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
         c.xz = s.xz, c.xdtype = s.xdtype;
         c.make(-128, 127);
         Graph g;

@@ -70,7 +70,7 @@ inline std::uint8_t* thread_buffer(std::size_t bytes) {
 inline __mmask16 group_mask(std::int64_t left) { return left >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1); }
 
 // The rows a thread holds: the interleaved buffer [padded column][padded channel][4 bytes]
-// and, per byte, the input row it holds (image * H + ih; negative for none or a padding row, always rewritten).
+// and, per byte, the input row it holds (image * H + ih; -2 a padding row, -1 none yet).
 struct Rows {
   std::uint8_t* buffer;
   std::array<std::int64_t, 4> held{-1, -1, -1, -1};
@@ -78,8 +78,9 @@ struct Rows {
 
 // Input row ih of image n (the zero point where ih is outside the image) into byte ih % 4 of every column it covers.
 inline void write_row(const Int8DepthwisePlan& p, const std::uint8_t* x, std::int64_t n, std::int64_t ih, Rows& rows) {
-  const std::int64_t slot = ((ih % 4) + 4) % 4, tag = ih >= 0 && ih < p.H ? n * p.H + ih : -2 - ih;
-  if (rows.held[slot] == tag && tag >= 0) return;
+  // Every padding row is the same row of zero points: one tag (-2) serves them all.
+  const std::int64_t slot = ((ih % 4) + 4) % 4, tag = ih >= 0 && ih < p.H ? n * p.H + ih : -2;
+  if (rows.held[slot] == tag) return;
   rows.held[slot] = tag;
   const std::int64_t C = p.C, Cp = p.padded_channels();
   // Byte 4j + slot of the 64 takes source byte j.
