@@ -84,8 +84,11 @@ inline void write_row(const Int8DepthwisePlan& p, const std::uint8_t* x, std::in
   rows.held[slot] = tag;
   const std::int64_t C = p.C, Cp = p.padded_channels();
   // Byte 4j + slot of the 64 takes source byte j.
-  alignas(64) std::array<std::uint8_t, 64> index{};
-  for (int i = 0; i < 64; ++i) index[i] = static_cast<std::uint8_t>(i / 4);
+  alignas(64) static constexpr std::array<std::uint8_t, 64> index = [] {
+    std::array<std::uint8_t, 64> a{};
+    for (int i = 0; i < 64; ++i) a[i] = static_cast<std::uint8_t>(i / 4);
+    return a;
+  }();
   const __m512i idx = _mm512_load_si512(index.data());
   const __mmask64 bytes = 0x1111111111111111ULL << slot;
   std::uint8_t* dst = rows.buffer + p.PW * Cp * 4;

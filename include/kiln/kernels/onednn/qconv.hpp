@@ -286,9 +286,7 @@ inline std::optional<detail::Int8DepthwisePlan> int8_depthwise_plan(const runtim
   p.q_lo = p.signed_output ? -128 : 0, p.q_hi = p.signed_output ? 127 : 255;
   if (relu) p.q_lo = std::max(p.q_lo, quantized(0.0));
   if (clip) p.q_lo = std::max(p.q_lo, quantized(s.unary.scalars[0])), p.q_hi = std::min(p.q_hi, quantized(s.unary.scalars[1]));
-  const std::vector<double> bias = s.bias ? constant_numbers(ctx, *s.bias, "the bias") : std::vector<double>(static_cast<std::size_t>(p.C), 0.0);
-  if (static_cast<std::int64_t>(bias.size()) != p.C)
-    ctx.fail("the bias has " + std::to_string(bias.size()) + " elements for " + std::to_string(p.C) + " outputs");
+  const std::vector<double> bias = bias_numbers(ctx, s.bias, p.C);
   const std::int64_t padded = p.padded_channels(), KH = p.KH, KW = p.KW;
   p.weight.assign(static_cast<std::size_t>(4 * padded * KW * 4), 0);
   p.compensation.assign(static_cast<std::size_t>(padded), 0);

@@ -101,16 +101,20 @@ inline QWeight qweight(const runtime::LowerContext& ctx, std::int64_t k) {
   return q;
 }
 
+// The constant float bias of n outputs, zeros where there is none.
+inline std::vector<double> bias_numbers(const runtime::LowerContext& ctx, std::optional<runtime::ValueId> bias, std::int64_t n) {
+  if (!bias) return std::vector<double>(static_cast<std::size_t>(n), 0.0);
+  std::vector<double> b = constant_numbers(ctx, *bias, "the bias");
+  if (static_cast<std::int64_t>(b.size()) != n) ctx.fail("the bias has " + std::to_string(b.size()) + " elements for " + std::to_string(n) + " outputs");
+  return b;
+}
+
 // The bias in accumulator units with the source zero point folded in (see the top).
 inline runtime::Tensor accumulator_bias(const runtime::LowerContext& ctx, const QWeight& q, const SourceQuant& x,
                                         std::optional<runtime::ValueId> bias) {
   // Each output channel's weights are one contiguous run of k (a linear's row, a convolution's [IC/groups, k...]).
   const std::int64_t n = q.w.shape()[0], k = q.w.numel() / n;
-  std::vector<double> b(static_cast<std::size_t>(n), 0.0);
-  if (bias) {
-    b = constant_numbers(ctx, *bias, "the bias");
-    if (static_cast<std::int64_t>(b.size()) != n) ctx.fail("the bias has " + std::to_string(b.size()) + " elements for " + std::to_string(n) + " outputs");
-  }
+  const std::vector<double> b = bias_numbers(ctx, bias, n);
   runtime::Tensor out = runtime::Tensor::empty({n});
   for (std::int64_t j = 0; j < n; ++j) {
     std::int64_t colsum = 0;
