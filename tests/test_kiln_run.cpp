@@ -109,6 +109,29 @@ TEST_CASE("kiln-run --profile lists time per op type and the slowest nodes") {
   CHECK(r.out.find("slowest nodes") != std::string::npos);
 }
 
+TEST_CASE("kiln-run --profile-nodes sets how many nodes the profile lists") {
+  const fs::path dir = write_model_folder("profile_nodes", kX);
+  // The lines after "slowest nodes", one per node listed.
+  auto listed = [](const std::string& out) {
+    const auto at = out.find("slowest nodes");
+    REQUIRE(at != std::string::npos);
+    int lines = 0;
+    for (std::size_t p = out.find('\n', at); p != std::string::npos && p + 1 < out.size(); p = out.find('\n', p + 1))
+      ++lines;
+    return lines;
+  };
+  Run every = kiln_run("'" + dir.string() + "' --profile --profile-nodes 0 --iterations 2");
+  REQUIRE_MESSAGE(every.status == 0, every.err);
+  const int steps = listed(every.out);
+  REQUIRE(steps >= 2);  // relu and mm
+  Run one = kiln_run("'" + dir.string() + "' --profile --profile-nodes 1 --iterations 2");
+  REQUIRE_MESSAGE(one.status == 0, one.err);
+  CHECK(listed(one.out) == 1);
+  Run bad = kiln_run("'" + dir.string() + "' --profile --profile-nodes -1");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("--profile-nodes") != std::string::npos);
+}
+
 // libgomp binds the main thread to one CPU at start under OMP_PROC_BIND; the
 // threads a run may use are still the process's CPUs.
 TEST_CASE("kiln-run under OMP_PROC_BIND keeps the threads asked for") {

@@ -63,6 +63,7 @@ inline std::string help_text(const std::string& tool) {
          "  --rtol R, --atol A    the comparison's tolerance (default 1e-4 and 1e-5)\n"
          "  --max-rel-err E       compare by each output's largest error over its largest magnitude instead\n"
          "  --profile             print the time per op type and the 20 slowest nodes\n"
+         "  --profile-nodes N     with --profile, list the N slowest nodes instead (0: every node)\n"
          "  --json                print one JSON object on stdout instead of the text\n"
          "  --version             print the version\n"
          "  -h, --help            print this help\n"
@@ -83,6 +84,7 @@ struct Options {
   double rtol = 1e-4, atol = 1e-5;
   std::optional<double> max_rel_err;
   bool profile = false, json = false;
+  std::size_t profile_nodes = 20;  // 0: every node
   runtime::CompileOptions::FpMath fpmath = runtime::CompileOptions::FpMath::strict;
   runtime::CompileOptions::ConvAlgorithm conv_algorithm = runtime::CompileOptions::ConvAlgorithm::automatic;
 };
@@ -142,6 +144,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--atol") o.atol = parse_number(a, value());
     else if (a == "--max-rel-err") o.max_rel_err = parse_number(a, value());
     else if (a == "--profile") flag(), o.profile = true;
+    else if (a == "--profile-nodes") o.profile_nodes = static_cast<std::size_t>(parse_int(a, value(), 0));
     else if (a == "--json") flag(), o.json = true;
     else if (a == "--version") {
       std::cout << tool << " " << kiln::kVersion << "\n";
@@ -377,7 +380,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     for (std::size_t s = 0; s < order.size(); ++s) order[s] = s;
     std::sort(order.begin(), order.end(), [&](auto a, auto b) { return step_times[a] > step_times[b]; });
     std::fprintf(out, "slowest nodes (ms per run):\n");
-    for (std::size_t k = 0; k < std::min<std::size_t>(20, order.size()); ++k) {
+    const std::size_t listed = o.profile_nodes == 0 ? order.size() : std::min(o.profile_nodes, order.size());
+    for (std::size_t k = 0; k < listed; ++k) {
       const auto& st = cg.step(order[k]);
       std::fprintf(out, "  %-32s %-36s %9.3f  %s\n", st.node.c_str(), st.op_type.c_str(), step_times[order[k]] * per_run,
                    st.implementation.c_str());
