@@ -351,3 +351,65 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
           CHECK(std::memcmp(split[i].raw(), out[i].raw(), out[i].nbytes()) == 0);
       }
 }
+
+// An image's first convolution (1 to 3 channels) runs on a copy of its source widened
+// to 4 channels and padded with the zero point (onednn/qconv.hpp widens_narrow_source):
+// channel counts 1 to 3, widths past the copy's 16 pixels, padding with zero points 0
+// to 255, stride, from an NCHW source and a channels-last one, none/relu/hardtanh,
+// uint8/float32/int8 outputs; within one step of the reference, the same bytes on two
+// threads. 4 channels and 2 groups are not widened.
+TEST_CASE("int8 convolutions of 1 to 3 channels run widened to 4 within one step of the reference") {
+  struct Shape {
+    std::int64_t C, groups, W, stride, pad, xz;
+  };
+  const std::vector<Shape> shapes{{3, 1, 37, 2, 1, 131}, {3, 1, 16, 1, 1, 0},  {1, 1, 19, 1, 2, 255},
+                                  {2, 1, 5, 2, 0, 77},   {3, 1, 33, 1, 3, 200}, {4, 1, 19, 2, 1, 131}, {2, 2, 19, 1, 1, 131}};
+  const std::vector<std::pair<std::string, double (*)(double)>> posts{
+      {"none", identity}, {"relu", relu}, {"hardtanh", [](double v) { return std::clamp(v, 0.0, 0.4); }}};
+  for (const Shape& s : shapes)
+    for (const bool channels_last : {false, true})
+      for (const auto& [attr, f] : posts) {
+        CAPTURE(s.C);
+        CAPTURE(s.W);
+        CAPTURE(s.pad);
+        CAPTURE(channels_last);
+        CAPTURE(attr);
+        Conv c;
+        c.C = s.C, c.groups = s.groups, c.OC = 6, c.H = 9, c.W = s.W, c.stride = s.stride, c.pad = s.pad, c.xz = s.xz;
+        c.make(-128, 127);
+        const ArgList scalars = attr == "hardtanh" ? ArgList{0.0, 0.4} : ArgList{};
+        Graph g;
+        Node* x = nullptr;
+        Tensor input = c.x;
+        if (channels_last) {
+          input = Tensor::empty({c.B, c.H, c.W, c.C}, DType::uint8);
+          for (std::int64_t n = 0; n < c.B; ++n)
+            for (std::int64_t ch = 0; ch < c.C; ++ch)
+              for (std::int64_t i = 0; i < c.H * c.W; ++i)
+                input.data<std::uint8_t>()[(n * c.H * c.W + i) * c.C + ch] = c.x.data<std::uint8_t>()[(n * c.C + ch) * c.H * c.W + i];
+          x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({c.B, c.H, c.W, c.C}, DType::uint8)), ArgList{0, 3, 1, 2}});
+        } else {
+          x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
+        }
+        ArgList int8_out{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
+                         g.get_attr("b", meta({c.OC}))};
+        for (const Arg& a : c.geometry()) int8_out.push_back(a);
+        for (const Arg& a : ArgList{OS, -3, DType::int8, attr, scalars, Arg()}) int8_out.push_back(a);
+        g.output(ArgList{qconv(g, c, x, false, Arg(), attr, scalars), qconv(g, c, x, false, Arg(DType::float32), attr, scalars),
+                         g.call_function(OpRef("onednn.qconv_pointwise.default"), int8_out)});
+        const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
+        std::size_t widened = 0;
+        for (std::size_t i = 0; i < cg.num_steps(); ++i) widened += cg.step(i).implementation == "kiln_widen_channels";
+        CHECK(widened == (s.C < 4 && s.groups == 1 ? 3u : 0u));
+        const auto out = cg.run({input});
+        REQUIRE(out[0].shape() == c.out_shape());
+        CHECK(max_abs_error(c.reference([&](double y, double) { return quantize(f(y)); }), out[0]) <= 1.0);
+        CHECK(max_abs_error(c.reference([&](double y, double) { return f(y); }), out[1]) < 1e-3);
+        CHECK(max_abs_error(c.reference([&](double y, double) { return std::clamp(std::nearbyint(f(y) / OS) - 3.0, -128.0, 127.0); }),
+                            out[2]) <= 1.0);
+        runtime::CompileOptions two;
+        two.threads = 2;
+        const auto split = CompiledGraph::compile(g, c.weights(), two).run({input});
+        for (std::size_t i = 0; i < out.size(); ++i) CHECK(std::memcmp(split[i].raw(), out[i].raw(), out[i].nbytes()) == 0);
+      }
+}

@@ -6,12 +6,16 @@
 # inductor_int8.py times Inductor's int8 compile, PyTorch eager fp32 and ONNX
 # Runtime's QDQ int8. One JSON line per measurement in OUT.jsonl.
 #   bash bench/quantization/speed_run.sh KILN_RUN OUT.jsonl "2 16" "1 16" MODULE:FACTORY...
+# ROUNDS=R (default 1) times kiln int8 and kiln fp32 alternately R times, each
+# line with its "round": a host whose speed drifts between calls then moves
+# both alike, and speed_table.py takes the median over the rounds.
 # Needs PyTorch 2.x (Inductor) and onnxruntime; run from the repository root.
 set -uo pipefail
 kiln_run=$1 out=$2 threads=$3 batches=$4
 shift 4
 iterations=${ITERATIONS:-20}
 size=${SIZE:-224}
+rounds=${ROUNDS:-1}
 for factory in "$@"; do
   name=${factory##*:}
   for b in $batches; do
@@ -20,6 +24,7 @@ for factory in "$@"; do
       { echo "{\"model\":\"$name\",\"batch\":$b,\"error\":\"quantized export failed\"}" >>"$out"; continue; }
     python3 tools/export_fx.py "$factory" --input-shape "$shape" --level aten --seed 0 --out "$f" >/dev/null 2>&1
     for t in $threads; do
+      for round in $(seq "$rounds"); do
       for variant in int8 fp32; do
         if [[ $variant == int8 ]]; then dir=$q args=(--passes quantization --compare "$q/outputs" --max-rel-err 5e-2)
         else dir=$f args=(--compare "$f/outputs"); fi
@@ -27,8 +32,9 @@ for factory in "$@"; do
         python3 -c 'import json, sys
 r = json.loads(sys.argv[1]) if sys.argv[1] else {"error": "kiln-run failed"}
 keep = {k: r[k] for k in ("median_ms", "min_ms", "match", "max_rel_err", "pass_counters", "error") if k in r}
-keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_" + sys.argv[5])
-print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant" >>"$out"
+keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_" + sys.argv[5], round=int(sys.argv[6]))
+print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant" "$round" >>"$out"
+      done
       done
     done
     python3 bench/quantization/inductor_int8.py "$factory" --input-shape "$shape" --ort --rounds "$iterations" \

@@ -15,6 +15,7 @@
 // qaccum with a quantized output is summed in the destination (QuantizedAccum).
 // kiln's qconv_prepack keeps the logical [OC, IC/groups, k...] weight; it is
 // reordered once, at compile time, into the layout the primitive picks.
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "kiln/kernels/detail/int8_depthwise.hpp"
+#include "kiln/kernels/detail/widen_channels.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
 #include "kiln/kernels/onednn/qlinear.hpp"
@@ -309,6 +311,47 @@ inline std::optional<detail::Int8DepthwisePlan> int8_depthwise_plan(const runtim
   return p;
 }
 
+// An image's first convolution reads 1 to 3 channels, which oneDNN 2.6 runs on its
+// jit_int8 kernel; with 4 it picks brgconv. Such a source (2-d, uint8, one group,
+// undilated) is copied channels-last with its channels filled to 4 and its border
+// padded, both with the zero point, and the weight gets zero weights for the new
+// channels, so the sums are unchanged and the convolution pads nothing. Measured on
+// the device in bench/README (MobileNetV2's first convolution at batch 16).
+inline bool widens_narrow_source(const runtime::Layout& xl, const QWeight& q, const QConvSpec& s, const SourceQuant& xq) {
+  if (xl.rank() != 4 || xl.dtype != DType::uint8 || s.groups != 1 || xl.shape[1] >= 4 || q.w.shape()[1] != xl.shape[1]) return false;
+  return s.dilation[0] == 1 && s.dilation[1] == 1 && xq.zero_point >= 0 && xq.zero_point <= 255;
+}
+
+// The source [N, C, H, W] (any strides) as [N, 4, H + 2 ph, W + 2 pw] channels-last,
+// every cell that is not a source value the zero point (see widens_narrow_source).
+inline runtime::ValueId widened_source(runtime::LowerContext& ctx, runtime::ValueId x, const std::vector<std::int64_t>& pad,
+                                       std::int64_t zero_point) {
+  const runtime::Layout xl = ctx.layout(x);
+  const std::int64_t N = xl.shape[0], C = xl.shape[1], H = xl.shape[2], W = xl.shape[3], PH = pad[0], PW = pad[1];
+  const runtime::Layout wl = runtime::channels_last({N, 4, H + 2 * PH, W + 2 * PW}, DType::uint8);
+  const auto out = ctx.buffer(wl);
+  const std::array<std::int64_t, 4> st{xl.strides[0], xl.strides[1], xl.strides[2], xl.strides[3]};
+  const auto zp = static_cast<std::uint8_t>(zero_point);
+  auto step = runtime::make_step([=](runtime::Frame& f) {
+    detail::widen_channels(f.data_as<const std::uint8_t>(x), st, N, C, H, W, PH, PW, zp, f.data_as<std::uint8_t>(out), f.threads());
+  });
+  step->implementation = "kiln_widen_channels";
+  ctx.add_step(std::move(step), {x}, {out});
+  return out;
+}
+
+// The weight [OC, C, KH, KW] as [OC, 4, KH, KW], zero for the channels past C.
+inline runtime::Tensor widened_weight(const runtime::Tensor& w) {
+  const runtime::Shape& ws = w.shape();
+  runtime::Tensor out = runtime::Tensor::empty({ws[0], 4, ws[2], ws[3]}, DType::int8);
+  std::memset(out.raw(), 0, out.nbytes());
+  const std::int64_t k = ws[2] * ws[3];
+  for (std::int64_t o = 0; o < ws[0]; ++o)
+    for (std::int64_t c = 0; c < ws[1]; ++c)
+      std::memcpy(out.data<std::int8_t>() + (o * 4 + c) * k, w.data<std::int8_t>() + (o * ws[1] + c) * k, static_cast<std::size_t>(k));
+  return out;
+}
+
 inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const auto xv = ctx.tensor(0, "qx");
   const runtime::Layout xl = ctx.layout(xv);
@@ -321,7 +364,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const runtime::Shape out_shape = check_qconv(ctx, xl, s);
   if (!applies) return lower_qconv_composed(ctx, tensors, s);
   const SourceQuant xq = source_quant(ctx, tensors);
-  const QWeight q = qconv_weight(ctx);
+  QWeight q = qconv_weight(ctx);
   const std::size_t nd = xl.rank() - 2;
   if (auto plan = int8_depthwise_plan(ctx, xl, xq, q, s, out_shape)) {
     const auto out = ctx.buffer(runtime::channels_last(out_shape, s.tail.out));
@@ -331,6 +374,11 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
     step->implementation = "kiln_int8_depthwise:avx512_vnni";
     ctx.add_step(std::move(step), {xv}, {out});
     return ctx.set_result(out);
+  }
+  std::optional<runtime::ValueId> widened;
+  if (widens_narrow_source(xl, q, s, xq)) {
+    widened = widened_source(ctx, xv, s.padding, xq.zero_point);
+    q.w = widened_weight(q.w);
   }
   const std::int64_t OC = q.w.shape()[0], G = s.groups;
   using tag = dnnl::memory::format_tag;
@@ -374,8 +422,8 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   // is copied into a buffer padded with the zero point and the convolution pads nothing.
   bool padded = false;
   for (std::int64_t p : s.padding) padded |= p > 0;
-  padded &= xq.zero_point != 0;
-  const dnnl::memory::dims given_pad(s.padding.begin(), s.padding.end());
+  padded &= xq.zero_point != 0 && !widened;
+  const dnnl::memory::dims given_pad = widened ? dnnl::memory::dims(nd, 0) : dnnl::memory::dims(s.padding.begin(), s.padding.end());
   dnnl::convolution_forward::primitive_desc pd;
   bool zp_attr = false;
   if (padded) try {
@@ -384,7 +432,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
     } catch (const dnnl::error&) {
       // no zero-point support here: the padded copy
     }
-  const auto src = padded && !zp_attr ? padded_source(ctx, xv, s.padding, xq.zero_point) : xv;
+  const auto src = widened ? *widened : padded && !zp_attr ? padded_source(ctx, xv, s.padding, xq.zero_point) : xv;
   const runtime::Layout sl = ctx.layout(src);
   const dnnl::memory::desc src_given = onednn::desc_of(sl);
   if (!zp_attr) try {
