@@ -74,8 +74,10 @@ endif()
 # (bench/quantization/inductor_autocast_conv_2026-11-28_torch2.11.jsonl), but for
 # pattern_matcher and the conv prepack's nodes (Inductor's weight clones, 3 nodes;
 # QuantMLP: its unnecessary_dtype_convert match), and the fused graph gives
-# PyTorch's outputs within bf16's error. The unfused QuantConvNet graph holds bf16
-# convolutions, which kiln does not run.
+# PyTorch's outputs within bf16's error. The unfused graph (QuantConvNet's bf16
+# convolutions included) gives PyTorch's outputs within two bf16 steps, and
+# --numeric-check finds every pass's result within 4e-3 of the unfused graph's
+# (two bf16 steps at the outputs' scale, under 0.5) on random inputs.
 if(TARGET kiln-opt AND TARGET kiln-run AND KILN_HAVE_RUNTIME)
   foreach(_case "qconvnet|{\"dequant_promotion_matcher_count\":2,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":18,\"pattern_matcher_nodes\":53,\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,\"qconv2d_binary_lower_count\":1,\"qconv2d_binary_lower_nodes\":1,\"qconv2d_binary_matcher_count\":1,\"qconv2d_binary_matcher_nodes\":3,\"qconv_unary_lower_count\":3,\"qconv_unary_lower_nodes\":3,\"qconv_unary_matcher_count\":3,\"qconv_unary_matcher_nodes\":9,\"qconv_weight_prepack_matcher_count\":4,\"qconv_weight_prepack_matcher_nodes\":20,\"qlinear_unary_lower_count\":1,\"qlinear_unary_lower_nodes\":1,\"qlinear_weight_prepack_matcher_count\":1,\"qlinear_weight_prepack_matcher_nodes\":6,\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4}" "qmlp|{\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":12,\"pattern_matcher_nodes\":46,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":12,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}")
     string(REPLACE "|" ";" _case "${_case}")
@@ -90,6 +92,13 @@ if(TARGET kiln-opt AND TARGET kiln-run AND KILN_HAVE_RUNTIME)
       COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err 3e-2 --threads 2 --iterations 1 --warmup 0)
     set_tests_properties(kiln_run_autocast_${_model}_quantization PROPERTIES TIMEOUT 60
       PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    add_test(NAME kiln_run_autocast_${_model}_unfused
+      COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err 1e-2 --threads 2 --iterations 1 --warmup 0)
+    set_tests_properties(kiln_run_autocast_${_model}_unfused PROPERTIES TIMEOUT 60
+      PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    add_test(NAME kiln_numeric_check_autocast_${_model}
+      COMMAND kiln-opt ${_dir}/graph.json --passes quantization --numeric-check --atol 4e-3 --quiet)
+    set_tests_properties(kiln_numeric_check_autocast_${_model} PROPERTIES TIMEOUT 60)
   endforeach()
 endif()
 

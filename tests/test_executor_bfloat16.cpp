@@ -1,10 +1,12 @@
 // bfloat16 graphs in kiln's executor, as PyTorch runs them: matrix products of
 // two bfloat16 operands on oneDNN (float32 sums, one rounding), element-wise
 // ops computed in float32 and rounded once, float32 weights (the exporter's
-// .npy form) bound to bfloat16 nodes rounded to them, and torch.export's
+// .npy form) bound to bfloat16 nodes rounded to them, convolutions of bfloat16
+// operands (float32 sums, one rounding), and torch.export's
 // _assert_tensor_metadata checked while compiling. Each against a naive loop.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -106,6 +108,58 @@ TEST_CASE("a product of a float32 and a bfloat16 operand is refused, naming both
   Node* b = typed(g.placeholder("b"), {8, 2});
   g.output(ArgList{typed(g.call_function(aten::mm, {a, b}, {}, "prod"), {4, 2}, DType::float32)});
   CHECK(contains(compile_error(g), "node prod (aten.mm.default): matrix products take two float32 or two bfloat16 operands, got float32 and bfloat16"));
+}
+
+// autocast's convolutions: bfloat16 input, weight and bias; PyTorch sums in float32
+// and rounds the result once. The relu after it reads the rounded result (nothing fused).
+TEST_CASE("a convolution of bfloat16 operands gives the float32 convolution rounded once to bfloat16") {
+  constexpr std::int64_t N = 2, C = 3, H = 7, W = 6, OC = 4, K = 3;
+  for (const std::int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    const std::int64_t OH = (H + 2 - K) / stride + 1, OW = (W + 2 - K) / stride + 1;
+    Graph g;
+    Node* x = typed(g.placeholder("x"), {N, C, H, W});
+    Node* w = typed(g.get_attr("w"), {OC, C, K, K});  // float32 weights, rounded to bfloat16 where bound
+    Node* b = typed(g.get_attr("b"), {OC});
+    Node* conv = typed(g.call_function(aten::convolution, {x, w, b, ArgList{stride, stride}, ArgList{1, 1}, ArgList{1, 1}, false,
+                                                           ArgList{0, 0}, 1}),
+                       {N, OC, OH, OW});
+    g.output(ArgList{conv, typed(g.call_function(aten::relu, {conv}), {N, OC, OH, OW})});
+    const Tensor xin = runtime::as_bfloat16(random_tensor({N, C, H, W}, 5));
+    const Tensor wf = random_tensor({OC, C, K, K}, 6), bfl = random_tensor({OC}, 7);
+    const auto out = CompiledGraph::compile(g, {{"w", wf}, {"b", bfl}}).run({xin});
+    REQUIRE(out[0].dtype() == DType::bfloat16);
+    REQUIRE(out[1].dtype() == DType::bfloat16);
+    std::vector<double> want;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t o = 0; o < OC; ++o)
+        for (std::int64_t oh = 0; oh < OH; ++oh)
+          for (std::int64_t ow = 0; ow < OW; ++ow) {
+            double acc = round_to_bf16(bfl.data<float>()[o]);
+            for (std::int64_t c = 0; c < C; ++c)
+              for (std::int64_t kh = 0; kh < K; ++kh)
+                for (std::int64_t kw = 0; kw < K; ++kw) {
+                  const std::int64_t ih = oh * stride - 1 + kh, iw = ow * stride - 1 + kw;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                  acc += double(bf(xin, ((n * C + c) * H + ih) * W + iw)) * round_to_bf16(wf.data<float>()[((o * C + c) * K + kh) * K + kw]);
+                }
+            want.push_back(round_to_bf16(float(acc)));
+          }
+    CHECK(off_by_more_than_a_step(out[0], want) == 0);
+    int off_relu = 0;
+    for (std::int64_t i = 0; i < out[0].numel(); ++i) off_relu += bf(out[1], i) != std::max(bf(out[0], i), 0.0f);
+    CHECK(off_relu == 0);
+  }
+}
+
+TEST_CASE("a convolution of a float32 input and a bfloat16 weight is refused, naming both dtypes") {
+  Graph g;
+  Node* x = typed(g.placeholder("x"), {1, 2, 5, 5}, DType::float32);
+  Node* w = typed(g.placeholder("w"), {3, 2, 3, 3});
+  g.output(ArgList{typed(g.call_function(aten::convolution, {x, w, Arg(), ArgList{1, 1}, ArgList{0, 0}, ArgList{1, 1}, false, ArgList{0, 0}, 1},
+                                         {}, "conv"),
+                         {1, 3, 3, 3}, DType::float32)});
+  CHECK(contains(compile_error(g), "node conv (aten.convolution.default): convolution takes a float32 or a bfloat16 input and weight, got float32 and bfloat16"));
 }
 
 TEST_CASE("_assert_tensor_metadata is checked while compiling, and remove_assert_ops erases it") {

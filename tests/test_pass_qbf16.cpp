@@ -5,14 +5,13 @@
 // dequantize_per_channel each through convert_element_type to bfloat16): what
 // each form becomes (a bfloat16-output oneDNN op), the near misses left alone
 // (a float16 convert, a convert missing on one side, a dequantize or a convert
-// with a second user), Inductor's counters; and numerics. kiln's float matrix
-// products and convolution take float32 only, so the unfused bf16 graph does
-// not run in kiln; its reference is the same graph in float32 (the converts
-// left out, the bias of the same bf16-representable values), run by kiln:
-// the fused bf16 output must equal it within bf16 rounding (int8 products are
-// exact, so only the output's rounding to bfloat16 separates them), a fused
-// int8 output within one quantization step of it. Also the qlinear bmm form
-// (a linear over a non-contiguous 3-D input), float32 and bf16; and the binary
+// with a second user), Inductor's counters; and numerics. The reference is the
+// same graph in float32 (the converts left out, the bias of the same
+// bf16-representable values), run by kiln: the fused bf16 output must equal it
+// within bf16 rounding (int8 products are exact, so only the output's rounding
+// to bfloat16 separates them), a fused int8 output within one quantization step
+// of it; the qconv prepack is also checked against the unfused bf16 graph.
+// Also the qlinear bmm form (a linear over a non-contiguous 3-D input), float32 and bf16; and the binary
 // (add) fusions of a bf16 qlinear and a bf16 qconv (both with Inductor's
 // in-place add too: the sum converted back to bfloat16; the qlinear's also
 // checked against the unfused bf16 graph, which kiln runs after the prepack).
@@ -356,7 +355,7 @@ TEST_CASE("qconv_weight_prepack int8-mixed-bf16 near misses: a float16 convert, 
   }
 }
 
-TEST_CASE("qconv int8-mixed-bf16 numerics: the fused bf16 output within bf16 rounding of the float32 graph run by kiln") {
+TEST_CASE("qconv int8-mixed-bf16 numerics: the fused bf16 output within bf16 rounding of the float32 graph, near the unfused bf16 graph") {
   const Tensor x = test::random_ints({1, 4, 8, 8}, DType::uint8, 0, 255, 11);
   for (const bool bias : {true, false})
     for (const bool tensors : {false, true}) {
@@ -366,8 +365,19 @@ TEST_CASE("qconv int8-mixed-bf16 numerics: the fused bf16 output within bf16 rou
       const Tensor want = ref.finish().run(x);
       ConvNet t(bias, Mix{}, tensors);
       t.finish();
+      // The same graph unfused: its bf16 convolution rounds the same sums once.
+      const Tensor unfused = t.run(x);
+      REQUIRE(unfused.dtype() == DType::bfloat16);
       REQUIRE(qconv_weight_prepack(t.g, nullptr) == 1);
-      check_bf16_close(t.run(x), want);
+      const Tensor fused = t.run(x);
+      check_bf16_close(fused, want);
+      // The unfused graph rounds the dequantized activation and weight to bf16 before
+      // multiplying (the fused qconv multiplies the int8 values exactly), so the two
+      // agree within two bf16 steps at the outputs' scale, not element by element.
+      const auto u = values(unfused), f = values(fused);
+      double scale = 0, worst = 0;
+      for (std::size_t i = 0; i < u.size(); ++i) scale = std::max(scale, std::abs(u[i])), worst = std::max(worst, std::abs(u[i] - f[i]));
+      CHECK(worst <= scale * 0x1p-7);
     }
 }
 

@@ -14,6 +14,9 @@
 // it writes its own blocked layout, which the step reorders into the result.
 // Under --fpmath bf16 the primitive reads bf16 (the step converts the source,
 // the weights are packed as bf16) and writes fp32, where oneDNN has native code.
+// bfloat16 operands (autocast's convolutions) are widened to float32, convolved
+// with nothing fused and the result rounded once to bfloat16, as PyTorch sums a
+// bfloat16 convolution in float32 (every bfloat16 value is a float32 one).
 #include <cmath>
 #include <optional>
 
@@ -78,9 +81,22 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   ConvArgs a = given;
   const bool unbatched = ctx.layout(given.input).rank() == given.stride.size() + 1;
   if (unbatched) a.input = ctx.view(given.input, runtime::unsqueezed(ctx.layout(given.input), 0));
+  const DType in_dtype = ctx.layout(a.input).dtype, w_dtype = ctx.layout(a.weight).dtype;
+  const bool bf16_operands = in_dtype == DType::bfloat16 && w_dtype == DType::bfloat16;
+  if (!bf16_operands && (in_dtype != DType::float32 || w_dtype != DType::float32))
+    ctx.fail("convolution takes a float32 or a bfloat16 input and weight, got " + std::string(dtype_name(in_dtype)) + " and " +
+             std::string(dtype_name(w_dtype)));
+  const auto as_dtype = [&](runtime::ValueId v, DType d) {
+    const runtime::Lowered r = ctx.lower_piece("prims.convert_element_type.default", {runtime::CallArg::of_tensor(v), runtime::CallArg::of(Arg(d))});
+    if (!r.is_tensor()) ctx.fail("converting to " + std::string(dtype_name(d)) + " gave no tensor");
+    return r.id;
+  };
+  if (bf16_operands) {
+    a.input = as_dtype(a.input, DType::float32), a.weight = as_dtype(a.weight, DType::float32);
+    if (a.bias && ctx.layout(*a.bias).dtype == DType::bfloat16) a.bias = as_dtype(*a.bias, DType::float32);
+  }
   const runtime::Layout& in = ctx.layout(a.input);
   const runtime::Layout& w = ctx.layout(a.weight);
-  if (in.dtype != DType::float32 || w.dtype != DType::float32) ctx.fail("convolution takes float32");
   const std::size_t nd = a.stride.size();
   if (nd < 1 || nd > 3 || in.rank() != nd + 2 || w.rank() != nd + 2)
     ctx.fail("a " + std::to_string(nd) + "-d convolution takes a " + std::to_string(nd + 2) + "-d input and weight, got " +
@@ -123,7 +139,8 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   const std::optional<runtime::Tensor> bconst = a.bias ? ctx.constant(*a.bias) : std::nullopt;
   // A batch-norm folds into [OC, ...] weights only (a transposed weight holds OC in dim 1).
   const bool foldable = wconst && (!a.bias || bconst) && !a.transposed;
-  onednn::Epilogue e = onednn::find_epilogue(ctx, ctx.node(), out_layout, OC, foldable);
+  // The ops after a bfloat16 convolution read its rounded result: none is fused.
+  onednn::Epilogue e = bf16_operands ? onednn::Epilogue{} : onednn::find_epilogue(ctx, ctx.node(), out_layout, OC, foldable);
 
   // Weights (and bias) with a folded batch-norm, as constants.
   std::optional<runtime::Tensor> wv, bv;
@@ -292,7 +309,8 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
                                                         pre_copy, pd.scratchpad, pad_at, std::move(written)),
                reads, {out}, scratch.bytes);
   const std::int64_t batch_dim[] = {0};
-  const runtime::ValueId result = unbatched ? ctx.view(out, runtime::squeezed(ctx.layout(out), batch_dim)) : out;
+  runtime::ValueId result = unbatched ? ctx.view(out, runtime::squeezed(ctx.layout(out), batch_dim)) : out;
+  if (bf16_operands) result = as_dtype(result, DType::bfloat16);
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
   for (const Node* n : e.tuple_nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
   ctx.set_result(result);
