@@ -269,3 +269,38 @@ TEST_CASE("F.normalize divides by the p-norm along dim, at least eps, against a 
     CHECK(bad == 0);
   }
 }
+
+// The global average pool of a channels-last tensor: the outputs (channels) lie
+// contiguous, the summed elements do not. Each output equals the sum of its
+// elements added one by one in row-major order, then divided, on one thread or
+// four; channel counts past a block of 64 and below one.
+TEST_CASE("a mean or sum over the spatial dims of a channels-last tensor adds each output's elements in order") {
+  for (const std::int64_t C : {70, 13, 128})
+    for (const bool mean : {true, false})
+      for (const int threads : {1, 4}) {
+        CAPTURE(C);
+        CAPTURE(mean);
+        CAPTURE(threads);
+        constexpr std::int64_t N = 3, H = 5, W = 7;
+        Graph g;
+        Node* x = g.placeholder("x", test::meta({N, H, W, C}));
+        Node* nchw = g.call_function(OpRef("aten.permute.default"), {x, ArgList{0, 3, 1, 2}});
+        const ArgList dims{Arg(std::int64_t{2}), Arg(std::int64_t{3})};
+        g.output(ArgList{mean ? g.call_function(OpRef("aten.mean.dim"), {nchw, dims, true})
+                              : g.call_function(OpRef("aten.sum.dim_IntList"), {nchw, dims, true})});
+        runtime::CompileOptions opts;
+        opts.threads = threads;
+        const Tensor in = random_tensor({N, H, W, C}, 9);
+        const auto out = CompiledGraph::compile(g, {}, opts).run({in});
+        REQUIRE(out[0].shape() == runtime::Shape{N, C, 1, 1});
+        int off = 0;
+        for (std::int64_t n = 0; n < N; ++n)
+          for (std::int64_t c = 0; c < C; ++c) {
+            float acc = 0;
+            for (std::int64_t i = 0; i < H * W; ++i) acc += in.data<float>()[(n * H * W + i) * C + c];
+            if (mean) acc /= static_cast<float>(H * W);
+            off += out[0].data<float>()[n * C + c] != acc;
+          }
+        CHECK(off == 0);
+      }
+}

@@ -92,8 +92,61 @@ T reduce_inner(const T* base, const ReducePlan& p) {
   return acc;
 }
 
+// A sum or mean whose outputs lie contiguous in the input and whose inner elements
+// do not (a channels-last tensor averaged over its spatial dims, the global average
+// pool): up to kAcrossBlock outputs summed side by side, one vector add per inner
+// element, each output's elements still added one by one in the order reduce_inner adds them.
+inline constexpr std::int64_t kAcrossBlock = 64;
+
+template <Reduce K>
+bool sums_across(const ReducePlan& p) {
+  return (K == Reduce::sum || K == Reduce::mean) && p.outer_rank > 0 && p.outer_strides[p.outer_rank - 1] == 1 &&
+         p.inner_strides[p.inner_rank - 1] != 1 && p.inner_numel > 0;
+}
+
+template <class T, Reduce K>
+void run_reduce_across(const runtime::Frame& fr, const ReducePlan& p) {
+  const T* in = fr.data_as<T>(p.in);
+  T* out = fr.data_as<T>(p.out);
+  const std::int64_t last = p.outer_shape[p.outer_rank - 1], per_row = (last + kAcrossBlock - 1) / kAcrossBlock;
+  const std::int64_t tasks = p.outer_numel / last * per_row;
+  auto one = [&](std::int64_t t) {
+    const std::int64_t row = t / per_row, j0 = t % per_row * kAcrossBlock, n = std::min(kAcrossBlock, last - j0);
+    std::int64_t off = j0;
+    for (std::size_t k = p.outer_rank - 1, rest = static_cast<std::size_t>(row); k-- > 0;) {
+      off += static_cast<std::int64_t>(rest % p.outer_shape[k]) * p.outer_strides[k];
+      rest /= p.outer_shape[k];
+    }
+    T acc[kAcrossBlock] = {};
+    std::array<std::int64_t, kMaxReduceRank> idx{};
+    std::int64_t inner = 0;
+    for (std::int64_t done = 0; done < p.inner_numel; ++done) {
+      const T* x = in + off + inner;
+#pragma omp simd
+      for (std::int64_t j = 0; j < n; ++j) acc[j] += x[j];
+      for (std::size_t k = p.inner_rank; k-- > 0;) {  // the next inner element, the last inner dim fastest
+        if (++idx[k] < p.inner_shape[k]) {
+          inner += p.inner_strides[k];
+          break;
+        }
+        inner -= (p.inner_shape[k] - 1) * p.inner_strides[k];
+        idx[k] = 0;
+      }
+    }
+    T* o = out + row * last + j0;
+    for (std::int64_t j = 0; j < n; ++j) o[j] = K == Reduce::mean ? acc[j] / static_cast<T>(p.inner_numel) : acc[j];
+  };
+  if (fr.threads() > 1 && tasks > 1 && p.outer_numel * p.inner_numel >= kParallelReduceElements) {
+#pragma omp parallel for num_threads(fr.threads()) schedule(static)
+    for (std::int64_t t = 0; t < tasks; ++t) one(t);
+  } else {
+    for (std::int64_t t = 0; t < tasks; ++t) one(t);
+  }
+}
+
 template <class T, Reduce K>
 void run_reduce(const runtime::Frame& fr, const ReducePlan& p) {
+  if (sums_across<K>(p)) return run_reduce_across<T, K>(fr, p);
   const T* in = fr.data_as<T>(p.in);
   T* out = fr.data_as<T>(p.out);
   auto one = [&](std::int64_t o) {
