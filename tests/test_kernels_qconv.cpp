@@ -261,13 +261,70 @@ TEST_CASE("an int8 convolution with a reduction under 64 does not run on AMX") {
   }
 }
 
+namespace {
+
+struct Post {
+  std::string attr;
+  ArgList scalars;
+  double (*f)(double);
+};
+const std::vector<Post> kPosts{{"none", {}, identity}, {"relu", {}, relu},
+                               {"hardtanh", {0.0, 0.4}, [](double v) { return std::clamp(v, 0.0, 0.4); }}};
+
+// Convolution `c` (made) with `post` to the source's dtype, float32 and int8 (zero point
+// -3), from an NCHW source or a channels-last one (an NHWC placeholder permuted to NCHW,
+// as kiln's int8 convolutions hand each other): `steps` steps named `implementation`
+// (a prefix), each output within one step of the reference, and the same bytes split
+// over two threads.
+void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std::string_view implementation, std::size_t steps) {
+  Graph g;
+  Node* x = nullptr;
+  Tensor input = c.x;
+  if (channels_last) {
+    input = Tensor::empty({c.B, c.H, c.W, c.C}, c.xdtype);
+    const auto* from = static_cast<const std::uint8_t*>(c.x.raw());
+    auto* to = static_cast<std::uint8_t*>(input.raw());
+    for (std::int64_t n = 0; n < c.B; ++n)
+      for (std::int64_t ch = 0; ch < c.C; ++ch)
+        for (std::int64_t i = 0; i < c.H * c.W; ++i) to[(n * c.H * c.W + i) * c.C + ch] = from[(n * c.C + ch) * c.H * c.W + i];
+    x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({c.B, c.H, c.W, c.C}, c.xdtype)), ArgList{0, 3, 1, 2}});
+  } else {
+    x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, c.xdtype));
+  }
+  ArgList int8_out{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
+                   g.get_attr("b", meta({c.OC}))};
+  for (const Arg& a : c.geometry()) int8_out.push_back(a);
+  for (const Arg& a : ArgList{OS, -3, DType::int8, post.attr, post.scalars, Arg()}) int8_out.push_back(a);
+  g.output(ArgList{qconv(g, c, x, false, Arg(), post.attr, post.scalars), qconv(g, c, x, false, Arg(DType::float32), post.attr, post.scalars),
+                   g.call_function(OpRef("onednn.qconv_pointwise.default"), int8_out)});
+  const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
+  std::size_t named = 0;
+  for (std::size_t i = 0; i < cg.num_steps(); ++i) named += cg.step(i).implementation.starts_with(implementation);
+  CHECK(named == steps);
+  const auto out = cg.run({input});
+  REQUIRE(out[0].shape() == c.out_shape());
+  CHECK(out[2].dtype() == DType::int8);
+  // output_dtype None is the source's dtype.
+  CHECK(out[0].dtype() == c.xdtype);
+  const auto q8 = [&](double y, double zp) { return std::clamp(std::nearbyint(post.f(y) / OS) + zp, -128.0, 127.0); };
+  if (c.xdtype == DType::int8) CHECK(max_abs_error(c.reference([&](double y, double) { return q8(y, double(OZ)); }), out[0]) <= 1.0);
+  else CHECK(max_abs_error(c.reference([&](double y, double) { return quantize(post.f(y)); }), out[0]) <= 1.0);
+  CHECK(max_abs_error(c.reference([&](double y, double) { return post.f(y); }), out[1]) < 1e-3);
+  CHECK(max_abs_error(c.reference([&](double y, double) { return q8(y, -3.0); }), out[2]) <= 1.0);
+  runtime::CompileOptions two;
+  two.threads = 2;
+  const auto split = CompiledGraph::compile(g, c.weights(), two).run({input});
+  for (std::size_t i = 0; i < out.size(); ++i) CHECK(std::memcmp(split[i].raw(), out[i].raw(), out[i].nbytes()) == 0);
+}
+
+}  // namespace
+
 // Depthwise convolutions as MobileNet's are (groups = channels), on kiln's own
 // kernel where it applies and on oneDNN elsewhere: channel counts
 // past a multiple of 16, 2x2 to 7x7 kernels, stride, padding with a non-zero
 // zero point, dilation, an int8 source, full-range weights, none/relu/hardtanh,
-// uint8/int8/float32 outputs, from an NCHW source and from a channels-last one
-// (a permuted NHWC input, as kiln's int8 convolutions hand each other), on one
-// thread and split over two.
+// uint8/int8/float32 outputs, from an NCHW source and from a channels-last one,
+// on one thread and split over two (each thread widening its own rows).
 TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run within one step of the reference") {
   struct Shape {
     std::int64_t C, K, stride, pad, dil, xz;
@@ -282,16 +339,9 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
                                   {24, 3, 1, 2, 2, 5, DType::uint8},   {40, 3, 2, 1, 1, 0, DType::uint8},
                                   {32, 2, 1, 0, 1, 9, DType::uint8},   {16, 4, 1, 1, 1, 128, DType::uint8},
                                   {16, 3, 3, 1, 1, 50, DType::uint8},  {16, 4, 1, 3, 1, 77, DType::uint8, 4}};
-  struct Post {
-    std::string attr;
-    ArgList scalars;
-    double (*f)(double);
-  };
-  const std::vector<Post> posts{{"none", {}, identity}, {"relu", {}, relu},
-                                {"hardtanh", {0.0, 0.4}, [](double v) { return std::clamp(v, 0.0, 0.4); }}};
   for (const Shape& s : shapes)
     for (const bool channels_last : {false, true})
-      for (const Post& post : posts) {
+      for (const Post& post : kPosts) {
         CAPTURE(s.C);
         CAPTURE(s.K);
         CAPTURE(s.stride);
@@ -303,52 +353,10 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
         c.B = 2, c.C = c.OC = c.groups = s.C, c.H = s.H, c.W = 19, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
         c.xz = s.xz, c.xdtype = s.xdtype;
         c.make(-128, 127);
-        Graph g;
-        Node* x = nullptr;
-        Tensor input = c.x;
-        if (channels_last) {
-          // The same values as an NHWC placeholder, permuted to NCHW: a channels-last view.
-          input = Tensor::empty({c.B, c.H, c.W, c.C}, c.xdtype);
-          const auto bytes = [&](Tensor& t) {
-            return c.xdtype == DType::int8 ? reinterpret_cast<std::uint8_t*>(t.data<std::int8_t>()) : t.data<std::uint8_t>();
-          };
-          for (std::int64_t n = 0; n < c.B; ++n)
-            for (std::int64_t ch = 0; ch < c.C; ++ch)
-              for (std::int64_t i = 0; i < c.H * c.W; ++i)
-                bytes(input)[(n * c.H * c.W + i) * c.C + ch] = bytes(c.x)[(n * c.C + ch) * c.H * c.W + i];
-          x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({c.B, c.H, c.W, c.C}, c.xdtype)), ArgList{0, 3, 1, 2}});
-        } else {
-          x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, c.xdtype));
-        }
-        ArgList int8_out{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
-                         g.get_attr("b", meta({c.OC}))};
-        for (const Arg& a : c.geometry()) int8_out.push_back(a);
-        for (const Arg& a : ArgList{OS, -3, DType::int8, post.attr, post.scalars, Arg()}) int8_out.push_back(a);
-        g.output(ArgList{qconv(g, c, x, false, Arg(), post.attr, post.scalars), qconv(g, c, x, false, Arg(DType::float32), post.attr, post.scalars),
-                         g.call_function(OpRef("onednn.qconv_pointwise.default"), int8_out)});
-        const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
         // kiln's own kernel (kernels/detail/int8_depthwise.hpp) takes the quantized outputs of a
         // uint8 channels-last source at stride 1 with up to 4 kernel rows, undilated, where this build has it.
-        std::size_t own = 0;
-        for (std::size_t i = 0; i < cg.num_steps(); ++i) own += cg.step(i).implementation.starts_with("kiln_int8_depthwise");
         const bool takes = kernels::detail::kInt8DepthwiseBuilt && channels_last && c.xdtype == DType::uint8 && s.K <= 4 && s.dil == 1 && s.stride == 1;
-        CHECK(own == (takes ? 2u : 0u));
-        const auto out = cg.run({input});
-        REQUIRE(out[0].shape() == c.out_shape());
-        CHECK(out[2].dtype() == DType::int8);
-        // output_dtype None is the source's dtype.
-        CHECK(out[0].dtype() == c.xdtype);
-        const auto q8 = [&](double y, double zp) { return std::clamp(std::nearbyint(post.f(y) / OS) + zp, -128.0, 127.0); };
-        if (c.xdtype == DType::int8) CHECK(max_abs_error(c.reference([&](double y, double) { return q8(y, double(OZ)); }), out[0]) <= 1.0);
-        else CHECK(max_abs_error(c.reference([&](double y, double) { return quantize(post.f(y)); }), out[0]) <= 1.0);
-        CHECK(max_abs_error(c.reference([&](double y, double) { return post.f(y); }), out[1]) < 1e-3);
-        CHECK(max_abs_error(c.reference([&](double y, double) { return q8(y, -3.0); }), out[2]) <= 1.0);
-        // Split over two threads (each widening its own rows), the same bytes.
-        runtime::CompileOptions two;
-        two.threads = 2;
-        const auto split = CompiledGraph::compile(g, c.weights(), two).run({input});
-        for (std::size_t i = 0; i < out.size(); ++i)
-          CHECK(std::memcmp(split[i].raw(), out[i].raw(), out[i].nbytes()) == 0);
+        check_conv_outputs(c, post, channels_last, "kiln_int8_depthwise", takes ? 2 : 0);
       }
 }
 
@@ -364,52 +372,18 @@ TEST_CASE("int8 convolutions of 1 to 3 channels run widened to 4 within one step
   };
   const std::vector<Shape> shapes{{3, 1, 37, 2, 1, 131}, {3, 1, 16, 1, 1, 0},  {1, 1, 19, 1, 2, 255},
                                   {2, 1, 5, 2, 0, 77},   {3, 1, 33, 1, 3, 200}, {4, 1, 19, 2, 1, 131}, {2, 2, 19, 1, 1, 131}};
-  const std::vector<std::pair<std::string, double (*)(double)>> posts{
-      {"none", identity}, {"relu", relu}, {"hardtanh", [](double v) { return std::clamp(v, 0.0, 0.4); }}};
   for (const Shape& s : shapes)
     for (const bool channels_last : {false, true})
-      for (const auto& [attr, f] : posts) {
+      for (const Post& post : kPosts) {
         CAPTURE(s.C);
         CAPTURE(s.W);
         CAPTURE(s.pad);
         CAPTURE(channels_last);
-        CAPTURE(attr);
+        CAPTURE(post.attr);
         Conv c;
         c.C = s.C, c.groups = s.groups, c.OC = 6, c.H = 9, c.W = s.W, c.stride = s.stride, c.pad = s.pad, c.xz = s.xz;
         c.make(-128, 127);
-        const ArgList scalars = attr == "hardtanh" ? ArgList{0.0, 0.4} : ArgList{};
-        Graph g;
-        Node* x = nullptr;
-        Tensor input = c.x;
-        if (channels_last) {
-          input = Tensor::empty({c.B, c.H, c.W, c.C}, DType::uint8);
-          for (std::int64_t n = 0; n < c.B; ++n)
-            for (std::int64_t ch = 0; ch < c.C; ++ch)
-              for (std::int64_t i = 0; i < c.H * c.W; ++i)
-                input.data<std::uint8_t>()[(n * c.H * c.W + i) * c.C + ch] = c.x.data<std::uint8_t>()[(n * c.C + ch) * c.H * c.W + i];
-          x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({c.B, c.H, c.W, c.C}, DType::uint8)), ArgList{0, 3, 1, 2}});
-        } else {
-          x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
-        }
-        ArgList int8_out{x, XS, c.xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
-                         g.get_attr("b", meta({c.OC}))};
-        for (const Arg& a : c.geometry()) int8_out.push_back(a);
-        for (const Arg& a : ArgList{OS, -3, DType::int8, attr, scalars, Arg()}) int8_out.push_back(a);
-        g.output(ArgList{qconv(g, c, x, false, Arg(), attr, scalars), qconv(g, c, x, false, Arg(DType::float32), attr, scalars),
-                         g.call_function(OpRef("onednn.qconv_pointwise.default"), int8_out)});
-        const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
-        std::size_t widened = 0;
-        for (std::size_t i = 0; i < cg.num_steps(); ++i) widened += cg.step(i).implementation == "kiln_widen_channels";
-        CHECK(widened == (s.C < 4 && s.groups == 1 ? 3u : 0u));
-        const auto out = cg.run({input});
-        REQUIRE(out[0].shape() == c.out_shape());
-        CHECK(max_abs_error(c.reference([&](double y, double) { return quantize(f(y)); }), out[0]) <= 1.0);
-        CHECK(max_abs_error(c.reference([&](double y, double) { return f(y); }), out[1]) < 1e-3);
-        CHECK(max_abs_error(c.reference([&](double y, double) { return std::clamp(std::nearbyint(f(y) / OS) - 3.0, -128.0, 127.0); }),
-                            out[2]) <= 1.0);
-        runtime::CompileOptions two;
-        two.threads = 2;
-        const auto split = CompiledGraph::compile(g, c.weights(), two).run({input});
-        for (std::size_t i = 0; i < out.size(); ++i) CHECK(std::memcmp(split[i].raw(), out[i].raw(), out[i].nbytes()) == 0);
+        // Each of the three convolutions widens its own copy.
+        check_conv_outputs(c, post, channels_last, "kiln_widen_channels", s.C < 4 && s.groups == 1 ? 3 : 0);
       }
 }

@@ -15,6 +15,7 @@
 #include <concepts>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kiln/core/fixed_string.hpp"
 #include "kiln/core/node.hpp"
@@ -56,6 +57,19 @@ inline std::string kernel_key(const Node& n) {
 inline std::string missing_kernel_name(const Node& n) {
   if (n.op() == OpKind::call_function) return std::string(n.target_name());
   return kernel_key(n);
+}
+
+// One piece of a node that its kernel computes as several ops
+// (LowerContext::lower_piece), lowered as `target`: the piece's tensor.
+inline runtime::ValueId piece(runtime::LowerContext& ctx, std::string_view target, const std::vector<runtime::CallArg>& args) {
+  const runtime::Lowered r = ctx.lower_piece(target, args);
+  if (!r.is_tensor()) ctx.fail(std::string(target) + " gave no tensor");
+  return r.id;
+}
+
+// `v` converted to `dtype` by prims.convert_element_type, as a piece.
+inline runtime::ValueId convert_piece(runtime::LowerContext& ctx, runtime::ValueId v, DType dtype) {
+  return piece(ctx, "prims.convert_element_type.default", {runtime::CallArg::of_tensor(v), runtime::CallArg::of(Arg(dtype))});
 }
 
 }  // namespace kiln::kernels

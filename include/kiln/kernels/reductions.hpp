@@ -92,6 +92,16 @@ T reduce_inner(const T* base, const ReducePlan& p) {
   return acc;
 }
 
+// The input offset of element `o` of the first `rank` outer dims, the last fastest.
+inline std::int64_t outer_offset(const ReducePlan& p, std::size_t rank, std::int64_t o) {
+  std::int64_t off = 0;
+  for (std::size_t k = rank, rest = static_cast<std::size_t>(o); k-- > 0;) {
+    off += static_cast<std::int64_t>(rest % p.outer_shape[k]) * p.outer_strides[k];
+    rest /= p.outer_shape[k];
+  }
+  return off;
+}
+
 // A sum or mean whose outputs lie contiguous in the input and whose inner elements
 // do not (a channels-last tensor averaged over its spatial dims, the global average
 // pool): up to kAcrossBlock outputs summed side by side, one vector add per inner
@@ -112,11 +122,7 @@ void run_reduce_across(const runtime::Frame& fr, const ReducePlan& p) {
   const std::int64_t tasks = p.outer_numel / last * per_row;
   auto one = [&](std::int64_t t) {
     const std::int64_t row = t / per_row, j0 = t % per_row * kAcrossBlock, n = std::min(kAcrossBlock, last - j0);
-    std::int64_t off = j0;
-    for (std::size_t k = p.outer_rank - 1, rest = static_cast<std::size_t>(row); k-- > 0;) {
-      off += static_cast<std::int64_t>(rest % p.outer_shape[k]) * p.outer_strides[k];
-      rest /= p.outer_shape[k];
-    }
+    const std::int64_t off = outer_offset(p, p.outer_rank - 1, row) + j0;
     T acc[kAcrossBlock] = {};
     std::array<std::int64_t, kMaxReduceRank> idx{};
     std::int64_t inner = 0;
@@ -149,14 +155,7 @@ void run_reduce(const runtime::Frame& fr, const ReducePlan& p) {
   if (sums_across<K>(p)) return run_reduce_across<T, K>(fr, p);
   const T* in = fr.data_as<T>(p.in);
   T* out = fr.data_as<T>(p.out);
-  auto one = [&](std::int64_t o) {
-    std::int64_t off = 0;
-    for (std::size_t k = p.outer_rank, rest = static_cast<std::size_t>(o); k-- > 0;) {
-      off += static_cast<std::int64_t>(rest % p.outer_shape[k]) * p.outer_strides[k];
-      rest /= p.outer_shape[k];
-    }
-    out[o] = reduce_inner<T, K>(in + off, p);
-  };
+  auto one = [&](std::int64_t o) { out[o] = reduce_inner<T, K>(in + outer_offset(p, p.outer_rank, o), p); };
   if (fr.threads() > 1 && p.outer_numel > 1 && p.outer_numel * p.inner_numel >= kParallelReduceElements) {
 #pragma omp parallel for num_threads(fr.threads()) schedule(static)
     for (std::int64_t o = 0; o < p.outer_numel; ++o) one(o);

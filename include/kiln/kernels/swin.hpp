@@ -27,12 +27,6 @@ using runtime::CallArg;
 using runtime::Layout;
 using runtime::ValueId;
 
-// One piece of the node, lowered as `target`; its tensor.
-inline ValueId piece(runtime::LowerContext& ctx, std::string_view target, const std::vector<CallArg>& args) {
-  const runtime::Lowered r = ctx.lower_piece(target, args);
-  if (!r.is_tensor()) ctx.fail(std::string(target) + " gave no tensor");
-  return r.id;
-}
 // A reshape of `v` (a view where strides allow, else a copy).
 inline ValueId reshaped(runtime::LowerContext& ctx, ValueId v, const std::vector<std::int64_t>& sizes) {
   shape_detail::reshape(ctx, v, sizes, false);

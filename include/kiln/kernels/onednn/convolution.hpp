@@ -86,14 +86,9 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
   if (!bf16_operands && (in_dtype != DType::float32 || w_dtype != DType::float32))
     ctx.fail("convolution takes a float32 or a bfloat16 input and weight, got " + std::string(dtype_name(in_dtype)) + " and " +
              std::string(dtype_name(w_dtype)));
-  const auto as_dtype = [&](runtime::ValueId v, DType d) {
-    const runtime::Lowered r = ctx.lower_piece("prims.convert_element_type.default", {runtime::CallArg::of_tensor(v), runtime::CallArg::of(Arg(d))});
-    if (!r.is_tensor()) ctx.fail("converting to " + std::string(dtype_name(d)) + " gave no tensor");
-    return r.id;
-  };
   if (bf16_operands) {
-    a.input = as_dtype(a.input, DType::float32), a.weight = as_dtype(a.weight, DType::float32);
-    if (a.bias && ctx.layout(*a.bias).dtype == DType::bfloat16) a.bias = as_dtype(*a.bias, DType::float32);
+    a.input = convert_piece(ctx, a.input, DType::float32), a.weight = convert_piece(ctx, a.weight, DType::float32);
+    if (a.bias && ctx.layout(*a.bias).dtype == DType::bfloat16) a.bias = convert_piece(ctx, *a.bias, DType::float32);
   }
   const runtime::Layout& in = ctx.layout(a.input);
   const runtime::Layout& w = ctx.layout(a.weight);
@@ -310,7 +305,7 @@ inline void lower_conv(runtime::LowerContext& ctx, const ConvArgs& given) {
                reads, {out}, scratch.bytes);
   const std::int64_t batch_dim[] = {0};
   runtime::ValueId result = unbatched ? ctx.view(out, runtime::squeezed(ctx.layout(out), batch_dim)) : out;
-  if (bf16_operands) result = as_dtype(result, DType::bfloat16);
+  if (bf16_operands) result = convert_piece(ctx, result, DType::bfloat16);
   for (const Node* n : e.nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
   for (const Node* n : e.tuple_nodes) ctx.absorb(*n, runtime::Lowered::tensor(result));
   ctx.set_result(result);

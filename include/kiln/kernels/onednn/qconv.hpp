@@ -375,10 +375,12 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
     ctx.add_step(std::move(step), {xv}, {out});
     return ctx.set_result(out);
   }
-  std::optional<runtime::ValueId> widened;
+  // The convolution's source: the widened copy, which holds the padding, or the value itself.
+  runtime::ValueId source = xv;
   if (widens_narrow_source(xl, q, s, xq)) {
-    widened = widened_source(ctx, xv, s.padding, xq.zero_point);
+    source = widened_source(ctx, xv, s.padding, xq.zero_point);
     q.w = widened_weight(q.w);
+    s.padding.assign(nd, 0);
   }
   const std::int64_t OC = q.w.shape()[0], G = s.groups;
   using tag = dnnl::memory::format_tag;
@@ -422,8 +424,8 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   // is copied into a buffer padded with the zero point and the convolution pads nothing.
   bool padded = false;
   for (std::int64_t p : s.padding) padded |= p > 0;
-  padded &= xq.zero_point != 0 && !widened;
-  const dnnl::memory::dims given_pad = widened ? dnnl::memory::dims(nd, 0) : dnnl::memory::dims(s.padding.begin(), s.padding.end());
+  padded &= xq.zero_point != 0;
+  const dnnl::memory::dims given_pad(s.padding.begin(), s.padding.end());
   dnnl::convolution_forward::primitive_desc pd;
   bool zp_attr = false;
   if (padded) try {
@@ -432,7 +434,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
     } catch (const dnnl::error&) {
       // no zero-point support here: the padded copy
     }
-  const auto src = widened ? *widened : padded && !zp_attr ? padded_source(ctx, xv, s.padding, xq.zero_point) : xv;
+  const auto src = padded && !zp_attr ? padded_source(ctx, source, s.padding, xq.zero_point) : source;
   const runtime::Layout sl = ctx.layout(src);
   const dnnl::memory::desc src_given = onednn::desc_of(sl);
   if (!zp_attr) try {

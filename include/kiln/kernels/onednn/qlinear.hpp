@@ -164,12 +164,6 @@ inline bool int8_primitive_applies(const runtime::LowerContext& ctx, bool tensor
   return true;
 }
 
-inline runtime::ValueId piece(runtime::LowerContext& ctx, std::string_view target, const std::vector<runtime::CallArg>& args) {
-  const runtime::Lowered r = ctx.lower_piece(target, args);
-  if (!r.is_tensor()) ctx.fail(std::string(target) + " gave no tensor");
-  return r.id;
-}
-
 // a + b of float32 tensors of one shape, into a new buffer (the binary kernel
 // reads its operands from the node, which a piece cannot give it).
 inline runtime::ValueId add_float(runtime::LowerContext& ctx, runtime::ValueId a, runtime::ValueId b) {
@@ -214,7 +208,7 @@ inline runtime::CallArg float32_bias(runtime::LowerContext& ctx, std::optional<r
   using runtime::CallArg;
   if (!bias) return CallArg::of(Arg());
   if (ctx.layout(*bias).dtype != DType::bfloat16) return CallArg::of_tensor(*bias);
-  return CallArg::of_tensor(piece(ctx, "prims.convert_element_type.default", {CallArg::of_tensor(*bias), CallArg::of(Arg(DType::float32))}));
+  return CallArg::of_tensor(convert_piece(ctx, *bias, DType::float32));
 }
 
 // A float result in the tail's output dtype: quantized (uint8/int8), bfloat16 or as it is; the node's result.
@@ -226,7 +220,7 @@ inline void finish_composed(runtime::LowerContext& ctx, runtime::ValueId y, cons
               {CallArg::of_tensor(y), CallArg::of(Arg(tail.output_scale)), CallArg::of(Arg(tail.output_zero_point)), CallArg::of(Arg(olo)),
                CallArg::of(Arg(ohi)), CallArg::of(Arg(tail.out))});
   } else if (tail.out == DType::bfloat16) {
-    y = piece(ctx, "prims.convert_element_type.default", {CallArg::of_tensor(y), CallArg::of(Arg(DType::bfloat16))});
+    y = convert_piece(ctx, y, DType::bfloat16);
   }
   ctx.set_result(y);
 }
@@ -410,8 +404,7 @@ struct QLinearPointwiseBinary {
     if (!tail.other) ctx.fail("the binary form needs its addend (other)");
     // An int8-mixed-bf16 graph's addend is bfloat16: added as float32 (widening is exact).
     if (ctx.layout(*tail.other).dtype == DType::bfloat16)
-      tail.other = piece(ctx, "prims.convert_element_type.default",
-                         {runtime::CallArg::of_tensor(*tail.other), runtime::CallArg::of(Arg(DType::float32))});
+      tail.other = convert_piece(ctx, *tail.other, DType::float32);
     const std::string after = ctx.string_arg(15, "unary_post_op", "none");
     if (after != "none" && after != "relu") ctx.fail("unary post-op '" + after + "' after the add is not supported (none and relu are)");
     lower_qlinear(ctx, Tensors, tail, "none", "none", after, ctx.optional_tensor(7, "bias"));

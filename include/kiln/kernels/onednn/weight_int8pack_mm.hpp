@@ -27,9 +27,7 @@ struct WeightInt8PackMm {
       ctx.fail("scales must be " + std::string(dtype_name(xl.dtype)) + " [" + std::to_string(wl.shape[0]) + "], got " +
                std::string(dtype_name(sl.dtype)) + " " + runtime::shape_str(sl.shape));
     const auto as_float = [&](runtime::ValueId v) {
-      return ctx.layout(v).dtype == DType::float32
-                 ? v
-                 : piece(ctx, "prims.convert_element_type.default", {CallArg::of_tensor(v), CallArg::of(Arg(DType::float32))});
+      return ctx.layout(v).dtype == DType::float32 ? v : convert_piece(ctx, v, DType::float32);
     };
     // The weight dequantized per output channel (zero points 0): mat2[n, k] * scales[n].
     runtime::Tensor zeros = runtime::Tensor::empty({wl.shape[0]}, DType::int64);
@@ -39,7 +37,7 @@ struct WeightInt8PackMm {
                           {CallArg::of_tensor(w), CallArg::of_tensor(as_float(s)), CallArg::of_tensor(zp), CallArg::of(Arg(std::int64_t{0})),
                            CallArg::of(Arg(std::int64_t{-128})), CallArg::of(Arg(std::int64_t{127})), CallArg::of(Arg(DType::int8))});
     auto y = piece(ctx, "aten.linear.default", {CallArg::of_tensor(as_float(x)), CallArg::of_tensor(wd), CallArg::of(Arg())});
-    if (xl.dtype == DType::bfloat16) y = piece(ctx, "prims.convert_element_type.default", {CallArg::of_tensor(y), CallArg::of(Arg(DType::bfloat16))});
+    if (xl.dtype == DType::bfloat16) y = convert_piece(ctx, y, DType::bfloat16);
     ctx.set_result(y);
   }
 };
