@@ -269,7 +269,9 @@ struct Post {
   double (*f)(double);
 };
 const std::vector<Post> kPosts{{"none", {}, identity}, {"relu", {}, relu},
-                               {"hardtanh", {0.0, 0.4}, [](double v) { return std::clamp(v, 0.0, 0.4); }}};
+                               {"hardtanh", {0.0, 0.4}, [](double v) { return std::clamp(v, 0.0, 0.4); }},
+                               // Bounds below a uint8 output's range: every quantized output saturates to its low end.
+                               {"hardtanh", {-6.0, -3.0}, [](double v) { return std::clamp(v, -6.0, -3.0); }}};
 
 // Convolution `c` (made) with `post` to the source's dtype, float32 and int8 (zero point
 // -3), from an NCHW source or a channels-last one (an NHWC placeholder permuted to NCHW,
@@ -321,7 +323,7 @@ void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std
 
 // Depthwise convolutions as MobileNet's are (groups = channels), on kiln's own
 // kernel where it applies and on oneDNN elsewhere: channel counts
-// past a multiple of 16, 2x2 to 7x7 kernels, stride, padding with a non-zero
+// past a multiple of 16 and past 64, 2x2 to 7x7 kernels, stride, padding with a non-zero
 // zero point, dilation, an int8 source, full-range weights, none/relu/hardtanh,
 // uint8/int8/float32 outputs, from an NCHW source and from a channels-last one,
 // on one thread and split over two (each thread widening its own rows).
@@ -338,7 +340,10 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
                                   {16, 3, 1, 0, 1, 128, DType::uint8}, {48, 7, 2, 3, 1, 200, DType::uint8},
                                   {24, 3, 1, 2, 2, 5, DType::uint8},   {40, 3, 2, 1, 1, 0, DType::uint8},
                                   {32, 2, 1, 0, 1, 9, DType::uint8},   {16, 4, 1, 1, 1, 128, DType::uint8},
-                                  {16, 3, 3, 1, 1, 50, DType::uint8},  {16, 4, 1, 3, 1, 77, DType::uint8, 4}};
+                                  {16, 3, 3, 1, 1, 50, DType::uint8},  {16, 4, 1, 3, 1, 77, DType::uint8, 4},
+                                  // 64 channels and more: kiln's kernel narrows 4 groups of 16 at once, then the rest one by one.
+                                  {64, 3, 1, 1, 1, 128, DType::uint8}, {100, 3, 1, 1, 1, 30, DType::uint8},
+                                  {144, 3, 1, 1, 1, 0, DType::uint8, 5}};
   for (const Shape& s : shapes)
     for (const bool channels_last : {false, true})
       for (const Post& post : kPosts) {

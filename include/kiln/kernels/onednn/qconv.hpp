@@ -284,10 +284,14 @@ inline std::optional<detail::Int8DepthwisePlan> int8_depthwise_plan(const runtim
   p.signed_output = s.tail.out == DType::int8;
   const double inv = 1.0 / s.tail.output_scale, zo = static_cast<double>(s.tail.output_zero_point);
   // relu and hardtanh clamp y; quantization is monotonic, so they clamp its result at their bounds' quantized values.
-  const auto quantized = [&](double y) { return detail::int8_depthwise_quantize(static_cast<float>(y * inv + zo)); };
-  p.q_lo = p.signed_output ? -128 : 0, p.q_hi = p.signed_output ? 127 : 255;
-  if (relu) p.q_lo = std::max(p.q_lo, quantized(0.0));
-  if (clip) p.q_lo = std::max(p.q_lo, quantized(s.unary.scalars[0])), p.q_hi = std::min(p.q_hi, quantized(s.unary.scalars[1]));
+  const auto quantized = [&](double y) { return detail::int8_depthwise_quantize(static_cast<float>(std::clamp(y * inv + zo, -1e9, 1e9))); };
+  const std::int32_t lo = p.signed_output ? -128 : 0, hi = p.signed_output ? 127 : 255;
+  p.q_lo = lo, p.q_hi = hi;
+  if (relu) p.q_lo = quantized(0.0);
+  if (clip) p.q_lo = quantized(s.unary.scalars[0]), p.q_hi = quantized(s.unary.scalars[1]);
+  // Bounds past the output's range are its ends: every result saturates there (hardtanh(-6, -3)
+  // into a uint8 output is all zeros), and the kernel's byte clamp needs bounds that fit a byte.
+  p.q_lo = std::clamp(p.q_lo, lo, hi), p.q_hi = std::clamp(p.q_hi, lo, hi);
   const std::vector<double> bias = bias_numbers(ctx, s.bias, p.C);
   const std::int64_t padded = p.padded_channels(), KH = p.KH, KW = p.KW;
   p.weight.assign(static_cast<std::size_t>(4 * padded * KW * 4), 0);
