@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -278,8 +279,8 @@ const std::vector<Post> kPosts{{"none", {}, identity}, {"relu", {}, relu},
 // as kiln's int8 convolutions hand each other): `steps` steps named `implementation`
 // (a prefix), each output within one step of the reference, and the same bytes split
 // over two threads.
-void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std::string_view implementation, std::size_t steps) {
-  Graph g;
+// The graph check_conv_outputs runs, built into `g`; gives the input it takes.
+Tensor build_conv_graph(Graph& g, const Conv& c, const Post& post, bool channels_last) {
   Node* x = nullptr;
   Tensor input = c.x;
   if (channels_last) {
@@ -299,6 +300,12 @@ void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std
   for (const Arg& a : ArgList{OS, -3, DType::int8, post.attr, post.scalars, Arg()}) int8_out.push_back(a);
   g.output(ArgList{qconv(g, c, x, false, Arg(), post.attr, post.scalars), qconv(g, c, x, false, Arg(DType::float32), post.attr, post.scalars),
                    g.call_function(OpRef("onednn.qconv_pointwise.default"), int8_out)});
+  return input;
+}
+
+void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std::string_view implementation, std::size_t steps) {
+  Graph g;
+  const Tensor input = build_conv_graph(g, c, post, channels_last);
   const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
   std::size_t named = 0;
   for (std::size_t i = 0; i < cg.num_steps(); ++i) named += cg.step(i).implementation.starts_with(implementation);
@@ -391,4 +398,55 @@ TEST_CASE("int8 convolutions of 1 to 3 channels run widened to 4 within one step
         // Each of the three convolutions widens its own copy.
         check_conv_outputs(c, post, channels_last, "kiln_widen_channels", s.C < 4 && s.groups == 1 ? 3 : 0);
       }
+}
+
+// kiln's own int8 kernels keep per-thread buffers (the depthwise kernel's interleaved
+// rows) and split rows over the run's threads: two threads running one compiled graph at
+// once, each with its own context of two threads and its own input, get the bytes a
+// lone run gives, run after run.
+TEST_CASE("two threads run one compiled graph of kiln's int8 depthwise and widened convolutions at once") {
+  Conv dw;
+  dw.B = 2, dw.C = dw.OC = dw.groups = 72, dw.H = 9, dw.W = 21, dw.KH = dw.KW = 3, dw.pad = 1, dw.xz = 128;
+  dw.make(-128, 127);
+  Conv wide;
+  wide.C = 3, wide.OC = 8, wide.H = 11, wide.W = 37, wide.stride = 2, wide.pad = 1, wide.xz = 131;
+  wide.make(-128, 127);
+  struct Case {
+    const Conv& c;
+    std::string_view implementation;
+    std::size_t steps;  // the depthwise kernel takes the two quantized outputs, every output widens
+  };
+  for (const auto& [c, implementation, steps] : {Case{dw, "kiln_int8_depthwise", 2}, Case{wide, "kiln_widen_channels", 3}}) {
+    CAPTURE(implementation);
+    Graph g;
+    const Tensor input = build_conv_graph(g, c, kPosts[2], true);
+    const CompiledGraph cg = CompiledGraph::compile(g, c.weights());
+    std::size_t named = 0;
+    for (std::size_t i = 0; i < cg.num_steps(); ++i) named += cg.step(i).implementation.starts_with(implementation);
+    REQUIRE(named == steps);
+    // A second input: every byte moved by 77.
+    Tensor other = Tensor::empty(input.shape(), input.dtype());
+    for (std::int64_t i = 0; i < input.numel(); ++i)
+      other.data<std::uint8_t>()[i] = static_cast<std::uint8_t>(input.data<std::uint8_t>()[i] + 77);
+    const std::vector<Tensor> inputs{input, other};
+    std::vector<std::vector<Tensor>> want;
+    for (const Tensor& t : inputs) want.push_back(cg.run({t}));
+    REQUIRE(std::memcmp(want[0][0].raw(), want[1][0].raw(), want[0][0].nbytes()) != 0);
+    std::vector<int> bad(2, 0);
+    auto work = [&](int k) {
+      auto ctx = cg.make_context(2);
+      for (int r = 0; r < 50; ++r) {
+        const auto& out = ctx.run({inputs[k]});
+        for (std::size_t o = 0; o < out.size(); ++o) {
+          const Tensor dense = out[o].clone();  // the context's outputs may be channels-last views; want holds dense copies
+          bad[k] += std::memcmp(dense.raw(), want[k][o].raw(), dense.nbytes()) != 0;
+        }
+      }
+    };
+    std::thread t0(work, 0), t1(work, 1);
+    t0.join();
+    t1.join();
+    CHECK(bad[0] == 0);
+    CHECK(bad[1] == 0);
+  }
 }
