@@ -2,8 +2,10 @@
 // would save, measured on oneDNN 2.6 alone before kiln builds it: MobileNetV2's
 // int8 blocks at batch 16, run (a) as kiln runs them now, each convolution over
 // the whole batch on all threads (the wide uint8 tensor written whole, then read
-// back), and (b) one image per thread, both convolutions back to back on that
-// image (its wide tensor, at most 1.2 MB, stays in the thread's cache).
+// back), (b) one image per thread, both convolutions back to back on that
+// image (its wide tensor, at most 1.2 MB, stays in the thread's cache), and
+// (c) oneDNN's own fusion: the 1x1 convolution with the depthwise one as its
+// post-op (append_dw), over the whole batch; (c)'s bytes are compared with (a)'s.
 //   build/bench/kiln-bench-expand-dw-fusion THREADS [ITERATIONS]     (one JSON line per block)
 #include <omp.h>
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "oneapi/dnnl/dnnl.hpp"
@@ -32,6 +35,10 @@ struct Conv {
   dnnl::memory weights, bias;
 };
 
+dnnl::memory packed_weights(const dnnl::memory::dims& dims, const dnnl::memory::desc& packed);
+dnnl::memory ones(dnnl::memory::dim n);
+void append_relu6_requant(dnnl::post_ops& po);
+
 // An int8 convolution of `batch` NHWC uint8 images, uint8 out through relu6 and a requantization.
 Conv make_conv(dnnl::memory::dim batch, dnnl::memory::dim ic, dnnl::memory::dim oc, dnnl::memory::dim h, dnnl::memory::dim k,
                dnnl::memory::dim stride, bool depthwise) {
@@ -43,19 +50,74 @@ Conv make_conv(dnnl::memory::dim batch, dnnl::memory::dim ic, dnnl::memory::dim 
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   attr.set_output_scales(0, {0.002f});
   dnnl::post_ops po;
-  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
-  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 40.0f, 0.0f);
+  append_relu6_requant(po);
   attr.set_post_ops(po);
   const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w_any, b_md, dst,
                                           {stride, stride}, {pad, pad}, {pad, pad});
   Conv c{dnnl::convolution_forward::primitive_desc(d, attr, engine()), {}, {}, {}};
   c.prim = dnnl::convolution_forward(c.pd);
-  c.weights = dnnl::memory(c.pd.weights_desc(), engine());
-  auto* w = static_cast<std::int8_t*>(c.weights.get_data_handle());
-  for (std::size_t i = 0; i < c.pd.weights_desc().get_size(); ++i) w[i] = static_cast<std::int8_t>(int(i * 7 % 29) - 14);
-  c.bias = dnnl::memory(b_md, engine());
-  std::fill_n(static_cast<float*>(c.bias.get_data_handle()), oc, 1.0f);
+  c.weights = packed_weights(wdims, c.pd.weights_desc());
+  c.bias = ones(oc);
   return c;
+}
+
+// Weights i * 7 % 29 - 14 by their logical index (oihw, or goihw for a depthwise
+// convolution), reordered into `packed`: every implementation computes the same sums.
+dnnl::memory packed_weights(const dnnl::memory::dims& dims, const dnnl::memory::desc& packed) {
+  const dnnl::memory::desc plain(dims, dt::s8, dims.size() == 5 ? tag::goihw : tag::oihw);
+  dnnl::memory src(plain, engine()), dst(packed, engine());
+  auto* w = static_cast<std::int8_t*>(src.get_data_handle());
+  for (std::size_t i = 0; i < plain.get_size(); ++i) w[i] = static_cast<std::int8_t>(int(i * 7 % 29) - 14);
+  dnnl::stream s(engine());
+  dnnl::reorder(src, dst).execute(s, src, dst);
+  s.wait();
+  return dst;
+}
+
+dnnl::memory ones(dnnl::memory::dim n) {
+  dnnl::memory m(dnnl::memory::desc({n}, dt::f32, tag::x), engine());
+  std::fill_n(static_cast<float*>(m.get_data_handle()), n, 1.0f);
+  return m;
+}
+
+// relu6 then the requantization, as make_conv's convolutions end.
+void append_relu6_requant(dnnl::post_ops& po) {
+  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+  po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 40.0f, 0.0f);
+}
+
+// (c): the 1x1 expand convolution with the 3x3 depthwise one as its post-op, each ending as make_conv's do.
+struct FusedConv {
+  Conv conv;
+  dnnl::memory dw_weights, dw_bias;
+};
+FusedConv make_fused(dnnl::memory::dim batch, dnnl::memory::dim ic, dnnl::memory::dim oc, dnnl::memory::dim h, dnnl::memory::dim stride) {
+  const dnnl::memory::desc src({batch, ic, h, h}, dt::u8, tag::nhwc), wide({batch, oc, h, h}, dt::u8, tag::nhwc);
+  const dnnl::memory::desc w_any({oc, ic, 1, 1}, dt::s8, tag::any), b_md({oc}, dt::f32, tag::x);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_output_scales(0, {0.002f});
+  dnnl::post_ops po;
+  append_relu6_requant(po);
+  po.append_dw(dt::s8, dt::f32, dt::u8, 3, stride, 1, 0, {0.002f});
+  append_relu6_requant(po);
+  attr.set_post_ops(po);
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w_any, b_md, wide,
+                                          {1, 1}, {0, 0}, {0, 0});
+  // oneDNN may list its reference fusion (the two primitives run one after the other
+  // through a buffer, ref_fused_convolution) first; the fused JIT kernel is wanted.
+  dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
+  for (dnnl::convolution_forward::primitive_desc other = pd; std::string_view(pd.impl_info_str()).starts_with("ref");) {
+    if (!other.next_impl()) break;
+    if (!std::string_view(other.impl_info_str()).starts_with("ref")) pd = other;
+  }
+  FusedConv f{{pd, {}, {}, {}}, {}, {}};
+  f.conv.prim = dnnl::convolution_forward(f.conv.pd);
+  f.conv.weights = packed_weights({oc, ic, 1, 1}, f.conv.pd.weights_desc());
+  f.conv.bias = ones(oc);
+  f.dw_weights = packed_weights({oc, 1, 1, 3, 3}, f.conv.pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS));
+  f.dw_bias = ones(oc);
+  return f;
 }
 
 void run(const Conv& c, dnnl::stream& s, void* src, void* dst, void* scratch) {
@@ -65,6 +127,18 @@ void run(const Conv& c, dnnl::stream& s, void* src, void* dst, void* scratch) {
                      {DNNL_ARG_BIAS, c.bias},
                      {DNNL_ARG_DST, dnnl::memory(c.pd.dst_desc(), e, dst)},
                      {DNNL_ARG_SCRATCHPAD, dnnl::memory(c.pd.scratchpad_desc(), e, scratch)}});
+}
+
+void run_fused(const FusedConv& f, dnnl::stream& s, void* src, void* dst, void* scratch) {
+  const auto& e = engine();
+  const auto& pd = f.conv.pd;
+  f.conv.prim.execute(s, {{DNNL_ARG_SRC, dnnl::memory(pd.src_desc(), e, src)},
+                          {DNNL_ARG_WEIGHTS, f.conv.weights},
+                          {DNNL_ARG_BIAS, f.conv.bias},
+                          {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, f.dw_weights},
+                          {DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, f.dw_bias},
+                          {DNNL_ARG_DST, dnnl::memory(pd.dst_desc(), e, dst)},
+                          {DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), e, scratch)}});
 }
 
 template <class F>
@@ -121,10 +195,23 @@ int main(int argc, char** argv) {
         run(d1, streams[t], mine, y.data() + n * oh * oh * b.wide, mine + img_wide);
       }
     });
+    // (c) oneDNN's fusion, whole batch, all threads; its output against (a)'s.
+    const FusedConv fc = make_fused(N, b.ic, b.wide, b.h, b.stride);
+    std::vector<std::uint8_t> sc(fc.conv.pd.scratchpad_desc().get_size() + 64), yc(y.size());
+    const double onednn_fused = median_ms(iterations, [&] {
+      run_fused(fc, s, x.data(), yc.data(), sc.data());
+      s.wait();
+    });
+    run(ea, s, x.data(), wide.data(), sa.data());
+    run(da, s, wide.data(), y.data(), sa.data());
+    s.wait();
+    const bool same = yc == y;
     std::printf(
         "{\"threads\":%d,\"ic\":%ld,\"wide\":%ld,\"size\":%ld,\"stride\":%ld,\"whole_batch_ms\":%.4f,\"per_image_ms\":%.4f,"
-        "\"expand_impl\":\"%s\",\"dw_impl\":\"%s\",\"expand_impl_1\":\"%s\",\"dw_impl_1\":\"%s\"}\n",
+        "\"onednn_fused_ms\":%.4f,\"onednn_fused_same_bytes\":%s,"
+        "\"expand_impl\":\"%s\",\"dw_impl\":\"%s\",\"expand_impl_1\":\"%s\",\"dw_impl_1\":\"%s\",\"fused_impl\":\"%s\"}\n",
         threads, static_cast<long>(b.ic), static_cast<long>(b.wide), static_cast<long>(b.h), static_cast<long>(b.stride), whole, fused,
-        ea.pd.impl_info_str(), da.pd.impl_info_str(), e1.pd.impl_info_str(), d1.pd.impl_info_str());
+        onednn_fused, same ? "true" : "false", ea.pd.impl_info_str(), da.pd.impl_info_str(), e1.pd.impl_info_str(), d1.pd.impl_info_str(),
+        fc.conv.pd.impl_info_str());
   }
 }
