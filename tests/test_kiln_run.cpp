@@ -132,6 +132,47 @@ TEST_CASE("kiln-run --profile-nodes sets how many nodes the profile lists") {
   CHECK(bad.err.find("--profile-nodes") != std::string::npos);
 }
 
+TEST_CASE("kiln-run --against runs a second graph alternately and gives the ratio pair by pair") {
+  const fs::path a = write_model_folder("against_a", kX);
+  std::vector<float> x2(kX);
+  for (float& v : x2) v = -v;
+  const fs::path b = write_model_folder("against_b", x2);
+  Run r = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --json --iterations 6 --compare '" + (a / "outputs").string() + "'");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.contains("against"));
+  const auto& g = j["against"];
+  CHECK(g["graph"] == b.string());
+  CHECK(g["steps"] == j["steps"]);
+  CHECK(g["median_ms"].get<double>() > 0);
+  CHECK(g["min_ms"].get<double>() <= g["median_ms"].get<double>());
+  CHECK(g["ratio_min"].get<double>() > 0);
+  CHECK(g["ratio_min"].get<double>() <= g["ratio_median"].get<double>());
+  CHECK(g["ratio_median"].get<double>() <= g["ratio_max"].get<double>());
+  CHECK(j["match"] == true);  // --compare is the first graph's
+  // The text form says the same in one line; --inputs stays the first graph's.
+  Run t = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --iterations 2 --inputs '" + (a / "inputs/x.npy").string() + "'");
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  CHECK(t.out.find("against " + b.string() + " (2 steps, run alternately): median") != std::string::npos);
+  CHECK(t.out.find("this graph over it, pair by pair: median") != std::string::npos);
+  // Without --against nothing of it is printed.
+  Run alone = kiln_run("'" + a.string() + "' --json --iterations 2");
+  REQUIRE_MESSAGE(alone.status == 0, alone.err);
+  CHECK_FALSE(nlohmann::json::parse(alone.out).contains("against"));
+}
+
+TEST_CASE("kiln-run --against names the second graph when its inputs are wrong") {
+  const fs::path a = write_model_folder("against_ok", kX);
+  const fs::path b = write_model_folder("against_wrong", kX);
+  io::write_npy(b / "inputs/x.npy", io::make_weight<float>({4, 3}, kX));
+  Run r = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --iterations 2");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--against " + b.string() + ": input x: expected float32 [3, 4], got float32 [4, 3]") != std::string::npos);
+  r = kiln_run("'" + a.string() + "' --against '" + (scratch_dir() / "nowhere.json").string() + "'");
+  CHECK(r.status == 2);
+  CHECK(r.err.find("nowhere.json") != std::string::npos);
+}
+
 // libgomp binds the main thread to one CPU at start under OMP_PROC_BIND; the
 // threads a run may use are still the process's CPUs.
 TEST_CASE("kiln-run under OMP_PROC_BIND keeps the threads asked for") {

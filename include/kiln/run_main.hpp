@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -64,6 +65,10 @@ inline std::string help_text(const std::string& tool) {
          "  --max-rel-err E       compare by each output's largest error over its largest magnitude instead\n"
          "  --profile             print the time per op type and the 20 slowest nodes\n"
          "  --profile-nodes N     with --profile, list the N slowest nodes instead (0: every node)\n"
+         "  --against G|DIR       also compile G (the same passes and options; its folder's inputs, else\n"
+         "                        random ones) and run the two alternately, run by run: prints G's times\n"
+         "                        and the median of this graph's time over G's in each pair, which the\n"
+         "                        host's drift between runs moves less than it moves either time\n"
          "  --json                print one JSON object on stdout instead of the text\n"
          "  --version             print the version\n"
          "  -h, --help            print this help\n"
@@ -72,6 +77,7 @@ inline std::string help_text(const std::string& tool) {
 
 struct Options {
   std::string graph;
+  std::string against;  // a second graph, timed alternately with the first
   std::vector<std::string> passes;
   std::string pass_options;
   std::vector<std::string> inputs;
@@ -146,6 +152,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--profile") flag(), o.profile = true;
     else if (a == "--profile-nodes") o.profile_nodes = static_cast<std::size_t>(parse_int(a, value(), 0));
     else if (a == "--json") flag(), o.json = true;
+    else if (a == "--against") o.against = value();
     else if (a == "--version") {
       std::cout << tool << " " << kiln::kVersion << "\n";
       return false;
@@ -228,14 +235,18 @@ inline nlohmann::json merged_pass_options(const nlohmann::json& defaults, nlohma
   return user;
 }
 
-inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool,
-               const nlohmann::json& pass_defaults) {
-  namespace fs = std::filesystem;
-  Options o;
-  if (!parse_args(argc, argv, tool, o)) return 0;
-  for (const auto& name : o.passes)  // reject typos before reading a large file
-    if (!registry.find_pipeline(name)) registry.get(name);
-  const Source src = locate(o.graph);
+// A graph read, put through the passes, compiled and given its inputs as the
+// options say: `files` if given, else its folder's, else random ones.
+struct Prepared {
+  runtime::CompiledGraph cg;
+  std::vector<runtime::Tensor> inputs;
+  double compile_ms = 0;
+  nlohmann::json counters;  // the passes' counters
+};
+
+inline Prepared prepare(const std::string& graph, const std::vector<std::string>& files_given, const Options& o, PassRegistry& registry,
+                        const nlohmann::json& pass_defaults) {
+  const Source src = locate(graph);
   io::GraphFile file = io::read_fx_json(src.graph_path);
 
   PassManager pm(registry);
@@ -253,49 +264,95 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   pm.set_weights(&weights);
   pm.run(file.graph, o.passes);
 
-  if (const int usable = runtime::usable_threads(o.threads); usable != o.threads) {
-    std::fprintf(stderr, "kiln-run: --threads %d is more than the %d CPUs this process may run on; using %d\n", o.threads,
-                 usable, usable);
-    o.threads = usable;
-  }
   const auto t0 = std::chrono::steady_clock::now();
   runtime::CompileOptions copts;
   copts.threads = o.threads;
   copts.fpmath = o.fpmath;
   copts.conv_algorithm = o.conv_algorithm;
-  const runtime::CompiledGraph cg = runtime::CompiledGraph::compile(
-      file.graph, runtime::take_weights(weights), copts);  // what the passes read is not read again
-  const double compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  Prepared p{runtime::CompiledGraph::compile(file.graph, runtime::take_weights(weights), copts), {}, 0,
+             pm.counters().to_json()};  // what the passes read is not read again
+  p.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  std::vector<runtime::Tensor> inputs;
-  std::vector<std::filesystem::path> files(o.inputs.begin(), o.inputs.end());
+  std::vector<std::filesystem::path> files(files_given.begin(), files_given.end());
   if (files.empty() && !o.random_seed) files = src.inputs;
   if (!files.empty()) {
-    if (files.size() != cg.num_inputs())
-      throw runtime::InputError("the graph takes " + std::to_string(cg.num_inputs()) + " inputs, " +
+    if (files.size() != p.cg.num_inputs())
+      throw runtime::InputError("the graph takes " + std::to_string(p.cg.num_inputs()) + " inputs, " +
                                 std::to_string(files.size()) + " files given");
     for (std::size_t i = 0; i < files.size(); ++i) {
       try {
         runtime::Tensor t = runtime::Tensor::from_weight(io::read_npy(files[i]));
         // The exporter writes a bfloat16 input as float32 (numpy has no bfloat16).
-        if (t.dtype() == DType::float32 && cg.input_layout(i).dtype == DType::bfloat16) t = runtime::as_bfloat16(t);
-        inputs.push_back(std::move(t));
+        if (t.dtype() == DType::float32 && p.cg.input_layout(i).dtype == DType::bfloat16) t = runtime::as_bfloat16(t);
+        p.inputs.push_back(std::move(t));
       } catch (const std::exception& e) {
-        throw runtime::InputError("input " + cg.input_name(i) + ": " + e.what());
+        throw runtime::InputError("input " + p.cg.input_name(i) + ": " + e.what());
       }
     }
   } else {
-    inputs = runtime::random_inputs(cg, o.random_seed.value_or(0));
+    p.inputs = runtime::random_inputs(p.cg, o.random_seed.value_or(0));
+  }
+  return p;
+}
+
+inline int run(int argc, char** argv, PassRegistry& registry, const std::string& tool,
+               const nlohmann::json& pass_defaults) {
+  namespace fs = std::filesystem;
+  Options o;
+  if (!parse_args(argc, argv, tool, o)) return 0;
+  for (const auto& name : o.passes)  // reject typos before reading a large file
+    if (!registry.find_pipeline(name)) registry.get(name);
+  if (const int usable = runtime::usable_threads(o.threads); usable != o.threads) {
+    std::fprintf(stderr, "kiln-run: --threads %d is more than the %d CPUs this process may run on; using %d\n", o.threads,
+                 usable, usable);
+    o.threads = usable;
+  }
+  const Prepared first = prepare(o.graph, o.inputs, o, registry, pass_defaults);
+  const runtime::CompiledGraph& cg = first.cg;
+  const std::vector<runtime::Tensor>& inputs = first.inputs;
+  // The --against graph takes its own folder's inputs (--inputs names the first graph's).
+  std::optional<Prepared> other;
+  if (!o.against.empty()) {
+    try {
+      other.emplace(prepare(o.against, {}, o, registry, pass_defaults));
+    } catch (const runtime::InputError& e) {
+      throw runtime::InputError("--against " + o.against + ": " + e.what());
+    }
   }
 
   runtime::RunContext ctx = cg.make_context(o.threads);
-  for (int i = 0; i < o.warmup; ++i) ctx.run(inputs);
-  std::vector<double> step_times;
-  std::vector<double> times;
-  for (int i = 0; i < o.iterations; ++i) {
-    const auto a = std::chrono::steady_clock::now();
+  std::optional<runtime::RunContext> other_ctx;
+  if (other) other_ctx.emplace(other->cg.make_context(o.threads));
+  // A run of the --against graph; an input it refuses is reported as that graph's.
+  const auto run_other = [&] {
+    try {
+      other_ctx->run(other->inputs);
+    } catch (const runtime::InputError& e) {
+      throw runtime::InputError("--against " + o.against + ": " + e.what());
+    }
+  };
+  for (int i = 0; i < o.warmup; ++i) {
     ctx.run(inputs);
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count());
+    if (other_ctx) run_other();
+  }
+  const auto timed = [](const auto& run_once) {
+    const auto a = std::chrono::steady_clock::now();
+    run_once();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
+  };
+  const auto run_first = [&] { ctx.run(inputs); };
+  std::vector<double> step_times;
+  std::vector<double> times, other_times, ratios;
+  for (int i = 0; i < o.iterations; ++i) {
+    if (!other_ctx) {
+      times.push_back(timed(run_first));
+      continue;
+    }
+    // Each pair runs the two back to back, the order swapped every pair.
+    double mine = 0, theirs = 0;
+    if (i % 2 == 0) mine = timed(run_first), theirs = timed(run_other);
+    else theirs = timed(run_other), mine = timed(run_first);
+    times.push_back(mine), other_times.push_back(theirs), ratios.push_back(mine / theirs);
   }
   if (o.profile) {
     ctx.set_step_times(&step_times);
@@ -335,14 +392,22 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                      {"conv_algorithm", choice_name(o.conv_algorithm, kConvAlgorithmChoices)},
                      {"iterations", o.iterations},
                      {"steps", cg.num_steps()},
-                     {"compile_ms", compile_ms},
+                     {"compile_ms", first.compile_ms},
                      {"median_ms", med},
                      {"min_ms", mn},
                      {"arena_bytes", cg.arena_bytes()},
                      {"peak_live_bytes", cg.peak_live_bytes()},
                      {"constant_bytes", cg.constant_bytes()},
                      {"peak_rss_bytes", rss}};
-    if (!o.passes.empty()) j["pass_counters"] = pm.counters().to_json();
+    if (!o.passes.empty()) j["pass_counters"] = first.counters;
+    if (other)
+      j["against"] = {{"graph", o.against},
+                      {"steps", other->cg.num_steps()},
+                      {"median_ms", median(other_times)},
+                      {"min_ms", *std::min_element(other_times.begin(), other_times.end())},
+                      {"ratio_median", median(ratios)},
+                      {"ratio_min", *std::min_element(ratios.begin(), ratios.end())},
+                      {"ratio_max", *std::max_element(ratios.begin(), ratios.end())}};
     if (report) {
       double ma = 0, mr = 0;
       for (const auto& e : report->outputs) ma = std::max(ma, e.max_abs), mr = std::max(mr, e.max_rel);
@@ -354,12 +419,16 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   } else {
     std::printf("%s: %zu input%s, %zu steps, %s of constants, compiled in %.1f ms\n", o.graph.c_str(),
                 cg.num_inputs(), cg.num_inputs() == 1 ? "" : "s", cg.num_steps(), mib(cg.constant_bytes()).c_str(),
-                compile_ms);
+                first.compile_ms);
     std::printf("run (%d thread%s, %d iterations): median %.3f ms, min %.3f ms\n", o.threads,
                 o.threads == 1 ? "" : "s", o.iterations, med, mn);
     std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
                 mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
-    if (!o.passes.empty()) std::printf("pass counters: %s\n", pm.counters().to_json().dump().c_str());
+    if (other)
+      std::printf("against %s (%zu steps, run alternately): median %.3f ms, min %.3f ms; this graph over it, pair by pair: median %.3f (%.3f-%.3f)\n",
+                  o.against.c_str(), other->cg.num_steps(), median(other_times), *std::min_element(other_times.begin(), other_times.end()),
+                  median(ratios), *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
+    if (!o.passes.empty()) std::printf("pass counters: %s\n", first.counters.dump().c_str());
     if (report) std::printf("compare with %s: %s: %s\n", o.compare.c_str(), report->ok ? "match" : "MISMATCH", report->summary().c_str());
   }
   if (o.profile) {
