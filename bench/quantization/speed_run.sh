@@ -8,7 +8,9 @@
 #   bash bench/quantization/speed_run.sh KILN_RUN OUT.jsonl "2 16" "1 16" MODULE:FACTORY...
 # ROUNDS=R (default 1) times kiln int8 and kiln fp32 alternately R times, each
 # line with its "round": a host whose speed drifts between calls then moves
-# both alike, and speed_table.py takes the median over the rounds.
+# both alike, and speed_table.py takes the median over the rounds. Each round
+# also runs the two in one process, run by run (kiln-run --against), and keeps
+# the median ratio of those pairs (impl "kiln_int8_over_fp32_paired").
 # Needs PyTorch 2.x (Inductor) and onnxruntime; run from the repository root.
 set -uo pipefail
 kiln_run=$1 out=$2 threads=$3 batches=$4
@@ -35,6 +37,14 @@ keep = {k: r[k] for k in ("median_ms", "min_ms", "match", "max_rel_err", "pass_c
 keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_" + sys.argv[5], round=int(sys.argv[6]))
 print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant" "$round" >>"$out"
       done
+      line=$("$kiln_run" "$q" --passes quantization --against "$f" --threads "$t" --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
+      python3 -c 'import json, sys
+r = json.loads(sys.argv[1]) if sys.argv[1] else {}
+a = r.get("against", {})
+keep = {k: a[k] for k in ("ratio_median", "ratio_min", "ratio_max") if k in a} if a else {"error": "kiln-run --against failed"}
+if a: keep.update(int8_median_ms=r["median_ms"], fp32_median_ms=a["median_ms"])
+keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_int8_over_fp32_paired", round=int(sys.argv[5]))
+print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$round" >>"$out"
       done
     done
     python3 bench/quantization/inductor_int8.py "$factory" --input-shape "$shape" --ort --rounds "$iterations" \
