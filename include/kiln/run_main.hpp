@@ -237,7 +237,7 @@ inline nlohmann::json merged_pass_options(const nlohmann::json& defaults, nlohma
 }
 
 // A graph read, put through the passes, compiled and given its inputs as the
-// options say: `files` if given, else its folder's, else random ones.
+// options say: `files_given` if any, else its folder's, else random ones.
 struct Prepared {
   runtime::CompiledGraph cg;
   std::vector<runtime::Tensor> inputs;
