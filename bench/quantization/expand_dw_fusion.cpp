@@ -36,32 +36,6 @@ struct Conv {
   dnnl::memory weights, bias;
 };
 
-dnnl::memory packed_weights(const dnnl::memory::dims& dims, const dnnl::memory::desc& packed);
-dnnl::memory ones(dnnl::memory::dim n);
-void append_relu6_requant(dnnl::post_ops& po);
-
-// An int8 convolution of `batch` NHWC uint8 images, uint8 out through relu6 and a requantization.
-Conv make_conv(dnnl::memory::dim batch, dnnl::memory::dim ic, dnnl::memory::dim oc, dnnl::memory::dim h, dnnl::memory::dim k,
-               dnnl::memory::dim stride, bool depthwise) {
-  const dnnl::memory::dim pad = k / 2, oh = (h + 2 * pad - k) / stride + 1;
-  const dnnl::memory::desc src({batch, ic, h, h}, dt::u8, tag::nhwc), dst({batch, oc, oh, oh}, dt::u8, tag::nhwc);
-  const dnnl::memory::dims wdims = depthwise ? dnnl::memory::dims{oc, 1, 1, k, k} : dnnl::memory::dims{oc, ic, k, k};
-  const dnnl::memory::desc w_any(wdims, dt::s8, tag::any), b_md({oc}, dt::f32, tag::x);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  attr.set_output_scales(0, {0.002f});
-  dnnl::post_ops po;
-  append_relu6_requant(po);
-  attr.set_post_ops(po);
-  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w_any, b_md, dst,
-                                          {stride, stride}, {pad, pad}, {pad, pad});
-  Conv c{dnnl::convolution_forward::primitive_desc(d, attr, engine()), {}, {}, {}};
-  c.prim = dnnl::convolution_forward(c.pd);
-  c.weights = packed_weights(wdims, c.pd.weights_desc());
-  c.bias = ones(oc);
-  return c;
-}
-
 // Weights i * 7 % 29 - 14 by their logical index (oihw, or goihw for a depthwise
 // convolution), reordered into `packed`: every implementation computes the same sums.
 dnnl::memory packed_weights(const dnnl::memory::dims& dims, const dnnl::memory::desc& packed) {
@@ -87,6 +61,28 @@ void append_relu6_requant(dnnl::post_ops& po) {
   po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 40.0f, 0.0f);
 }
 
+// An int8 convolution of `batch` NHWC uint8 images, uint8 out through relu6 and a requantization.
+Conv make_conv(dnnl::memory::dim batch, dnnl::memory::dim ic, dnnl::memory::dim oc, dnnl::memory::dim h, dnnl::memory::dim k,
+               dnnl::memory::dim stride, bool depthwise) {
+  const dnnl::memory::dim pad = k / 2, oh = (h + 2 * pad - k) / stride + 1;
+  const dnnl::memory::desc src({batch, ic, h, h}, dt::u8, tag::nhwc), dst({batch, oc, oh, oh}, dt::u8, tag::nhwc);
+  const dnnl::memory::dims wdims = depthwise ? dnnl::memory::dims{oc, 1, 1, k, k} : dnnl::memory::dims{oc, ic, k, k};
+  const dnnl::memory::desc w_any(wdims, dt::s8, tag::any), b_md({oc}, dt::f32, tag::x);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_output_scales(0, {0.002f});
+  dnnl::post_ops po;
+  append_relu6_requant(po);
+  attr.set_post_ops(po);
+  const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w_any, b_md, dst,
+                                          {stride, stride}, {pad, pad}, {pad, pad});
+  Conv c{dnnl::convolution_forward::primitive_desc(d, attr, engine()), {}, {}, {}};
+  c.prim = dnnl::convolution_forward(c.pd);
+  c.weights = packed_weights(wdims, c.pd.weights_desc());
+  c.bias = ones(oc);
+  return c;
+}
+
 // (c): the 1x1 expand convolution with the 3x3 depthwise one as its post-op, each ending as make_conv's do.
 struct FusedConv {
   Conv conv;
@@ -106,11 +102,10 @@ FusedConv make_fused(dnnl::memory::dim batch, dnnl::memory::dim ic, dnnl::memory
   const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, w_any, b_md, wide,
                                           {1, 1}, {0, 0}, {0, 0});
   // oneDNN may list its reference fusion (the two primitives run one after the other
-  // through a buffer, ref_fused_convolution) first; the fused JIT kernel is wanted.
+  // through a buffer, ref_fused_convolution) first; the fused JIT kernel is wanted
+  // (where none follows, next_impl() leaves the last one).
   dnnl::convolution_forward::primitive_desc pd(d, attr, engine());
-  for (dnnl::convolution_forward::primitive_desc other = pd; std::string_view(pd.impl_info_str()).starts_with("ref");) {
-    if (!other.next_impl()) break;
-    if (!std::string_view(other.impl_info_str()).starts_with("ref")) pd = other;
+  while (std::string_view(pd.impl_info_str()).starts_with("ref") && pd.next_impl()) {
   }
   FusedConv f{{pd, {}, {}, {}}, {}, {}};
   f.conv.prim = dnnl::convolution_forward(f.conv.pd);

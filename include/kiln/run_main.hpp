@@ -236,6 +236,28 @@ inline nlohmann::json merged_pass_options(const nlohmann::json& defaults, nlohma
   return user;
 }
 
+// The options the passes run with: --pass-options, and the tool's `defaults`
+// under it where it is an object (PassManager reports anything else).
+inline nlohmann::json pass_options_of(const Options& o, const nlohmann::json& defaults, const PassRegistry& registry) {
+  nlohmann::json user = nlohmann::json::object();
+  if (!o.pass_options.empty()) {
+    try {
+      user = nlohmann::json::parse(o.pass_options);
+    } catch (const nlohmann::json::exception& e) {
+      throw UsageError(std::string("--pass-options is not valid JSON: ") + e.what());
+    }
+  }
+  return user.is_object() ? merged_pass_options(defaults, std::move(user), registry) : user;
+}
+
+// The median, minimum and maximum of some times or ratios (not empty).
+struct Spread {
+  double median, min, max;
+};
+inline Spread spread_of(const std::vector<double>& v) {
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
 // A graph read, put through the passes, compiled and given its inputs as the
 // options say: `files_given` if any, else its folder's, else random ones.
 struct Prepared {
@@ -245,22 +267,14 @@ struct Prepared {
   nlohmann::json counters;  // the passes' counters
 };
 
+// `pass_options`: --pass-options under the tool's defaults (pass_options_of).
 inline Prepared prepare(const std::string& graph, const std::vector<std::string>& files_given, const Options& o, PassRegistry& registry,
-                        const nlohmann::json& pass_defaults) {
+                        const nlohmann::json& pass_options) {
   const Source src = locate(graph);
   io::GraphFile file = io::read_fx_json(src.graph_path);
 
   PassManager pm(registry);
-  nlohmann::json user_options = nlohmann::json::object();
-  if (!o.pass_options.empty()) {
-    try {
-      user_options = nlohmann::json::parse(o.pass_options);
-    } catch (const nlohmann::json::exception& e) {
-      throw UsageError(std::string("--pass-options is not valid JSON: ") + e.what());
-    }
-  }
-  pm.set_options(user_options.is_object() ? merged_pass_options(pass_defaults, std::move(user_options), registry)
-                                          : std::move(user_options));
+  pm.set_options(pass_options);
   io::WeightStore weights(file);  // passes that fold constants read and add weights here
   pm.set_weights(&weights);
   pm.run(file.graph, o.passes);
@@ -308,30 +322,26 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                  usable, usable);
     o.threads = usable;
   }
-  const Prepared first = prepare(o.graph, o.inputs, o, registry, pass_defaults);
+  const nlohmann::json pass_options = pass_options_of(o, pass_defaults, registry);
+  const Prepared first = prepare(o.graph, o.inputs, o, registry, pass_options);
   const runtime::CompiledGraph& cg = first.cg;
   const std::vector<runtime::Tensor>& inputs = first.inputs;
-  // The --against graph takes its own folder's inputs (--inputs names the first graph's).
-  std::optional<Prepared> other;
-  if (!o.against.empty()) {
+  // `f` done for the --against graph: an input it refuses is named as that graph's.
+  const auto as_against = [&](const auto& f) {
     try {
-      other.emplace(prepare(o.against, {}, o, registry, pass_defaults));
-    } catch (const runtime::InputError& e) {
-      throw runtime::InputError("--against " + o.against + ": " + e.what());
-    }
-  }
-
-  runtime::RunContext ctx = cg.make_context(o.threads);
-  std::optional<runtime::RunContext> other_ctx;
-  if (other) other_ctx.emplace(other->cg.make_context(o.threads));
-  // A run of the --against graph; an input it refuses is reported as that graph's.
-  const auto run_other = [&] {
-    try {
-      other_ctx->run(other->inputs);
+      f();
     } catch (const runtime::InputError& e) {
       throw runtime::InputError("--against " + o.against + ": " + e.what());
     }
   };
+  // The --against graph takes its own folder's inputs (--inputs names the first graph's).
+  std::optional<Prepared> other;
+  if (!o.against.empty()) as_against([&] { other.emplace(prepare(o.against, {}, o, registry, pass_options)); });
+
+  runtime::RunContext ctx = cg.make_context(o.threads);
+  std::optional<runtime::RunContext> other_ctx;
+  if (other) other_ctx.emplace(other->cg.make_context(o.threads));
+  const auto run_other = [&] { as_against([&] { other_ctx->run(other->inputs); }); };
   for (int i = 0; i < o.warmup; ++i) {
     ctx.run(inputs);
     if (other_ctx) run_other();
@@ -385,6 +395,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
 
   const double med = median(times);
   const double mn = *std::min_element(times.begin(), times.end());
+  const Spread other_spread = other ? spread_of(other_times) : Spread{}, ratio = other ? spread_of(ratios) : Spread{};
   const std::size_t rss = peak_rss_bytes();
   if (o.json) {
     nlohmann::json j{{"graph", o.graph},
@@ -404,11 +415,11 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     if (other)
       j["against"] = {{"graph", o.against},
                       {"steps", other->cg.num_steps()},
-                      {"median_ms", median(other_times)},
-                      {"min_ms", *std::min_element(other_times.begin(), other_times.end())},
-                      {"ratio_median", median(ratios)},
-                      {"ratio_min", *std::min_element(ratios.begin(), ratios.end())},
-                      {"ratio_max", *std::max_element(ratios.begin(), ratios.end())}};
+                      {"median_ms", other_spread.median},
+                      {"min_ms", other_spread.min},
+                      {"ratio_median", ratio.median},
+                      {"ratio_min", ratio.min},
+                      {"ratio_max", ratio.max}};
     if (report) {
       double ma = 0, mr = 0;
       for (const auto& e : report->outputs) ma = std::max(ma, e.max_abs), mr = std::max(mr, e.max_rel);
@@ -427,8 +438,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                 mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
     if (other)
       std::printf("against %s (%zu steps, run alternately): median %.3f ms, min %.3f ms; this graph over it, pair by pair: median %.3f (%.3f-%.3f)\n",
-                  o.against.c_str(), other->cg.num_steps(), median(other_times), *std::min_element(other_times.begin(), other_times.end()),
-                  median(ratios), *std::min_element(ratios.begin(), ratios.end()), *std::max_element(ratios.begin(), ratios.end()));
+                  o.against.c_str(), other->cg.num_steps(), other_spread.median, other_spread.min, ratio.median, ratio.min, ratio.max);
     if (!o.passes.empty()) std::printf("pass counters: %s\n", first.counters.dump().c_str());
     if (report) std::printf("compare with %s: %s: %s\n", o.compare.c_str(), report->ok ? "match" : "MISMATCH", report->summary().c_str());
   }
