@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "kiln/core.hpp"
 #include "kiln/ops.hpp"
@@ -273,15 +275,17 @@ TEST_CASE("F.normalize divides by the p-norm along dim, at least eps, against a 
 // The global average pool of a channels-last tensor: the outputs (channels) lie
 // contiguous, the summed elements do not. Each output equals the sum of its
 // elements added one by one in row-major order, then divided, on one thread or
-// four; channel counts past a block of 64 and below one.
+// four; channel counts past a block of 64 and below one, a wide one (1280, as
+// MobileNetV2's pool) and batches of one and two rows.
 TEST_CASE("a mean or sum over the spatial dims of a channels-last tensor adds each output's elements in order") {
-  for (const std::int64_t C : {70, 13, 128})
+  for (const auto& [N, C] : std::vector<std::pair<std::int64_t, std::int64_t>>{{3, 70}, {3, 13}, {3, 128}, {1, 1280}, {2, 1100}, {1, 40}})
     for (const bool mean : {true, false})
       for (const int threads : {1, 4}) {
+        CAPTURE(N);
         CAPTURE(C);
         CAPTURE(mean);
         CAPTURE(threads);
-        constexpr std::int64_t N = 3, H = 5, W = 7;
+        constexpr std::int64_t H = 5, W = 7;
         Graph g;
         Node* x = g.placeholder("x", test::meta({N, H, W, C}));
         Node* nchw = g.call_function(OpRef("aten.permute.default"), {x, ArgList{0, 3, 1, 2}});
