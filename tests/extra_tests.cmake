@@ -129,6 +129,11 @@ if(KILN_HAVE_TORCH)
     set_tests_properties(read_exported_${level} PROPERTIES FIXTURES_REQUIRED exported_${level} LABELS torch
       ENVIRONMENT "KILN_EXPORT_DIR=${dir};KILN_EXPORT_LEVEL=${level}")
   endforeach()
+  # --weights-cache: both levels' weight files hard links to one copy of their bytes,
+  # and a later export without it writes new files instead of through the links.
+  add_test(NAME export_fx_weights_cache
+    COMMAND ${KILN_TORCH_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/python/check_weights_cache.py ${CMAKE_CURRENT_BINARY_DIR}/export_weights_cache)
+  set_tests_properties(export_fx_weights_cache PROPERTIES LABELS torch TIMEOUT 300 PASS_REGULAR_EXPRESSION "ok: [0-9]+ weight files in two exports")
   # A transformer (tests/python/bert_encoder.py, BERT's encoder in plain
   # torch.nn; two small layers here): its graph at both levels replays
   # PyTorch's eager result exactly, shape arithmetic and attention included.
@@ -194,6 +199,9 @@ if(KILN_HAVE_TORCH)
       string(REGEX REPLACE "\\|.*" "" _name "${_entry}")
       list(APPEND _zoo ${_name})
     endforeach()
+    # The two levels of a model hold the same weights: one copy of their bytes in
+    # the cache, hard links in each export (about 2 GB less on disk for the zoo).
+    set(_weights_cache ${CMAKE_CURRENT_BINARY_DIR}/weight_cache)
     foreach(_entry ${_models})
       string(REPLACE "|" ";" _parts "${_entry}")
       list(GET _parts 0 _model)
@@ -207,7 +215,7 @@ if(KILN_HAVE_TORCH)
         set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_${level})
         add_test(NAME export_model_${_model}_${level}
           COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
-                  --input-shape ${_shape} --level ${level} --seed 0 --out ${_dir}
+                  --input-shape ${_shape} --level ${level} --seed 0 --weights-cache ${_weights_cache} --out ${_dir}
           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
         set_tests_properties(export_model_${_model}_${level} PROPERTIES
           FIXTURES_SETUP model_${_model}_${level} LABELS "${_labels}" TIMEOUT 600)

@@ -100,6 +100,7 @@ the model exits with status 1.
 
 import argparse
 import builtins
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -110,6 +111,7 @@ import os
 import random
 import re
 import sys
+import tempfile
 import traceback
 
 FORMAT = "fx-graph-json"
@@ -184,6 +186,11 @@ def build_parser():
                         "the elements shard_parameters gives rank r of N), named by a manifest "
                         "weights/<attr>.shards.json in the weights table: each machine of a "
                         "sharded run needs only its rank's files (default 1: one .npy per weight)")
+    p.add_argument("--weights-cache", default=None, metavar="DIR",
+                   help="keep each weight file's bytes once in DIR (named by their SHA-256) "
+                        "and hard-link the export's weight files to them, so that exports of "
+                        "one model (its levels, its batch sizes) hold its weights once on disk; "
+                        "a file system that refuses the link gets a copy")
     p.add_argument("--out", required=True, metavar="DIR", help="output folder")
     return p
 
@@ -842,16 +849,45 @@ def to_numpy(t):
     return t.contiguous().numpy()
 
 
-def save_npy(path, value):
+def save_npy(path, value, cache=None):
+    """Writes value as .npy at path. A file already there is unlinked first: it may be
+    a hard link into a weights cache, which writing through it would change. With a
+    cache folder the bytes go to cache/<sha256>.npy once and path becomes a hard link
+    to that file (a copy where the file system refuses the link)."""
+    import io
     import numpy as np
-    np.save(path, value, allow_pickle=False)
+    if os.path.lexists(path):
+        os.unlink(path)
+    if not cache:
+        np.save(path, value, allow_pickle=False)
+        return
+    buf = io.BytesIO()
+    np.save(buf, value, allow_pickle=False)
+    data = buf.getvalue()
+    os.makedirs(cache, exist_ok=True)
+    kept = os.path.join(cache, hashlib.sha256(data).hexdigest() + ".npy")
+    if not os.path.exists(kept):
+        # Written aside and renamed: exports running at once may both write it.
+        fd, tmp = tempfile.mkstemp(dir=cache, suffix=".part")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a file np.save makes, not mkstemp's 0600
+        os.replace(tmp, kept)
+    try:
+        os.link(kept, path)
+    except OSError:
+        with open(path, "wb") as f:
+            f.write(data)
 
 
-def save_weight(out_dir, rel_npy, value, shards):
+def save_weight(out_dir, rel_npy, value, shards, cache=None):
     """Writes a weight as rel_npy, or (shards > 1) as one file per rank and their
-    manifest (kiln/io/weight_shards.hpp); returns the path the weights table names."""
+    manifest (kiln/io/weight_shards.hpp); returns the path the weights table names.
+    cache: the --weights-cache folder, or None."""
     if shards <= 1:
-        save_npy(os.path.join(out_dir, rel_npy), value)
+        save_npy(os.path.join(out_dir, rel_npy), value, cache)
         return rel_npy
     import numpy as np
     flat = np.ascontiguousarray(value).reshape(-1)
@@ -860,7 +896,8 @@ def save_weight(out_dir, rel_npy, value, shards):
     files = []
     for r in range(shards):
         name = "%s.rank%d.npy" % (stem, r)
-        save_npy(os.path.join(out_dir, os.path.dirname(rel_npy), name), flat[min(flat.size, r * per):min(flat.size, (r + 1) * per)])
+        save_npy(os.path.join(out_dir, os.path.dirname(rel_npy), name), flat[min(flat.size, r * per):min(flat.size, (r + 1) * per)],
+                 cache)
         files.append(name)
     rel = rel_npy[:-len(".npy")] + ".shards.json"
     write_json(os.path.join(out_dir, rel), {
@@ -1065,14 +1102,14 @@ def export(args):
             value = get_attr_value(gm, n.target)
             if isinstance(value, torch.Tensor):
                 stem = safe_file_stem(n.target, used_stems)
-                rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(value), args.shards)
+                rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(value), args.shards, args.weights_cache)
                 weights[n.target] = {"file": rel}
             else:
                 sys.stderr.write("%s: warning: get_attr %s is a %s, not a tensor; "
                                  "no weight file\n" % (PROG, n.target, type(value).__name__))
         if n.op == "placeholder" and n.name in bound:
             stem = safe_file_stem(n.target, used_stems)
-            rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(bound[n.name]), args.shards)
+            rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(bound[n.name]), args.shards, args.weights_cache)
             weights[n.target] = {"file": rel}
         if n.op == "call_module":
             mod = gm.get_submodule(n.target)
@@ -1081,7 +1118,7 @@ def export(args):
                 if full in weights or value is None or not value.is_floating_point():
                     continue  # (num_batches_tracked counts training steps)
                 stem = safe_file_stem(full, used_stems)
-                rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(value.detach()), args.shards)
+                rel = save_weight(out_dir, "weights/%s.npy" % stem, to_numpy(value.detach()), args.shards, args.weights_cache)
                 weights[full] = {"file": rel}
         nodes.append({
             "name": n.name,
