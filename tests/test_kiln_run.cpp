@@ -161,6 +161,30 @@ TEST_CASE("kiln-run --against runs a second graph alternately and gives the rati
   CHECK_FALSE(nlohmann::json::parse(alone.out).contains("against"));
 }
 
+TEST_CASE("kiln-run --against-warm runs each graph untimed before its timed run in a pair") {
+  const fs::path a = write_model_folder("against_warm_a", kX);
+  const fs::path b = write_model_folder("against_warm_b", kX);
+  Run r = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --against-warm 2 --json --iterations 4");
+  REQUIRE_MESSAGE(r.status == 0, r.err);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.contains("against"));
+  CHECK(j["against"]["warm"] == 2);
+  CHECK(j["against"]["ratio_min"].get<double>() <= j["against"]["ratio_max"].get<double>());
+  Run plain = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --json --iterations 2");
+  REQUIRE_MESSAGE(plain.status == 0, plain.err);
+  CHECK(nlohmann::json::parse(plain.out)["against"]["warm"] == 0);
+  Run t = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --against-warm=1 --iterations 2");
+  REQUIRE_MESSAGE(t.status == 0, t.err);
+  CHECK(t.out.find("(2 steps, run alternately, each timed run after 1 untimed): median") != std::string::npos);
+  // Without --against, or below 0, it is refused.
+  Run alone = kiln_run("'" + a.string() + "' --against-warm 1");
+  CHECK(alone.status == 2);
+  CHECK(alone.err.find("--against-warm needs --against") != std::string::npos);
+  Run negative = kiln_run("'" + a.string() + "' --against '" + b.string() + "' --against-warm -1");
+  CHECK(negative.status == 2);
+  CHECK(negative.err.find("--against-warm") != std::string::npos);
+}
+
 TEST_CASE("kiln-run --against names the second graph when its inputs are wrong") {
   const fs::path a = write_model_folder("against_ok", kX);
   const fs::path b = write_model_folder("against_wrong", kX);

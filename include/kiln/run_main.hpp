@@ -70,6 +70,8 @@ inline std::string help_text(const std::string& tool) {
          "                        and the median of this graph's time over G's in each pair, which the\n"
          "                        host's drift between runs moves less than it moves either time (each\n"
          "                        run follows the other graph's, its caches holding that graph's data)\n"
+         "  --against-warm N      with --against, N untimed runs of each graph before its timed run in a\n"
+         "                        pair (default 0): each timed run then follows a run of its own graph\n"
          "  --json                print one JSON object on stdout instead of the text\n"
          "  --version             print the version\n"
          "  -h, --help            print this help\n"
@@ -79,6 +81,7 @@ inline std::string help_text(const std::string& tool) {
 struct Options {
   std::string graph;
   std::string against;  // a second graph, timed alternately with the first
+  int against_warm = 0;  // untimed runs of each graph before its timed run in a pair
   std::vector<std::string> passes;
   std::string pass_options;
   std::vector<std::string> inputs;
@@ -154,6 +157,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--profile-nodes") o.profile_nodes = static_cast<std::size_t>(parse_int(a, value(), 0));
     else if (a == "--json") flag(), o.json = true;
     else if (a == "--against") o.against = value();
+    else if (a == "--against-warm") o.against_warm = static_cast<int>(parse_int(a, value(), 0));
     else if (a == "--version") {
       std::cout << tool << " " << kiln::kVersion << "\n";
       return false;
@@ -170,6 +174,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
   }
   if (o.graph.empty()) throw UsageError("no graph given");
   if (!o.inputs.empty() && o.random_seed) throw UsageError("--inputs and --random exclude each other");
+  if (o.against_warm > 0 && o.against.empty()) throw UsageError("--against-warm needs --against");
   return true;
 }
 
@@ -351,6 +356,11 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     run_once();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - a).count();
   };
+  // A graph's timed run in a pair, after its --against-warm untimed ones.
+  const auto warmed = [&](const auto& run_once) {
+    for (int w = 0; w < o.against_warm; ++w) run_once();
+    return timed(run_once);
+  };
   const auto run_first = [&] { ctx.run(inputs); };
   std::vector<double> step_times;
   std::vector<double> times, other_times, ratios;
@@ -361,8 +371,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     }
     // Each pair runs the two back to back, the order swapped every pair.
     double mine = 0, theirs = 0;
-    if (i % 2 == 0) mine = timed(run_first), theirs = timed(run_other);
-    else theirs = timed(run_other), mine = timed(run_first);
+    if (i % 2 == 0) mine = warmed(run_first), theirs = warmed(run_other);
+    else theirs = warmed(run_other), mine = warmed(run_first);
     times.push_back(mine), other_times.push_back(theirs), ratios.push_back(mine / theirs);
   }
   if (o.profile) {
@@ -415,6 +425,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     if (other)
       j["against"] = {{"graph", o.against},
                       {"steps", other->cg.num_steps()},
+                      {"warm", o.against_warm},
                       {"median_ms", other_spread.median},
                       {"min_ms", other_spread.min},
                       {"ratio_median", ratio.median},
@@ -436,9 +447,12 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                 o.threads == 1 ? "" : "s", o.iterations, med, mn);
     std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
                 mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
-    if (other)
-      std::printf("against %s (%zu steps, run alternately): median %.3f ms, min %.3f ms; this graph over it, pair by pair: median %.3f (%.3f-%.3f)\n",
-                  o.against.c_str(), other->cg.num_steps(), other_spread.median, other_spread.min, ratio.median, ratio.min, ratio.max);
+    if (other) {
+      const std::string warm = o.against_warm > 0 ? ", each timed run after " + std::to_string(o.against_warm) + " untimed" : "";
+      std::printf("against %s (%zu steps, run alternately%s): median %.3f ms, min %.3f ms; this graph over it, pair by pair: median %.3f (%.3f-%.3f)\n",
+                  o.against.c_str(), other->cg.num_steps(), warm.c_str(), other_spread.median, other_spread.min, ratio.median, ratio.min,
+                  ratio.max);
+    }
     if (!o.passes.empty()) std::printf("pass counters: %s\n", first.counters.dump().c_str());
     if (report) std::printf("compare with %s: %s: %s\n", o.compare.c_str(), report->ok ? "match" : "MISMATCH", report->summary().c_str());
   }
