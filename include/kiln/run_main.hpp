@@ -403,8 +403,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     }
   }
 
-  const double med = median(times);
-  const double mn = *std::min_element(times.begin(), times.end());
+  const Spread timing = spread_of(times);
   const Spread other_spread = other ? spread_of(other_times) : Spread{}, ratio = other ? spread_of(ratios) : Spread{};
   const std::size_t rss = peak_rss_bytes();
   if (o.json) {
@@ -415,8 +414,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                      {"iterations", o.iterations},
                      {"steps", cg.num_steps()},
                      {"compile_ms", first.compile_ms},
-                     {"median_ms", med},
-                     {"min_ms", mn},
+                     {"median_ms", timing.median},
+                     {"min_ms", timing.min},
                      {"arena_bytes", cg.arena_bytes()},
                      {"peak_live_bytes", cg.peak_live_bytes()},
                      {"constant_bytes", cg.constant_bytes()},
@@ -444,7 +443,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                 cg.num_inputs(), cg.num_inputs() == 1 ? "" : "s", cg.num_steps(), mib(cg.constant_bytes()).c_str(),
                 first.compile_ms);
     std::printf("run (%d thread%s, %d iterations): median %.3f ms, min %.3f ms\n", o.threads,
-                o.threads == 1 ? "" : "s", o.iterations, med, mn);
+                o.threads == 1 ? "" : "s", o.iterations, timing.median, timing.min);
     std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
                 mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
     if (other) {
