@@ -338,7 +338,7 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
   struct Shape {
     std::int64_t C, K, stride, pad, dil, xz;
     DType xdtype;
-    std::int64_t H = 11;
+    std::int64_t H = 11, W = 19;
   };
   // The last: padding rows above the second image land in the row slots (ih % 4) where
   // the first image's rows were, with H = 4 (a padding row once took a real row's tag there).
@@ -350,7 +350,10 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
                                   {16, 3, 3, 1, 1, 50, DType::uint8},  {16, 4, 1, 3, 1, 77, DType::uint8, 4},
                                   // 64 channels and more: kiln's kernel narrows 4 groups of 16 at once, then the rest one by one.
                                   {64, 3, 1, 1, 1, 128, DType::uint8}, {100, 3, 1, 1, 1, 30, DType::uint8},
-                                  {144, 3, 1, 1, 1, 0, DType::uint8, 5}};
+                                  {144, 3, 1, 1, 1, 0, DType::uint8, 5},
+                                  // Rows of 7, 12 and 13 pixels: the kernel's last 1-7 pixels of a row as one block, of each width.
+                                  {32, 3, 1, 1, 1, 128, DType::uint8, 7, 7}, {16, 3, 1, 1, 1, 0, DType::uint8, 11, 12},
+                                  {48, 3, 1, 1, 1, 60, DType::uint8, 6, 13}};
   for (const Shape& s : shapes)
     for (const bool channels_last : {false, true})
       for (const Post& post : kPosts) {
@@ -362,7 +365,7 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
         CAPTURE(channels_last);
         CAPTURE(post.attr);
         Conv c;
-        c.B = 2, c.C = c.OC = c.groups = s.C, c.H = s.H, c.W = 19, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
+        c.B = 2, c.C = c.OC = c.groups = s.C, c.H = s.H, c.W = s.W, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
         c.xz = s.xz, c.xdtype = s.xdtype;
         c.make(-128, 127);
         // kiln's own kernel (kernels/detail/int8_depthwise.hpp) takes the quantized outputs of a

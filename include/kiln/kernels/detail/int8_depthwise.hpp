@@ -140,7 +140,18 @@ inline void output_row(const Int8DepthwisePlan& p, const std::uint8_t* inter, co
     const std::int8_t* wg = w + g * KW * 64;
     std::int64_t ow = 0;
     for (; ow + 8 <= p.OW; ow += 8) pixels<8, KWc>(p, inter, wg, g, ow, out_row);
-    for (; ow < p.OW; ++ow) pixels<1, KWc>(p, inter, wg, g, ow, out_row);
+    // The last 1-7 pixels as one block: rows of 7 and 14 (MobileNet's last stages) were all or
+    // half single pixels, each reloading the weights; as a block they ran 16-26% faster on the device.
+    switch (p.OW - ow) {
+      case 7: pixels<7, KWc>(p, inter, wg, g, ow, out_row); break;
+      case 6: pixels<6, KWc>(p, inter, wg, g, ow, out_row); break;
+      case 5: pixels<5, KWc>(p, inter, wg, g, ow, out_row); break;
+      case 4: pixels<4, KWc>(p, inter, wg, g, ow, out_row); break;
+      case 3: pixels<3, KWc>(p, inter, wg, g, ow, out_row); break;
+      case 2: pixels<2, KWc>(p, inter, wg, g, ow, out_row); break;
+      case 1: pixels<1, KWc>(p, inter, wg, g, ow, out_row); break;
+      default: break;
+    }
   }
 }
 
