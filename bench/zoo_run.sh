@@ -8,7 +8,12 @@
 # median run time.
 #   bash bench/zoo_run.sh BIN_DIR OUT_DIR [THREADS] [LEVELS]
 # BIN_DIR holds kiln-run (and, away from the build machine, the shared
-# libraries it needs); LEVELS defaults to "torch aten export". PYTHON picks the
+# libraries it needs); LEVELS defaults to "torch aten export"; level x86 is the
+# aten graph quantized by the x86 recipe (--quantize x86), run twice: unfused
+# (level x86) and after the quantization passes on the int8 kernels (x86_int8),
+# against PyTorch's q/dq reference within QTOL (default 5e-2, see bench/README:
+# PyTorch's own q/dq graph moves that far when its sums do); SENSITIVITY=1 adds
+# that spread per model (quantization/qdq_sensitivity.py). PYTHON picks the
 # interpreter (default python3), JOBS the exports run side by side (default 4);
 # kiln-run runs alone, one model at a time. ZOO_FILTER (an extended regular
 # expression) keeps the entries whose line matches it; ZOO_SETS names the
@@ -28,36 +33,52 @@ for name, factory, shape in sum((getattr(zoo_models, s) for s in '${ZOO_SETS:-ZO
         print(name, factory, shape, level)" | grep -E -- "${ZOO_FILTER:-.}" >"$jobs_file" || exit 1
 
 # Exports side by side; each leaves its log beside its folder.
-sed "s|\$| $out|" "$jobs_file" | xargs -P "${JOBS:-4}" -L 1 sh -c \
-  '"$0" tools/export_fx.py "$2" --input-shape "$3" --level "$4" --seed 0 --out "$5/$1_$4" >"$5/$1_$4.log" 2>&1' "$py"
+sed "s|\$| $out|" "$jobs_file" | xargs -P "${JOBS:-4}" -L 1 bash -c \
+  'level=(--level "$4"); [ "$4" = x86 ] && level=(--level aten --quantize x86)
+   "$0" tools/export_fx.py "$2" --input-shape "$3" "${level[@]}" --seed 0 --out "$5/$1_$4" >"$5/$1_$4.log" 2>&1' "$py"
 
 : >"$out/zoo.jsonl"
 version=$($py -c "import torch; print(torch.__version__)")
 while read -r name factory shape level; do
   dir=$out/${name}_$level
-  if [ -f "$dir/graph.json" ]; then
-    "$bin/kiln-run" "$dir" --compare "$dir/outputs" --max-rel-err 1e-4 --threads "$threads" \
-        --iterations 5 --warmup 1 --json >"$dir.run" 2>&1
-    log=$dir.run
-  else
-    log=$dir.log
-  fi
-  $py -c 'import json, sys
-name, level, version, log = sys.argv[1:]
+  runs=("$level|")
+  [ "$level" = x86 ] && runs=("x86|" "x86_int8|--passes quantization")
+  for run in "${runs[@]}"; do
+    as=${run%%|*} passes=${run#*|}
+    if [ -f "$dir/graph.json" ]; then
+      tol=1e-4
+      [ "$level" = x86 ] && tol=${QTOL:-5e-2}
+      # shellcheck disable=SC2086  # passes: none or two words
+      "$bin/kiln-run" "$dir" $passes --compare "$dir/outputs" --max-rel-err "$tol" --threads "$threads" \
+          --iterations 5 --warmup 1 --json >"$out/${name}_$as.run" 2>&1
+      log=$out/${name}_$as.run
+    else
+      log=$dir.log
+    fi
+    sensitivity=
+    if [ "$as" = x86 ] && [ -n "${SENSITIVITY:-}" ]; then
+      sensitivity=$($py bench/quantization/qdq_sensitivity.py "$factory" --input-shape "$shape" 2>/dev/null | tail -1)
+    fi
+    $py -c 'import json, sys
+name, level, version, log, sensitivity = sys.argv[1:]
 lines = open(log).read().strip().splitlines()
 js = [l for l in lines if l.startswith("{")]
 r = json.loads(js[-1]) if js else {"error": (lines or ["no output"])[-1]}
 r.update(model=name, level=level, torch=version)
-print(json.dumps(r))' "$name" "$level" "$version" "$log" >>"$out/zoo.jsonl"
+if sensitivity:
+    r["qdq_sensitivity"] = json.loads(sensitivity)["max_rel_change"]
+print(json.dumps(r))' "$name" "$as" "$version" "$log" "$sensitivity" >>"$out/zoo.jsonl"
+  done
 done <"$jobs_file"
 
-echo "| model | level | max rel err | steps | compile ms | median ms ($threads threads) |"
-echo "|---|---|---|---|---|---|"
+echo "| model | level | max rel err | steps | compile ms | median ms ($threads threads) | PyTorch q/dq spread |"
+echo "|---|---|---|---|---|---|---|"
 $py -c 'import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "error" in r:
-        print("| %s | %s | failed: %s | | | |" % (r["model"], r["level"], r["error"].replace("|", "/")[:160]))
+        print("| %s | %s | failed: %s | | | | |" % (r["model"], r["level"], r["error"].replace("|", "/")[:160]))
     else:
-        print("| %s | %s | %.2g%s | %d | %.0f | %.2f |" % (r["model"], r["level"], r["max_rel_err"],
-              "" if r["match"] else " (MISMATCH)", r["steps"], r["compile_ms"], r["median_ms"]))' "$out/zoo.jsonl"
+        spread = "%.2g" % r["qdq_sensitivity"] if "qdq_sensitivity" in r else ""
+        print("| %s | %s | %.2g%s | %d | %.0f | %.2f | %s |" % (r["model"], r["level"], r["max_rel_err"],
+              "" if r["match"] else " (MISMATCH)", r["steps"], r["compile_ms"], r["median_ms"], spread))' "$out/zoo.jsonl"
