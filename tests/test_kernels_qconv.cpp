@@ -211,6 +211,61 @@ TEST_CASE("qconv2d_pointwise.binary adds a uint8, int8 or float32 accum, then re
       }
 }
 
+// A 1-d convolution (3-d tensors, which Inductor 2.11's passes prepack and fuse as 2-d
+// ones) writes channels-last as 2-d ones do: oneDNN's int8 kernels take NWC, and with
+// NCW it ran its reference code. relu, and the sum + relu Inductor's own 1-d kernel refuses.
+TEST_CASE("1-d qconv_pointwise and qconv2d_pointwise.binary run on oneDNN's int8 kernels within one step of the reference") {
+  for (const auto& [stride, pad] : {std::pair<std::int64_t, std::int64_t>{1, 1}, {2, 0}}) {
+    CAPTURE(stride);
+    CAPTURE(pad);
+    const std::int64_t B = 2, C = 4, W = 10, OC = 6, K = 3, xz = 128, OW = (W + 2 * pad - K) / stride + 1;
+    const Tensor x = random_ints({B, C, W}, DType::uint8, 0, 255, 1), w = random_ints({OC, C, K}, DType::int8, -64, 64, 2);
+    const Tensor accum = random_ints({B, OC, OW}, DType::uint8, 0, 255, 4), b = random_tensor({OC}, 3);
+    Tensor ws = Tensor::empty({OC}), wz = Tensor::empty({OC}, DType::int64);
+    for (std::int64_t j = 0; j < OC; ++j) ws.data<float>()[j] = 0.002f + 0.0005f * float(j), wz.data<std::int64_t>()[j] = 0;
+    Graph g;
+    Node* xn = g.placeholder("x", meta({B, C, W}, DType::uint8));
+    Node* an = g.placeholder("accum", meta({B, OC, OW}, DType::uint8));
+    const ArgList geometry{ArgList{stride}, ArgList{pad}, ArgList{1}, 1};
+    Node* packed = g.call_function(OpRef("onednn.qconv_prepack.default"),
+                                   {g.get_attr("w", meta({OC, C, K}, DType::int8)), g.get_attr("ws", meta({OC})), XS, xz, ArgList{stride},
+                                    ArgList{pad}, ArgList{1}, 1, Arg()});
+    ArgList head{xn, XS, xz, packed, g.get_attr("ws", meta({OC})), g.get_attr("wz", meta({OC}, DType::int64))};
+    ArgList unary = head, binary = head;
+    unary.push_back(g.get_attr("b", meta({OC})));
+    binary.push_back(an), binary.push_back(g.get_attr("b", meta({OC})));
+    for (const Arg& a : geometry) unary.push_back(a), binary.push_back(a);
+    for (const Arg& a : ArgList{OS, OZ, Arg(), "relu", ArgList{}, Arg()}) unary.push_back(a);
+    for (const Arg& a : ArgList{OS, OZ, Arg(), AS, AZ, "sum", 1.0, "relu", ArgList{}, Arg()}) binary.push_back(a);
+    g.output(ArgList{g.call_function(OpRef("onednn.qconv_pointwise.default"), unary),
+                     g.call_function(OpRef("onednn.qconv2d_pointwise.binary"), binary)});
+    const CompiledGraph cg = CompiledGraph::compile(g, {{"w", w}, {"ws", ws}, {"wz", wz}, {"b", b}});
+    for (std::size_t i = 0; i < cg.num_steps(); ++i) {
+      CAPTURE(cg.step(i).implementation);
+      CHECK(cg.step(i).implementation.find("ref") == std::string::npos);
+    }
+    const auto out = cg.run({x, accum});
+    std::vector<double> want_unary, want_binary;
+    for (std::int64_t n = 0; n < B; ++n)
+      for (std::int64_t oc = 0; oc < OC; ++oc)
+        for (std::int64_t ow = 0; ow < OW; ++ow) {
+          double acc = b.data<float>()[oc];
+          for (std::int64_t c = 0; c < C; ++c)
+            for (std::int64_t k = 0; k < K; ++k) {
+              const std::int64_t iw = ow * stride - pad + k;
+              if (iw < 0 || iw >= W) continue;
+              acc += (double(x.data<std::uint8_t>()[(n * C + c) * W + iw]) - double(xz)) * XS * double(w.data<std::int8_t>()[(oc * C + c) * K + k]) *
+                     ws.data<float>()[oc];
+            }
+          const double other = (double(accum.data<std::uint8_t>()[(n * OC + oc) * OW + ow]) - double(AZ)) * AS;
+          want_unary.push_back(quantize(relu(acc))), want_binary.push_back(quantize(relu(acc + other)));
+        }
+    REQUIRE(out[0].shape() == runtime::Shape{B, OC, OW});
+    CHECK(max_abs_error(want_unary, out[0]) <= 1.0);
+    CHECK(max_abs_error(want_binary, out[1]) <= 1.0);
+  }
+}
+
 TEST_CASE("qconv_pointwise refuses, naming the node, the dtypes and post-ops it does not take") {
   const auto refused = [](const std::string& op, DType xd, ArgList tail, const std::string& message) {
     CAPTURE(message);

@@ -16,21 +16,27 @@ namespace {
 
 TensorMeta meta(std::vector<Dim> shape, DType dtype = DType::float32) { return TensorMeta{std::move(shape), dtype, std::nullopt}; }
 
-// qx (uint8 [1, 4, 8, 8]) -> dequantize -> convolution(., dequantize_per_channel(w [6, 4, 3, 3]), b).
+// qx (uint8 [1, 4, 8, 8]) -> dequantize -> convolution(., dequantize_per_channel(w [6, 4, 3, 3]), b);
+// `spatial` 1 or 3 makes it a 1-d or 3-d convolution ([1, 4, 8] and w [6, 4, 3]; [1, 4, 8, 8, 8]).
 struct QConvGraph {
   Graph g;
   Node *qx, *dq, *wq, *dqc, *conv;
   explicit QConvGraph(bool bias = true, bool tensor_overload = false, std::int64_t axis = 0, DType wdtype = DType::int8,
-                      bool transposed = false) {
-    qx = g.placeholder("qx", meta({1, 4, 8, 8}, DType::uint8));
-    dq = test::dequantize_uint8(g, qx, {1, 4, 8, 8}, tensor_overload);
-    wq = g.placeholder("wq", meta({6, 4, 3, 3}, wdtype));
+                      bool transposed = false, std::size_t spatial = 2) {
+    const auto dims = [&](std::vector<Dim> head, Dim each) {
+      head.insert(head.end(), spatial, each);
+      return head;
+    };
+    const auto ints = [&](std::int64_t v) { return ArgList(spatial, Arg(v)); };
+    qx = g.placeholder("qx", meta(dims({1, 4}, 8), DType::uint8));
+    dq = test::dequantize_uint8(g, qx, dims({1, 4}, 8), tensor_overload);
+    wq = g.placeholder("wq", meta(dims({6, 4}, 3), wdtype));
     dqc = g.call_function(quantized_decomposed::dequantize_per_channel,
                           {wq, g.placeholder("ws", meta({6})), g.placeholder("wz", meta({6}, DType::int64)), axis, -128, 127, Arg(wdtype)});
-    dqc->meta.val = meta({6, 4, 3, 3});
+    dqc->meta.val = meta(dims({6, 4}, 3));
     const Arg b = bias ? Arg(g.placeholder("b", meta({6}))) : Arg();
-    conv = g.call_function(aten::convolution, {dq, dqc, b, ArgList{1, 1}, ArgList{1, 1}, ArgList{1, 1}, transposed, ArgList{0, 0}, 1});
-    conv->meta.val = meta({1, 6, 8, 8});
+    conv = g.call_function(aten::convolution, {dq, dqc, b, ints(1), ints(1), ints(1), transposed, ints(0), 1});
+    conv->meta.val = meta(dims({1, 6}, 8));
     g.output(ArgList{conv});
   }
 };
@@ -62,6 +68,21 @@ TEST_CASE("qconv_weight_prepack turns dequantize -> convolution into qconv_point
       CHECK(c.get("qconv_weight_prepack_matcher_count") == 1);
       CHECK(c.get("qconv_weight_prepack_matcher_nodes") == 3);
     }
+}
+
+// Inductor 2.11 takes 1-d convolutions as 2-d ones (a 3-d or 4-d activation and weight)
+// and leaves 3-d ones (5-d tensors) alone.
+TEST_CASE("qconv_weight_prepack takes a 1-d convolution and leaves a 3-d one alone, as Inductor 2.11 does") {
+  for (const std::size_t spatial : {1, 3}) {
+    CAPTURE(spatial);
+    QConvGraph q(true, false, 0, DType::int8, false, spatial);
+    Counters c;
+    const bool takes = spatial == 1;
+    CHECK(qconv_weight_prepack(q.g, &c) == (takes ? 1 : 0));
+    CHECK(count(q.g, onednn::qconv_pointwise) == (takes ? 1 : 0));
+    CHECK(count(q.g, aten::convolution) == (takes ? 0 : 1));
+    CHECK(c.get("qconv_weight_prepack_matcher_count") == (takes ? 1 : 0));
+  }
 }
 
 TEST_CASE("qconv_weight_prepack leaves alone a dequantize with another user, a per-tensor or non-int8 weight and a transposed conv") {

@@ -6,7 +6,8 @@ with its quantize/dequantize calls turned into the registered
 ``freezing=True`` (Inductor's quantization passes run under freezing), and
 prints one JSON line per model: Inductor's counters, every pattern the
 matcher replaced (``--matches``), the largest difference from the q/dq graph
-run eagerly, and, with ``--threads``, the median time of the compiled int8
+run eagerly (or, where the compiled model fails when it runs, ``run_error``
+after the counters its passes left), and, with ``--threads``, the median time of the compiled int8
 model and of the float model in eager mode, and with ``--ort`` of ONNX Runtime's QDQ int8 model
 (static quantization of the float model's ONNX export: per-tensor uint8
 activations calibrated on the same input, per-channel int8 weights, the same
@@ -145,17 +146,24 @@ def main():
     log = MatchLog()
     log.install(counters)
     compiled = torch.compile(gm)
-    with torch.no_grad(), mixed():
-        out = compiled(x.clone())
     ref_leaves = reference if isinstance(reference, (list, tuple)) else [reference]
-    out_leaves = out if isinstance(out, (list, tuple)) else [out]
-    diff = max(float((a.float() - b.float()).abs().max()) for a, b in zip(out_leaves, ref_leaves))
-    scale = max(float(a.float().abs().max()) for a in ref_leaves)
     result = {"factory": args.factory, "input_shape": shape, "torch": torch.__version__,
-              "quantized": quantized, "autocast": args.autocast, "max_abs_diff_vs_qdq": diff, "output_max_abs": scale,
-              "counters": dict(sorted(counters["inductor"].items()))}
+              "quantized": quantized, "autocast": args.autocast}
+    try:
+        with torch.no_grad(), mixed():
+            out = compiled(x.clone())
+    except Exception as e:  # noqa: BLE001  (the compiled graph may fail where it runs, after its passes counted)
+        result["run_error"] = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[-1][:300])
+    else:
+        out_leaves = out if isinstance(out, (list, tuple)) else [out]
+        result["max_abs_diff_vs_qdq"] = max(float((a.float() - b.float()).abs().max()) for a, b in zip(out_leaves, ref_leaves))
+        result["output_max_abs"] = max(float(a.float().abs().max()) for a in ref_leaves)
+    result["counters"] = dict(sorted(counters["inductor"].items()))
     if args.matches:
         result["matches"] = log.matches
+    if "run_error" in result:
+        print(json.dumps(result))
+        return
     ort_model, ort_error = None, None
     if args.ort and args.threads:
         import tempfile

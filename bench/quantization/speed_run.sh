@@ -59,7 +59,8 @@ for t, ms in r.get("ms", {}).items():
         row["error" if impl.endswith("error") else "median_ms"] = v
         print(json.dumps(row))
 print(json.dumps({"model": sys.argv[1], "batch": int(sys.argv[2]), "impl": "inductor_counters",
-                  "counters": r["counters"], "max_abs_diff_vs_qdq": r["max_abs_diff_vs_qdq"]}))' "$name" "$b" >>"$out" ||
+                  "counters": r["counters"], "max_abs_diff_vs_qdq": r.get("max_abs_diff_vs_qdq"),
+                  "run_error": r.get("run_error")}))' "$name" "$b" >>"$out" ||
       echo "{\"model\":\"$name\",\"batch\":$b,\"error\":\"inductor_int8.py failed\"}" >>"$out"
   done
 done

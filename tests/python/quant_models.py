@@ -8,6 +8,9 @@ relu's output -> relu, linear 64->16 (the shape of the qmlp fixture: linears
 with unary post-ops, a residual add, a plain last linear).
 QuantConvNet: conv-relu twice, max-pool, cat of two conv branches, a residual
 add, mean over H and W, linear (the conv net of issue 28's counters, small).
+QuantConv1dNet: the same over a sequence (Conv1d): conv-relu, conv-relu with a
+residual add, mean over the length, linear (Inductor 2.11 prepacks and fuses
+1-d convolutions as 2-d ones, 3-d ones not at all).
 WoqMLP: weight-only int8 (export with --dtype bfloat16): two linears whose
 weights are int8 buffers converted to the input's dtype and scaled per output
 channel, `F.linear(x, w.to(x.dtype)) * scales`, with a gelu between; the second
@@ -56,6 +59,19 @@ class _QuantConvNet(nn.Module):
         return self.fc(torch.mean(y, dim=(2, 3)))
 
 
+class _QuantConv1dNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(4, 8, 3, padding=1)
+        self.c2 = nn.Conv1d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        x = F.relu(self.c1(x))
+        x = F.relu(self.c2(x) + x)
+        return self.fc(torch.mean(x, dim=2))
+
+
 class _WoqMLP(nn.Module):
     def __init__(self, k=64, hidden=96, n=32):
         super().__init__()
@@ -80,6 +96,11 @@ def QuantMLP():
 def QuantConvNet():
     """Factory: build the conv net (call torch.manual_seed first for fixed weights)."""
     return _QuantConvNet()
+
+
+def QuantConv1dNet():
+    """Factory: build the 1-d conv net (call torch.manual_seed first for fixed weights)."""
+    return _QuantConv1dNet()
 
 
 def WoqMLP():

@@ -399,13 +399,16 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const dnnl::memory::desc w_plain(wdims, dt::s8, G > 1 ? grouped[nd - 1] : plain[nd - 1]);
   const dnnl::memory::desc w_any(wdims, dt::s8, tag::any);
   const dnnl::memory::desc b_md({OC}, dt::f32, tag::x), zp_md({1}, dt::s32, tag::x);
-  // 2-d results are channels-last: oneDNN's fast int8 convolutions and pooling read and
-  // write NHWC (NCHW runs its gemm or reference code), so int8 activations stay NHWC.
-  const runtime::Layout dst = nd == 2 ? runtime::channels_last(out_shape, s.tail.out) : runtime::Layout::contiguous(out_shape, s.tail.out);
+  // 1-d and 2-d results are channels-last: oneDNN's fast int8 convolutions and pooling
+  // read and write NWC/NHWC (NCW/NCHW runs its gemm or reference code), so int8
+  // activations stay channels-last.
+  const auto result_layout = [&](DType dtype) {
+    return nd <= 2 ? runtime::channels_last(out_shape, dtype) : runtime::Layout::contiguous(out_shape, dtype);
+  };
+  const runtime::Layout dst = result_layout(s.tail.out);
   const dnnl::memory::desc dst_md = onednn::desc_of(dst);
   // The addend is read in the destination's layout (reordered in when it has another).
-  const dnnl::memory::desc other_md =
-      onednn::desc_of(nd == 2 ? runtime::channels_last(out_shape, DType::float32) : runtime::Layout::contiguous(out_shape, DType::float32));
+  const dnnl::memory::desc other_md = onednn::desc_of(result_layout(DType::float32));
   // The sum each output takes over: input channels per group times the kernel's cells.
   std::int64_t reduction = q.w.shape()[1];
   for (std::size_t i = 2; i < q.w.shape().size(); ++i) reduction *= q.w.shape()[i];

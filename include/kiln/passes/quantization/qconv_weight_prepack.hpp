@@ -33,9 +33,10 @@ inline std::size_t rank_of(const Node* n) {
   return m ? m->rank() : 0;
 }
 
-// Inductor's _is_valid_dequant_conv_pattern (a 4-d activation and weight, the
-// dequantize read only by the conv) and what kiln's int8 kernel needs: a
-// uint8/int8 activation, an int8 weight dequantized per output channel, no transpose.
+// Inductor's _is_valid_dequant_conv_pattern (a 3-d or 4-d activation and weight,
+// that is a 1-d or 2-d convolution, the dequantize read only by the conv) and what
+// kiln's int8 kernel needs: a uint8/int8 activation, an int8 weight dequantized per
+// output channel, no transpose.
 inline bool valid_dequant_conv(const std::vector<Node*>& nodes) {
   const Node* dq = find_target(nodes, {quantized_decomposed::dequantize_per_tensor, quantized_decomposed::dequantize_per_tensor_tensor});
   const Node* dqc = find_target(nodes, {quantized_decomposed::dequantize_per_channel});
@@ -47,7 +48,8 @@ inline bool valid_dequant_conv(const std::vector<Node*>& nodes) {
   if (!transposed || *transposed) return false;
   const Node* w = dqc->arg(0).node();
   const TensorMeta* wm = w ? w->meta.val.tensor() : nullptr;
-  return wm && wm->dtype == DType::int8 && wm->rank() == 4 && rank_of(dq->arg(0).node()) == 4;
+  const auto conv1d_or_2d = [](std::size_t rank) { return rank == 3 || rank == 4; };
+  return wm && wm->dtype == DType::int8 && conv1d_or_2d(wm->rank()) && conv1d_or_2d(rank_of(dq->arg(0).node()));
 }
 
 // Replaces the matched convolution by qconv_pointwise on the packed weight.
