@@ -266,6 +266,27 @@ TEST_CASE("1-d qconv_pointwise and qconv2d_pointwise.binary run on oneDNN's int8
   }
 }
 
+// An int8 convolution's result is channels-last in any graph, where PyTorch's was
+// row-major; a view of it through a node a pass made (no strides recorded, as a
+// quantize lifted above the view) copies in PyTorch's order, as AlexNet's flatten
+// needs, instead of refusing.
+TEST_CASE("a view of an int8 convolution's channels-last result reads it in PyTorch's row-major order") {
+  Conv c;
+  c.make();
+  Graph g;
+  Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
+  Node* q = qconv(g, c, x, false, Arg(), "relu", {});
+  Node* dq = g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.default"), {q, OS, OZ, 0, 255, Arg(DType::uint8)});
+  Node* flat = g.call_function(OpRef("aten.view.default"), {dq, ArgList{c.B, -1}});
+  g.output(ArgList{dq, flat});
+  runtime::CompileOptions options;  // no aten.convolution: the graph is not laid out channels-last
+  const auto out = CompiledGraph::compile(g, c.weights(), options).run({c.x});
+  REQUIRE(out[1].shape() == runtime::Shape{c.B, c.OC * c.OH() * c.OW()});
+  int bad = 0;
+  for (std::int64_t i = 0; i < out[1].numel(); ++i) bad += element(out[1], i) != element(out[0], i);
+  CHECK(bad == 0);
+}
+
 TEST_CASE("qconv_pointwise refuses, naming the node, the dtypes and post-ops it does not take") {
   const auto refused = [](const std::string& op, DType xd, ArgList tail, const std::string& message) {
     CAPTURE(message);

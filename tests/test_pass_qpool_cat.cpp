@@ -260,9 +260,13 @@ struct LiftGraph {
   LiftGraph() {
     x = g.placeholder("x", meta({2, 3, 4}));
     relu = g.call_function(aten::relu, {x});
-    relu->meta.val = meta({2, 3, 4});
+    TensorMeta rm = meta({2, 3, 4});
+    rm.stride = std::vector<Dim>{12, 4, 1};
+    relu->meta.val = rm;
     perm = g.call_function(aten::permute, {relu, ArgList{0, 2, 1}});
-    perm->meta.val = meta({2, 4, 3});
+    TensorMeta pm = meta({2, 4, 3});
+    pm.stride = std::vector<Dim>{12, 1, 4};
+    perm->meta.val = pm;
     reshape = g.call_function(aten::reshape, {perm, ArgList{2, 12}});
     reshape->meta.val = meta({2, 12});
     q = quantize(g, reshape, {2, 12});
@@ -288,6 +292,9 @@ TEST_CASE("quant_lift_up moves a per-tensor quantize above permute and reshape, 
     CHECK(qs[0]->arg(0).node() == t.relu);
     CHECK(t.perm->arg(0).node() == qs[0]);
     CHECK(t.reshape->meta.val.tensor()->dtype == DType::uint8);
+    // The strides PyTorch gave stay recorded: the quantize's are its input's, a view's its own.
+    CHECK(qs[0]->meta.val.tensor()->stride == std::optional<std::vector<Dim>>(std::vector<Dim>{12, 4, 1}));
+    CHECK(t.perm->meta.val.tensor()->stride == std::optional<std::vector<Dim>>(std::vector<Dim>{12, 1, 4}));
     const Tensor got = CompiledGraph::compile(t.g, {}).run({x})[0];
     CHECK(test::max_abs_diff(got, want) == 0.0);
   }

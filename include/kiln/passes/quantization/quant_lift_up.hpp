@@ -52,11 +52,13 @@ inline bool lift_quantize(Graph& g, Node* q) {
     args[0] = Arg(input);
     lifted = g.call_function(q->target(), args, q->kwargs());
   }
-  lifted->meta.val = TensorMeta{im->shape, qdtype, std::nullopt};
+  // A quantize keeps its input's strides, a view its own: the executor reads them as
+  // PyTorch's layout (a view of a result it laid out channels-last copies by them).
+  lifted->meta.val = TensorMeta{im->shape, qdtype, im->stride};
   first_view->replace_input_with(input, lifted);
   // The views now carry the quantized dtype.
   for (Node* v = q->arg(0).node(); is_view_like(v); v = v->arg(0).node())
-    if (const TensorMeta* vm = v->meta.val.tensor()) v->meta.val = TensorMeta{vm->shape, qdtype, std::nullopt};
+    if (const TensorMeta* vm = v->meta.val.tensor()) v->meta.val = TensorMeta{vm->shape, qdtype, vm->stride};
   q->replace_all_uses_with(q->arg(0).node());
   g.erase_node(q);
   return true;
