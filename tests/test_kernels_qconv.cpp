@@ -267,9 +267,8 @@ TEST_CASE("1-d qconv_pointwise and qconv2d_pointwise.binary run on oneDNN's int8
 }
 
 // An int8 convolution's result is channels-last in any graph, where PyTorch's was
-// row-major; a view of it through a node a pass made (no strides recorded, as a
-// quantize lifted above the view) copies in PyTorch's order, as AlexNet's flatten
-// needs, instead of refusing.
+// row-major (the strides the exporter records, and quant_lift_up keeps): a view of
+// it copies in PyTorch's order, as AlexNet's flatten needs, instead of refusing.
 TEST_CASE("a view of an int8 convolution's channels-last result reads it in PyTorch's row-major order") {
   Conv c;
   c.make();
@@ -277,6 +276,9 @@ TEST_CASE("a view of an int8 convolution's channels-last result reads it in PyTo
   Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}, DType::uint8));
   Node* q = qconv(g, c, x, false, Arg(), "relu", {});
   Node* dq = g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.default"), {q, OS, OZ, 0, 255, Arg(DType::uint8)});
+  TensorMeta dm = meta(c.out_dims());
+  dm.stride = std::vector<Dim>{c.OC * c.OH() * c.OW(), c.OH() * c.OW(), c.OW(), 1};
+  dq->meta.val = dm;
   Node* flat = g.call_function(OpRef("aten.view.default"), {dq, ArgList{c.B, -1}});
   g.output(ArgList{dq, flat});
   runtime::CompileOptions options;  // no aten.convolution: the graph is not laid out channels-last

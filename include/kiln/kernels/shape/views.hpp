@@ -67,11 +67,10 @@ auto checked(const runtime::LowerContext& ctx, F f) {
 }
 
 // The layout PyTorch gave argument `pos` (whose value is `in`): the strides the
-// exporter recorded in its meta.val. Without them (a node a pass made), the
-// executor's own layout, except where that is channels-last: the executor chose
-// it (a convolution graph; an int8 convolution's or pool's result, in any graph),
-// and PyTorch, whose channels-last tensors carry their strides, had row-major.
-// Ops that take explicit strides speak of this layout, not of the one the executor chose.
+// exporter recorded in its meta.val. Without them, the executor's own layout,
+// except where the executor chose channels-last for a convolution graph (a
+// layout PyTorch would not have had): there, row-major. Ops that take explicit
+// strides speak of this layout, not of the one the executor chose.
 inline runtime::Layout torch_layout(const runtime::LowerContext& ctx, std::size_t pos, std::string_view kw, runtime::ValueId in) {
   const runtime::Layout& l = ctx.layout(in);
   const Arg* a = ctx.find_arg(pos, kw);
@@ -83,7 +82,7 @@ inline runtime::Layout torch_layout(const runtime::LowerContext& ctx, std::size_
     for (std::size_t k = 0; k < l.rank(); ++k) t.strides[k] = std::get<std::int64_t>((*m->stride)[k]);
     return t;
   }
-  if (l.rank() >= 4 && l.shape[1] > 1 && l == runtime::channels_last(l.shape, l.dtype))
+  if (ctx.channels_last() && l.rank() >= 4 && l.shape[1] > 1 && l == runtime::channels_last(l.shape, l.dtype))
     return runtime::Layout::contiguous(l.shape, l.dtype);
   return l;
 }
