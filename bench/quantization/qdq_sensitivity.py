@@ -26,17 +26,6 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, ROOT)
 
 
-def leaves(x):
-    import torch
-    if isinstance(x, torch.Tensor):
-        return [x]
-    if isinstance(x, dict):
-        return [t for v in x.values() for t in leaves(v)]
-    if isinstance(x, (list, tuple)):
-        return [t for v in x for t in leaves(v)]
-    return []
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("factory")
@@ -58,7 +47,7 @@ def main():
     with torch.no_grad():
         gm = export_fx.trace_aten(quant.fold_batch_norms(model), [x.clone()])
         quant.quantize_x86(gm, [x.clone()])
-        reference = [t.clone() for t in leaves(gm(x.clone()))]
+        reference = [t.clone() for t in export_fx.flatten_leaves(gm(x.clone()), [])]
 
         noise = torch.Generator().manual_seed(args.seed + 1)
 
@@ -72,7 +61,7 @@ def main():
         gm.recompile()
         changes = []
         for _ in range(args.trials):
-            moved = leaves(gm(x.clone()))
+            moved = export_fx.flatten_leaves(gm(x.clone()), [])
             changes.append(max(float((m - r).abs().max() / r.abs().max().clamp_min(1e-30))
                                for m, r in zip(moved, reference)))
     print(json.dumps({"factory": args.factory, "input_shape": args.input_shape, "rel": args.rel,
