@@ -304,19 +304,19 @@ if(KILN_HAVE_TORCH)
     if(TARGET kiln-opt)
       # kiln-opt's quantization pipeline on model_MODEL_x86: outputs unchanged
       # (--numeric-check), and the "total" counters object matches PATTERN from its first field.
-      function(kiln_quantization_counters_test _model _pattern)
+      function(kiln_quantization_counters_test _model _timeout _pattern)
         add_test(NAME kiln_numeric_check_${_model}_x86_quantization
           COMMAND kiln-opt ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86/graph.json --passes quantization
                   --numeric-check --atol 1e-4 --quiet --counters)
         set_tests_properties(kiln_numeric_check_${_model}_x86_quantization PROPERTIES
-          FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 300
+          FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT ${_timeout}
           PASS_REGULAR_EXPRESSION "\"total\":{${_pattern}"
           FAIL_REGULAR_EXPRESSION "error|mismatch")
       endfunction()
       # Inductor's quantization passes on the exported MLP: every linear prepacked
       # and fused (relu, gelu, the residual add with relu), outputs unchanged, and
       # the counters the qmlp fixture (the same graph from torch.export) gives.
-      kiln_quantization_counters_test(qmlp
+      kiln_quantization_counters_test(qmlp 120
         "\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":12,\"pattern_matcher_nodes\":44,\"qlinear_binary_lower_count\":1,\"qlinear_binary_lower_nodes\":1,\"qlinear_binary_matcher_count\":1,\"qlinear_binary_matcher_nodes\":4,\"qlinear_unary_lower_count\":3,\"qlinear_unary_lower_nodes\":3,\"qlinear_unary_matcher_count\":2,\"qlinear_unary_matcher_nodes\":10,\"qlinear_weight_prepack_matcher_count\":4,\"qlinear_weight_prepack_matcher_nodes\":24}")
       # QuantConvNet: the max-pool and the cat keep their int8 tensors (Inductor
       # counted qmaxpool2d 1 and qcat 1 on this net), after promoting the two
@@ -325,13 +325,13 @@ if(KILN_HAVE_TORCH)
       # out); outputs unchanged. Every counter is Inductor 2.11's but the
       # prepack's nodes and so pattern_matcher_nodes (its graph clones three
       # weights: 15 and 46 there, see bench/README.md).
-      kiln_quantization_counters_test(qconvnet
+      kiln_quantization_counters_test(qconvnet 120
         "\"dequant_promotion_matcher_count\":2,\"dequant_promotion_matcher_nodes\":2,\"pattern_matcher_count\":18,\"pattern_matcher_nodes\":43,\"qcat_matcher_count\":1,\"qcat_matcher_nodes\":4,\"qconv2d_binary_lower_count\":1,\"qconv2d_binary_lower_nodes\":1,\"qconv2d_binary_matcher_count\":1,\"qconv2d_binary_matcher_nodes\":3,\"qconv_unary_lower_count\":3,\"qconv_unary_lower_nodes\":3,\"qconv_unary_matcher_count\":3,\"qconv_unary_matcher_nodes\":9,\"qconv_weight_prepack_matcher_count\":4,\"qconv_weight_prepack_matcher_nodes\":12,\"qlinear_unary_lower_count\":1,\"qlinear_unary_lower_nodes\":1,\"qlinear_weight_prepack_matcher_count\":1,\"qlinear_weight_prepack_matcher_nodes\":4,\"qmaxpool2d_matcher_count\":1,\"qmaxpool2d_matcher_nodes\":4}")
       # QuantConv1dNet: 1-d convolutions are prepacked and fused as 2-d ones (Inductor
       # 2.11 takes 3-d and 4-d tensors); every counter is Inductor's on this graph
       # (bench/README), whose own compiled model then fails where it runs (its 1-d
       # kernel refuses the fused sum + relu). kiln's fused graph runs it, unchanged.
-      kiln_quantization_counters_test(qconv1dnet
+      kiln_quantization_counters_test(qconv1dnet 120
         "\"dequant_promotion_matcher_count\":1,\"dequant_promotion_matcher_nodes\":1,\"pattern_matcher_count\":9,\"pattern_matcher_nodes\":20,\"qconv2d_binary_lower_count\":1,\"qconv2d_binary_lower_nodes\":1,\"qconv2d_binary_matcher_count\":1,\"qconv2d_binary_matcher_nodes\":3,\"qconv_unary_lower_count\":1,\"qconv_unary_lower_nodes\":1,\"qconv_unary_matcher_count\":1,\"qconv_unary_matcher_nodes\":3,\"qconv_weight_prepack_matcher_count\":2,\"qconv_weight_prepack_matcher_nodes\":6,\"qlinear_unary_lower_count\":1,\"qlinear_unary_lower_nodes\":1,\"qlinear_weight_prepack_matcher_count\":1,\"qlinear_weight_prepack_matcher_nodes\":4}")
       # On the conv nets the pipeline promotes every dequantize read twice (a block's
       # input, read by its conv and its residual add, or by its conv and the
@@ -356,7 +356,7 @@ if(KILN_HAVE_TORCH)
         string(APPEND _fused "\"qconv2d_binary_matcher_count\":${_binary},\"qconv2d_binary_matcher_nodes\":${_binary_nodes},")
         string(APPEND _fused "\"qconv_unary_lower_count\":${_unary},\"qconv_unary_lower_nodes\":${_unary},")
         string(APPEND _fused "\"qconv_unary_matcher_count\":${_unary},\"qconv_unary_matcher_nodes\":${_unary_nodes},")
-        kiln_quantization_counters_test(${_model}
+        kiln_quantization_counters_test(${_model} 300
           "\"dequant_promotion_matcher_count\":${_promoted},[^}]*${_fused}\"qconv_weight_prepack_matcher_count\":${_convs},\"qconv_weight_prepack_matcher_nodes\":${_conv_nodes},\"qlinear_unary_lower_count\":1,[^}]*\"qlinear_weight_prepack_matcher_count\":1,")
       endforeach()
     endif()
