@@ -13,6 +13,9 @@
 # the median ratio of those pairs (impl "kiln_int8_over_fp32_paired"); AGAINST_WARM=N
 # (default 1) untimed runs of each graph come before its timed one, so that each
 # timed run finds its own graph's data in the caches, as the separate runs do.
+# SPLIT_BATCH=N also runs every kiln measurement with --split-batch N (the batch
+# as slices of N samples, one thread each), as impls kiln_int8_split,
+# kiln_fp32_split and kiln_int8_over_fp32_split_paired.
 # Needs PyTorch 2.x (Inductor) and onnxruntime; run from the repository root.
 set -uo pipefail
 kiln_run=$1 out=$2 threads=$3 batches=$4
@@ -29,25 +32,29 @@ for factory in "$@"; do
     python3 tools/export_fx.py "$factory" --input-shape "$shape" --level aten --seed 0 --out "$f" >/dev/null 2>&1
     for t in $threads; do
       for round in $(seq "$rounds"); do
+      for mode in whole ${SPLIT_BATCH:+split}; do
+      split=() suffix=
+      if [[ $mode == split ]]; then split=(--split-batch "$SPLIT_BATCH") suffix=_split; fi
       for variant in int8 fp32; do
         if [[ $variant == int8 ]]; then dir=$q args=(--passes quantization --compare "$q/outputs" --max-rel-err 5e-2)
         else dir=$f args=(--compare "$f/outputs"); fi
-        line=$("$kiln_run" "$dir" "${args[@]}" --threads "$t" --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
+        line=$("$kiln_run" "$dir" "${args[@]}" "${split[@]}" --threads "$t" --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
         python3 -c 'import json, sys
 r = json.loads(sys.argv[1]) if sys.argv[1] else {"error": "kiln-run failed"}
-keep = {k: r[k] for k in ("median_ms", "min_ms", "match", "max_rel_err", "pass_counters", "error") if k in r}
+keep = {k: r[k] for k in ("median_ms", "min_ms", "match", "max_rel_err", "pass_counters", "batch_split", "batch_split_refused", "error") if k in r}
 keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_" + sys.argv[5], round=int(sys.argv[6]))
-print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant" "$round" >>"$out"
+print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant$suffix" "$round" >>"$out"
       done
-      line=$("$kiln_run" "$q" --passes quantization --against "$f" --against-warm "${AGAINST_WARM:-1}" --threads "$t" \
+      line=$("$kiln_run" "$q" --passes quantization --against "$f" --against-warm "${AGAINST_WARM:-1}" "${split[@]}" --threads "$t" \
         --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
       python3 -c 'import json, sys
 r = json.loads(sys.argv[1]) if sys.argv[1] else {}
 a = r.get("against", {})
 keep = {k: a[k] for k in ("ratio_median", "ratio_min", "ratio_max", "warm") if k in a} if a else {"error": "kiln-run --against failed"}
 if a: keep.update(int8_median_ms=r["median_ms"], fp32_median_ms=a["median_ms"])
-keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_int8_over_fp32_paired", round=int(sys.argv[5]))
-print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$round" >>"$out"
+keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]), impl="kiln_int8_over_fp32" + sys.argv[6] + "_paired", round=int(sys.argv[5]))
+print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$round" "$suffix" >>"$out"
+      done
       done
     done
     python3 bench/quantization/inductor_int8.py "$factory" --input-shape "$shape" --ort --rounds "$iterations" \

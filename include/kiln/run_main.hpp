@@ -57,6 +57,9 @@ inline std::string help_text(const std::string& tool) {
          "                        3x3 stride-1 convolutions: Winograd where oneDNN has it (AVX-512: fewer\n"
          "                        multiplications, other rounding) and each thread has enough work (auto,\n"
          "                        the default), always Winograd, or always direct (as PyTorch)\n"
+         "  --split-batch N       run the batch as slices of N samples, each slice on one thread, the threads\n"
+         "                        taking slices as they finish (a graph that mixes samples runs whole; the\n"
+         "                        output says why)\n"
          "  --iterations N        timed runs (default 10)\n"
          "  --warmup N            untimed runs first (default 2)\n"
          "  --outputs DIR         write the outputs as DIR/output_<i>.npy\n"
@@ -87,6 +90,7 @@ struct Options {
   std::vector<std::string> inputs;
   std::optional<std::uint64_t> random_seed;
   int threads = 1;
+  std::int64_t split_batch = 0;  // samples per slice; 0: the whole batch per step
   int iterations = 10;
   int warmup = 2;
   std::string outputs;
@@ -142,6 +146,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--inputs") o.inputs = split_commas(value());
     else if (a == "--random") o.random_seed = static_cast<std::uint64_t>(parse_int(a, value(), 0));
     else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, value(), 1));
+    else if (a == "--split-batch") o.split_batch = parse_int(a, value(), 1);
     else if (a == "--iterations") o.iterations = static_cast<int>(parse_int(a, value(), 1));
     else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0));
     else if (a == "--fpmath") {
@@ -289,6 +294,7 @@ inline Prepared prepare(const std::string& graph, const std::vector<std::string>
   copts.threads = o.threads;
   copts.fpmath = o.fpmath;
   copts.conv_algorithm = o.conv_algorithm;
+  copts.split_batch = o.split_batch;
   Prepared p{runtime::CompiledGraph::compile(file.graph, runtime::take_weights(weights), copts), {}, 0,
              pm.counters().to_json()};  // what the passes read is not read again
   p.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -421,6 +427,8 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                      {"constant_bytes", cg.constant_bytes()},
                      {"peak_rss_bytes", rss}};
     if (!o.passes.empty()) j["pass_counters"] = first.counters;
+    if (const auto* split = cg.batch_split()) j["batch_split"] = {{"batch", split->batch}, {"slice", split->slice}};
+    else if (!cg.batch_split_refusal().empty()) j["batch_split_refused"] = cg.batch_split_refusal();
     if (other)
       j["against"] = {{"graph", o.against},
                       {"steps", other->cg.num_steps()},
@@ -444,8 +452,13 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                 first.compile_ms);
     std::printf("run (%d thread%s, %d iterations): median %.3f ms, min %.3f ms\n", o.threads,
                 o.threads == 1 ? "" : "s", o.iterations, timing.median, timing.min);
-    std::printf("memory: arena %s (peak live %s), peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
-                mib(cg.peak_live_bytes()).c_str(), mib(rss).c_str());
+    std::printf("memory: arena %s (peak live %s)%s, peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
+                mib(cg.peak_live_bytes()).c_str(), cg.batch_split() ? " per thread" : "", mib(rss).c_str());
+    if (const auto* split = cg.batch_split())
+      std::printf("batch split: %lld slices of %lld, one thread each\n", static_cast<long long>(split->batch / split->slice),
+                  static_cast<long long>(split->slice));
+    else if (!cg.batch_split_refusal().empty())
+      std::printf("batch split refused, the batch runs whole: %s\n", cg.batch_split_refusal().c_str());
     if (other) {
       const std::string warm = o.against_warm > 0 ? ", each timed run after " + std::to_string(o.against_warm) + " untimed" : "";
       std::printf("against %s (%zu steps, run alternately%s): median %.3f ms, min %.3f ms; this graph over it, pair by pair: median %.3f (%.3f-%.3f)\n",

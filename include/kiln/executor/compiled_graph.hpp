@@ -11,6 +11,9 @@
 // A CompiledGraph is immutable: several threads may run it at once, each with
 // its own RunContext (own arena, own per-step state), with the same results.
 #include <chrono>
+#include <cstring>
+#include <exception>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +30,7 @@
 #include "kiln/io/weight_store.hpp"
 #include "kiln/kernels/registry.hpp"
 #include "kiln/executor/lowering.hpp"
+#include "kiln/executor/rebatch.hpp"
 
 namespace kiln::runtime {
 
@@ -108,8 +112,9 @@ class CompiledGraph {
     } restore{omp_get_max_threads()};
     omp_set_num_threads(options.threads);
 #endif
-    cg.program_ = std::make_shared<const Program>(lower(g, weights, table, options));
     cg.options_ = options;
+    if (options.split_batch > 0 && cg.compile_slices(g, weights, table)) return cg;
+    cg.program_ = std::make_shared<const Program>(lower(g, weights, table, options));
     return cg;
   }
   // The graph of an fx-graph-json file, with the weights its table names.
@@ -126,9 +131,24 @@ class CompiledGraph {
 
   std::size_t num_inputs() const { return program_->inputs.size(); }
   const std::string& input_name(std::size_t i) const { return program_->input_names[i]; }
-  const Layout& input_layout(std::size_t i) const { return program_->values[program_->inputs[i]].layout; }
+  const Layout& input_layout(std::size_t i) const {
+    return split_ ? split_->inputs[i] : program_->values[program_->inputs[i]].layout;
+  }
   std::size_t num_outputs() const { return program_->outputs.size(); }
-  const Layout& output_layout(std::size_t i) const { return program_->values[program_->outputs[i]].layout; }
+  const Layout& output_layout(std::size_t i) const {
+    return split_ ? split_->outputs[i] : program_->values[program_->outputs[i]].layout;
+  }
+
+  // Where a batch runs as slices (CompileOptions::split_batch): the graph's
+  // batch and the samples per slice. The steps, the arena and the program are
+  // then a slice's, and every thread has an arena of its own.
+  struct BatchSplit {
+    std::int64_t batch = 0, slice = 0;
+    std::vector<Layout> inputs, outputs;  // the whole batch's, row-major
+  };
+  const BatchSplit* batch_split() const { return split_.get(); }
+  // Why split_batch was asked for and the graph runs whole (empty otherwise).
+  const std::string& batch_split_refusal() const { return split_refusal_; }
   std::size_t num_steps() const { return program_->steps.size(); }
   const Step& step(std::size_t i) const { return *program_->steps[i]; }
   // The arena one run needs, and the most bytes of intermediates alive at once.
@@ -143,38 +163,83 @@ class CompiledGraph {
 
  private:
   friend class RunContext;
+  // Lowers `g` rebatched to options_.split_batch samples for one thread, or
+  // records why it cannot run so and returns false.
+  bool compile_slices(const Graph& g, const Weights& weights, const kernels::KernelTable& table) {
+    const std::int64_t slice = options_.split_batch;
+    try {
+      Graph sliced = rebatch(g, weights, slice);
+      const std::int64_t batch = *graph_batch(g, weights);
+      if (batch / slice < 2)
+        throw RebatchError("rebatch: the batch of " + std::to_string(batch) + " is a single slice of " + std::to_string(slice));
+      CompileOptions one = options_;
+      one.threads = 1;
+      one.split_batch = 0;
+#ifdef _OPENMP
+      omp_set_num_threads(1);  // each slice's oneDNN primitives are made for the one thread that runs them
+#endif
+      program_ = std::make_shared<const Program>(lower(sliced, weights, table, one));
+#ifdef _OPENMP
+      omp_set_num_threads(options_.threads);
+#endif
+      auto split = std::make_shared<BatchSplit>();
+      split->batch = batch;
+      split->slice = slice;
+      const auto whole = [&](const Layout& l) {
+        Shape shape = l.shape;
+        shape[0] = shape[0] / slice * batch;
+        return Layout::contiguous(std::move(shape), l.dtype);
+      };
+      for (ValueId v : program_->inputs) split->inputs.push_back(whole(program_->values[v].layout));
+      for (ValueId v : program_->outputs) split->outputs.push_back(whole(program_->values[v].layout));
+      split_ = std::move(split);
+      return true;
+    } catch (const RebatchError& e) {
+      split_refusal_ = e.what();
+    } catch (const Error& e) {
+      // A kernel refused the rebatched graph: its rules let through what they should not have.
+      split_refusal_ = std::string("rebatch: the graph rebatched to ") + std::to_string(slice) + " does not compile: " + e.what();
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(options_.threads);
+#endif
+    program_.reset();
+    return false;
+  }
+
   std::shared_ptr<const Program> program_;
   CompileOptions options_;
+  std::shared_ptr<const BatchSplit> split_;
+  std::string split_refusal_;
 };
 
 // One thread's means to run a CompiledGraph: the arena, each step's local
 // state and the output tensors, made once. run() allocates nothing.
 class RunContext {
  public:
-  RunContext(const CompiledGraph& cg, int threads = 0) : program_(cg.program_) {
-    const Program& p = *program_;
-    arena_ = allocate(p.arena_bytes, "the arena");
-    frame_.start(p, usable_threads(threads > 0 ? threads : cg.options_.threads));
-    locals_.reserve(p.steps.size());
-    for (const auto& s : p.steps) locals_.push_back(s->make_local());
-    for (ValueId v = 0; v < p.values.size(); ++v)
-      if (p.values[v].storage == Storage::arena) frame_.bind(v, arena_.get() + p.values[v].arena_offset);
-    for (std::size_t k = 0; k < p.inputs.size(); ++k) {
-      const Layout& l = p.values[p.inputs[k]].layout;
-      try {
-        staging_.push_back(Tensor::empty(l.shape, l.dtype));
-      } catch (const std::bad_alloc&) {
-        throw out_of_memory(l.nbytes(), "the copy of input " + p.input_names[k]);
-      }
+  RunContext(const CompiledGraph& cg, int threads = 0) : program_(cg.program_), split_(cg.split_) {
+    if (split_) {
+      graph_ = std::make_shared<const CompiledGraph>(cg);
+      split_threads_ = usable_threads(threads > 0 ? threads : cg.options_.threads);
+      for (std::size_t k = 0; k < split_->inputs.size(); ++k) staging_.push_back(empty_or_fail(split_->inputs[k], k));
+      for (const Layout& l : split_->outputs) outputs_.push_back(empty_or_fail(l, std::nullopt));
+      add_lanes();
+      return;
     }
-    for (ValueId id : p.outputs) outputs_.push_back(Tensor::wrap(nullptr, p.values[id].layout));
+    start(cg, threads);
   }
 
   // The threads each run uses (usable_threads of what was asked).
-  int threads() const { return frame_.threads(); }
-  void set_threads(int n) { frame_.set_threads(usable_threads(n)); }
-  // When set, run() adds each step's time in seconds to (*times)[step].
+  int threads() const { return split_ ? split_threads_ : frame_.threads(); }
+  void set_threads(int n) {
+    if (!split_) return frame_.set_threads(usable_threads(n));
+    split_threads_ = usable_threads(n);
+    add_lanes();
+  }
+  // When set, run() adds each step's time in seconds to (*times)[step]; where
+  // the batch runs as slices, the times of the slices the first thread ran.
   void set_step_times(std::vector<double>* times) {
+    if (split_) return lanes_.front()->set_step_times(times);
     step_times_ = times;
     if (times) times->resize(program_->steps.size(), 0.0);
   }
@@ -182,20 +247,11 @@ class RunContext {
   // Runs the graph on `inputs`; the outputs are views into this context's
   // arena (or into an input or a constant) and stay valid until the next run.
   const std::vector<Tensor>& run(std::span<const Tensor> inputs) {
+    check_inputs(inputs);
+    if (split_) return run_slices(inputs);
     const Program& p = *program_;
-    if (inputs.size() != p.inputs.size())
-      throw InputError("the graph takes " + std::to_string(p.inputs.size()) + " input" +
-                       (p.inputs.size() == 1 ? "" : "s") + " (" + detail::name_list(p.input_names) + "), " +
-                       std::to_string(inputs.size()) + " given" +
-                       (inputs.size() > p.inputs.size() ? " (placeholders bound to weights are constants, not inputs)" : ""));
     for (std::size_t k = 0; k < inputs.size(); ++k) {
-      const Layout& want = p.values[p.inputs[k]].layout;
       const Tensor& t = inputs[k];
-      if (!t.defined() && want.numel() > 0) throw InputError("input " + p.input_names[k] + ": no tensor given");
-      if (t.dtype() != want.dtype || t.shape() != want.shape)
-        throw InputError("input " + p.input_names[k] + ": expected " + std::string(dtype_name(want.dtype)) + " " +
-                         shape_str(want.shape) + ", got " + std::string(dtype_name(t.dtype())) + " " +
-                         shape_str(t.shape()));
       if (t.is_contiguous()) {
         frame_.bind(p.inputs[k], static_cast<std::byte*>(t.raw()));
       } else {
@@ -225,6 +281,126 @@ class RunContext {
   }
 
  private:
+  // A context of one thread for one slice at a time (a lane of a split run).
+  struct Lane {};
+  RunContext(const CompiledGraph& cg, Lane) : program_(cg.program_) { start(cg, 1); }
+
+  void start(const CompiledGraph& cg, int threads) {
+    const Program& p = *program_;
+    arena_ = allocate(p.arena_bytes, "the arena");
+    frame_.start(p, usable_threads(threads > 0 ? threads : cg.options_.threads));
+    locals_.reserve(p.steps.size());
+    for (const auto& s : p.steps) locals_.push_back(s->make_local());
+    for (ValueId v = 0; v < p.values.size(); ++v)
+      if (p.values[v].storage == Storage::arena) frame_.bind(v, arena_.get() + p.values[v].arena_offset);
+    for (std::size_t k = 0; k < p.inputs.size(); ++k) {
+      const Layout& l = p.values[p.inputs[k]].layout;
+      try {
+        staging_.push_back(Tensor::empty(l.shape, l.dtype));
+      } catch (const std::bad_alloc&) {
+        throw out_of_memory(l.nbytes(), "the copy of input " + p.input_names[k]);
+      }
+    }
+    for (ValueId id : p.outputs) outputs_.push_back(Tensor::wrap(nullptr, p.values[id].layout));
+  }
+
+  // The inputs' count, shapes and dtypes against the graph's (the whole batch's where split).
+  void check_inputs(std::span<const Tensor> inputs) const {
+    const Program& p = *program_;
+    if (inputs.size() != p.inputs.size())
+      throw InputError("the graph takes " + std::to_string(p.inputs.size()) + " input" +
+                       (p.inputs.size() == 1 ? "" : "s") + " (" + detail::name_list(p.input_names) + "), " +
+                       std::to_string(inputs.size()) + " given" +
+                       (inputs.size() > p.inputs.size() ? " (placeholders bound to weights are constants, not inputs)" : ""));
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const Layout& want = split_ ? split_->inputs[k] : p.values[p.inputs[k]].layout;
+      const Tensor& t = inputs[k];
+      if (!t.defined() && want.numel() > 0) throw InputError("input " + p.input_names[k] + ": no tensor given");
+      if (t.dtype() != want.dtype || t.shape() != want.shape)
+        throw InputError("input " + p.input_names[k] + ": expected " + std::string(dtype_name(want.dtype)) + " " +
+                         shape_str(want.shape) + ", got " + std::string(dtype_name(t.dtype())) + " " +
+                         shape_str(t.shape()));
+    }
+  }
+
+  // A tensor for a split run's whole input `input` (or an output), or OutOfMemory.
+  Tensor empty_or_fail(const Layout& l, std::optional<std::size_t> input) const {
+    try {
+      return Tensor::empty(l.shape, l.dtype);
+    } catch (const std::bad_alloc&) {
+      throw OutOfMemory("cannot allocate " +
+                        (input ? "the copy of input " + program_->input_names[*input] : std::string("an output of the whole batch")) +
+                        ": " + std::to_string(l.nbytes()) + " bytes");
+    }
+  }
+
+  // A lane per thread, each with its arena and its inputs: views of one slice.
+  void add_lanes() {
+    while (lanes_.size() < static_cast<std::size_t>(split_threads_)) {
+      lanes_.push_back(std::unique_ptr<RunContext>(new RunContext(*graph_, Lane{})));
+      std::vector<Tensor> in;
+      for (ValueId v : program_->inputs) in.push_back(Tensor::wrap(nullptr, program_->values[v].layout));
+      lane_inputs_.push_back(std::move(in));
+    }
+  }
+
+  // The batch as slices: each thread takes the next slice when it is done with
+  // one, runs it on its lane (oneDNN and kiln's kernels see one thread) and
+  // writes the slice's rows of each output.
+  const std::vector<Tensor>& run_slices(std::span<const Tensor> inputs) {
+    const std::size_t n_in = inputs.size();
+    std::vector<const std::byte*>& base = slice_base_;
+    base.resize(n_in);
+    for (std::size_t k = 0; k < n_in; ++k) {
+      const Tensor& t = inputs[k];
+      if (t.is_contiguous()) {
+        base[k] = static_cast<const std::byte*>(t.raw());
+      } else {
+        copy_to_contiguous(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
+        base[k] = static_cast<const std::byte*>(staging_[k].raw());
+      }
+    }
+    const std::int64_t slices = split_->batch / split_->slice;
+    const int lanes = static_cast<int>(std::min<std::int64_t>(split_threads_, slices));
+    std::exception_ptr error;
+    const auto run_slice = [&](RunContext& lane, std::vector<Tensor>& in, std::int64_t s) {
+      for (std::size_t k = 0; k < n_in; ++k)
+        in[k].data_ = const_cast<std::byte*>(base[k]) + static_cast<std::size_t>(s) * in[k].nbytes();
+      const std::vector<Tensor>& out = lane.run(in);
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        std::byte* dst = static_cast<std::byte*>(outputs_[k].raw()) + static_cast<std::size_t>(s) * out[k].nbytes();
+        if (out[k].is_contiguous()) std::memcpy(dst, out[k].raw(), out[k].nbytes());
+        else copy_to_contiguous(static_cast<const std::byte*>(out[k].raw()), out[k].layout(), dst);
+      }
+    };
+#ifdef _OPENMP
+#pragma omp parallel num_threads(lanes)
+    {
+      const auto lane = static_cast<std::size_t>(omp_get_thread_num());
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t s = 0; s < slices; ++s) {
+        try {
+          run_slice(*lanes_[lane], lane_inputs_[lane], s);
+        } catch (...) {
+#pragma omp critical(kiln_split_error)
+          if (!error) error = std::current_exception();
+        }
+      }
+    }
+#else
+    (void)lanes;
+    for (std::int64_t s = 0; s < slices && !error; ++s) {
+      try {
+        run_slice(*lanes_[0], lane_inputs_[0], s);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+#endif
+    if (error) std::rethrow_exception(error);
+    return outputs_;
+  }
+
   // `bytes` of 64-byte aligned memory, or OutOfMemory.
   std::shared_ptr<std::byte> allocate(std::size_t bytes, const std::string& what) const {
     try {
@@ -248,6 +424,13 @@ class RunContext {
   }
 
   std::shared_ptr<const Program> program_;
+  std::shared_ptr<const CompiledGraph::BatchSplit> split_;
+  // A split run's: the graph (for lanes made later), a context per thread and its slice's inputs.
+  std::shared_ptr<const CompiledGraph> graph_;
+  int split_threads_ = 1;
+  std::vector<std::unique_ptr<RunContext>> lanes_;
+  std::vector<std::vector<Tensor>> lane_inputs_;
+  std::vector<const std::byte*> slice_base_;
   std::shared_ptr<std::byte> arena_;
   Frame frame_;
   std::vector<std::unique_ptr<StepLocal>> locals_;

@@ -62,6 +62,13 @@ struct CompileOptions {
   // multiplications and rounds differently (within 1e-6 of the output's scale on ResNet-50).
   enum class ConvAlgorithm : std::uint8_t { direct, winograd, automatic };
   ConvAlgorithm conv_algorithm = ConvAlgorithm::automatic;
+  // Samples per slice when a batch runs as slices, each slice on one thread,
+  // the threads taking slices as they finish (executor/rebatch.hpp): no step
+  // waits for the other threads, and each slice's tensors stay in its core's
+  // cache. 0: the whole batch per step, every step split over the threads. A
+  // graph that mixes samples (or a batch the slices do not divide) runs whole;
+  // CompiledGraph::batch_split_refusal says why.
+  std::int64_t split_batch = 0;
 };
 
 class LowerContext;
