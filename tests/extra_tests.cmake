@@ -301,6 +301,26 @@ if(KILN_HAVE_TORCH)
       set_tests_properties(check_quantized_graph_${_model}_x86 PROPERTIES
         FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 120 PASS_REGULAR_EXPRESSION "^ok ")
     endforeach()
+    # The batch as slices of one sample, one thread each (--split-batch): the
+    # quantized nets of batch 2 and 4 (the MLP's linears on [B*S, K] rows) after
+    # the quantization passes, and BERT-tiny's attention, give PyTorch's outputs.
+    foreach(_entry "qmlp|model_qmlp_x86|model_qmlp_x86|--passes;quantization"
+                   "qconvnet|model_qconvnet_x86|model_qconvnet_x86|--passes;quantization"
+                   "qconv1dnet|model_qconv1dnet_x86|model_qconv1dnet_x86|--passes;quantization"
+                   "bert_tiny|export_bert_tiny_aten|exported_bert_tiny_aten|")
+      string(REPLACE "|" ";" _parts "${_entry}")
+      list(GET _parts 0 _model)
+      list(GET _parts 1 _dir)
+      list(GET _parts 2 _fixture)
+      list(SUBLIST _parts 3 -1 _passes)
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/${_dir})
+      add_test(NAME kiln_run_${_model}_split_batch
+        COMMAND kiln-run ${_dir} ${_passes} --split-batch 1 --compare ${_dir}/outputs --max-rel-err 1e-5 --threads 2
+                --iterations 2 --warmup 0)
+      set_tests_properties(kiln_run_${_model}_split_batch PROPERTIES
+        FIXTURES_REQUIRED ${_fixture} LABELS "torch;model" TIMEOUT 300
+        PASS_REGULAR_EXPRESSION "batch split: [0-9]+ slices of 1.*compare with [^\n]*: match")
+    endforeach()
     if(TARGET kiln-opt)
       # kiln-opt's quantization pipeline on model_MODEL_x86: outputs unchanged
       # (--numeric-check), and the "total" counters object matches PATTERN from its first field.

@@ -127,7 +127,10 @@ inline bool rebatch_reshape(std::string_view t) {
 }
 inline bool rebatch_has_size_list(std::string_view t) { return t != "aten.flatten.using_ints"; }
 
-inline std::string node_label(const Node& n) { return "node " + n.name() + " (" + std::string(n.target_name()) + ")"; }
+inline std::string node_label(const Node& n) {
+  const bool call = n.op() == OpKind::call_function;
+  return "node " + n.name() + " (" + std::string(call ? n.target_name() : op_kind_name(n.op())) + ")";
+}
 
 // The tensors a node's meta.val holds (one, or each of a multi-output node's).
 inline std::vector<const TensorMeta*> meta_tensors(const MetaVal& v) {
