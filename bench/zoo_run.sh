@@ -18,6 +18,9 @@
 # kiln-run runs alone, one model at a time. ZOO_FILTER (an extended regular
 # expression) keeps the entries whose line matches it; ZOO_SETS names the
 # lists of zoo_models.py to run (default ZOO; ZOO,ZOO_LARGE adds the large ones).
+# BATCH=N exports every model with a batch of N (dim 0 of its input shape);
+# KILN_ARGS adds options to every kiln-run (BATCH=4 KILN_ARGS="--split-batch 1":
+# the batch as slices, and the "batch split" column says whether it ran so).
 set -uo pipefail
 bin=${1:?usage: zoo_run.sh BIN_DIR OUT_DIR [THREADS] [LEVELS]}
 out=${2:?usage: zoo_run.sh BIN_DIR OUT_DIR [THREADS] [LEVELS]}
@@ -30,7 +33,7 @@ jobs_file=$out/jobs.txt
 $py -c "from tests.python import zoo_models
 for name, factory, shape in sum((getattr(zoo_models, s) for s in '${ZOO_SETS:-ZOO}'.split(',')), []):
     for level in '$levels'.split():
-        print(name, factory, shape, level)" | grep -E -- "${ZOO_FILTER:-.}" >"$jobs_file" || exit 1
+        print(name, factory, ('${BATCH:-}' + shape[shape.index(','):]) if '${BATCH:-}' else shape, level)" | grep -E -- "${ZOO_FILTER:-.}" >"$jobs_file" || exit 1
 
 # Exports side by side; each leaves its log beside its folder.
 sed "s|\$| $out|" "$jobs_file" | xargs -P "${JOBS:-4}" -L 1 bash -c \
@@ -48,8 +51,8 @@ while read -r name factory shape level; do
     if [ -f "$dir/graph.json" ]; then
       tol=1e-4
       [ "$level" = x86 ] && tol=${QTOL:-5e-2}
-      # shellcheck disable=SC2086  # passes: none or two words
-      "$bin/kiln-run" "$dir" $passes --compare "$dir/outputs" --max-rel-err "$tol" --threads "$threads" \
+      # shellcheck disable=SC2086  # passes: none or two words; KILN_ARGS: words
+      "$bin/kiln-run" "$dir" $passes ${KILN_ARGS:-} --compare "$dir/outputs" --max-rel-err "$tol" --threads "$threads" \
           --iterations 5 --warmup 1 --json >"$out/${name}_$as.run" 2>&1
       log=$out/${name}_$as.run
     else
@@ -71,14 +74,16 @@ print(json.dumps(r))' "$name" "$as" "$version" "$log" "$sensitivity" >>"$out/zoo
   done
 done <"$jobs_file"
 
-echo "| model | level | max rel err | steps | compile ms | median ms ($threads threads) | PyTorch q/dq spread |"
-echo "|---|---|---|---|---|---|---|"
+echo "| model | level | max rel err | steps | compile ms | median ms ($threads threads) | PyTorch q/dq spread | batch split |"
+echo "|---|---|---|---|---|---|---|---|"
 $py -c 'import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
     if "error" in r:
-        print("| %s | %s | failed: %s | | | | |" % (r["model"], r["level"], r["error"].replace("|", "/")[:160]))
+        print("| %s | %s | failed: %s | | | | | |" % (r["model"], r["level"], r["error"].replace("|", "/")[:160]))
     else:
         spread = "%.2g" % r["qdq_sensitivity"] if "qdq_sensitivity" in r else ""
-        print("| %s | %s | %.2g%s | %d | %.0f | %.2f | %s |" % (r["model"], r["level"], r["max_rel_err"],
-              "" if r["match"] else " (MISMATCH)", r["steps"], r["compile_ms"], r["median_ms"], spread))' "$out/zoo.jsonl"
+        split = ("%d slices" % (r["batch_split"]["batch"] // r["batch_split"]["slice"]) if "batch_split" in r else
+                 "refused: " + r["batch_split_refused"].replace("|", "/")[:120] if "batch_split_refused" in r else "")
+        print("| %s | %s | %.2g%s | %d | %.0f | %.2f | %s | %s |" % (r["model"], r["level"], r["max_rel_err"],
+              "" if r["match"] else " (MISMATCH)", r["steps"], r["compile_ms"], r["median_ms"], spread, split))' "$out/zoo.jsonl"
