@@ -213,6 +213,17 @@ TEST_CASE("ops that mix samples are refused naming the node, and the batch then 
     g.output(ArgList{call(g, aten::add_Tensor, {base(g), c}, {4, 6}, "plus")});
     CHECK(refusal(g, w, 1).find("node plus (aten.add.Tensor) reads the constant c row by row") != std::string::npos);
   }
+  SUBCASE("a pad of dim 0, where a pad of the last dim is taken") {
+    Graph g;
+    Node* x = base(g);
+    Node* last = call(g, OpRef("aten.constant_pad_nd.default"), {x, Arg(ints({1, 1}))}, {4, 8}, "wider");
+    g.output(ArgList{last});
+    CHECK(std::get<std::int64_t>(runtime::rebatch(g, w, 2).find_node("wider")->meta.val.tensor()->shape[0]) == 2);
+    Graph h;
+    Node* y = base(h);
+    h.output(ArgList{call(h, OpRef("aten.constant_pad_nd.default"), {y, Arg(ints({0, 0, 1, 1}))}, {6, 6}, "taller")});
+    CHECK(refusal(h, w, 1).find("node taller (aten.constant_pad_nd.default) pads dim 0") != std::string::npos);
+  }
   SUBCASE("an op without a rule") {
     Graph g;
     g.output(ArgList{call(g, OpRef("aten.cumsum.default"), {base(g), Arg(std::int64_t{1})}, {4, 6}, "running")});

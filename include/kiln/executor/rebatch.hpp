@@ -288,6 +288,14 @@ class Rebatcher {
         refuse(n, "expands along dim 0 (the batch)");
       return;
     }
+    if (t == "aten.constant_pad_nd.default") {  // pads the last len(pad) / 2 dims
+      const ArgList* pad = n.arg(1).list();
+      const Node* in = n.arg(0).node();
+      if (!pad || !in || !batched_.count(in) || pad->size() / 2 >= tensor_of(*in).rank())
+        refuse(n, "pads dim 0 (the batch)");
+      check_same_rows(n);
+      return;
+    }
     if (t == "aten.native_batch_norm.default") {  // in inference only: training normalizes over the batch
       const Arg* training = get_arg_value(n, 5, "training");
       const bool* on = training ? training->get_if<bool>() : nullptr;
