@@ -199,6 +199,26 @@ if(KILN_HAVE_TORCH)
       string(REGEX REPLACE "\\|.*" "" _name "${_entry}")
       list(APPEND _zoo ${_name})
     endforeach()
+    # A model quantized by the x86 recipe (export_model_MODEL_x86, the fixture
+    # model_MODEL_x86) and its int8 run after the quantization passes against
+    # PyTorch's q/dq reference within TOL (kiln_run_MODEL_x86_int8); extra
+    # arguments go to the exporter.
+    function(kiln_x86_model_tests _model _factory _shape _tol _labels)
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86)
+      add_test(NAME export_model_${_model}_x86
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
+                --input-shape ${_shape} --level aten --quantize x86 --seed 0 ${ARGN} --out ${_dir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_model_${_model}_x86 PROPERTIES
+        FIXTURES_SETUP model_${_model}_x86 LABELS "${_labels}" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "quantized vs float eager max abs diff")
+      add_test(NAME kiln_run_${_model}_x86_int8
+        COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err ${_tol} --threads 2
+                --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_${_model}_x86_int8 PROPERTIES
+        FIXTURES_REQUIRED model_${_model}_x86 LABELS "${_labels}" TIMEOUT 600
+        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+    endfunction()
     # The two levels of a model hold the same weights: one copy of their bytes in
     # the cache, hard links in each export (about 2 GB less on disk for the zoo).
     set(_weights_cache ${CMAKE_CURRENT_BINARY_DIR}/weight_cache)
@@ -232,24 +252,11 @@ if(KILN_HAVE_TORCH)
       # float32 sums), Swin-V2-T's by 0.15 (bench/README, "the zoo quantized";
       # bench/quantization/qdq_sensitivity.py); kiln's errors sit within that.
       if(_model IN_LIST _zoo)
-        set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86)
         set(_tol 5e-2)
         if(_model STREQUAL "swin_v2_t")
           set(_tol 0.2)
         endif()
-        add_test(NAME export_model_${_model}_x86
-          COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
-                  --input-shape ${_shape} --level aten --quantize x86 --seed 0 --weights-cache ${_weights_cache} --out ${_dir}
-          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-        set_tests_properties(export_model_${_model}_x86 PROPERTIES
-          FIXTURES_SETUP model_${_model}_x86 LABELS "${_labels}" TIMEOUT 600
-          PASS_REGULAR_EXPRESSION "quantized vs float eager max abs diff")
-        add_test(NAME kiln_run_${_model}_x86_int8
-          COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err ${_tol} --threads 2
-                  --iterations 1 --warmup 0)
-        set_tests_properties(kiln_run_${_model}_x86_int8 PROPERTIES
-          FIXTURES_REQUIRED model_${_model}_x86 LABELS "${_labels}" TIMEOUT 600
-          PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
+        kiln_x86_model_tests(${_model} ${_factory} ${_shape} ${_tol} "${_labels}" --weights-cache ${_weights_cache})
       endif()
     endforeach()
     # int8 q/dq graphs by Inductor's x86 recipe (export_fx.py --quantize x86, aten
@@ -274,25 +281,13 @@ if(KILN_HAVE_TORCH)
       list(GET _parts 3 _tol)
       list(GET _parts 4 _expect)
       set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_${_model}_x86)
-      add_test(NAME export_model_${_model}_x86
-        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py ${_factory}
-                --input-shape ${_shape} --level aten --quantize x86 --seed 0 --out ${_dir}
-        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-      set_tests_properties(export_model_${_model}_x86 PROPERTIES
-        FIXTURES_SETUP model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
-        PASS_REGULAR_EXPRESSION "quantized vs float eager max abs diff")
+      # The graph after the quantization passes, on the int8 kernels (qconv,
+      # qlinear, int8 max-pool and cat): PyTorch's outputs within 1e-5 of their
+      # scale; on ResNet-18 closer than unfused, whose residual sums round apart.
+      kiln_x86_model_tests(${_model} ${_factory} ${_shape} 1e-5 "torch;model")
       add_test(NAME kiln_run_${_model}_x86
         COMMAND kiln-run ${_dir} --compare ${_dir}/outputs --max-rel-err ${_tol} --threads 2 --iterations 1 --warmup 0)
       set_tests_properties(kiln_run_${_model}_x86 PROPERTIES
-        FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
-        PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
-      # The same graph after the quantization passes, on the int8 kernels (qconv,
-      # qlinear, int8 max-pool and cat): PyTorch's outputs within 1e-5 of their
-      # scale; on ResNet-18 closer than unfused, whose residual sums round apart.
-      add_test(NAME kiln_run_${_model}_x86_int8
-        COMMAND kiln-run ${_dir} --passes quantization --compare ${_dir}/outputs --max-rel-err 1e-5 --threads 2
-                --iterations 1 --warmup 0)
-      set_tests_properties(kiln_run_${_model}_x86_int8 PROPERTIES
         FIXTURES_REQUIRED model_${_model}_x86 LABELS "torch;model" TIMEOUT 600
         PASS_REGULAR_EXPRESSION "compare with [^\n]*: match")
       # The recipe's form: q/dq pairs and int8 weights where they belong, shared scales.
