@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,6 +70,32 @@ inline int usable_threads(int requested) {
 
 class RunContext;
 
+// oneDNN sizes a primitive's work split by the OpenMP threads when it is made;
+// made for more threads than a run gives it, it waits on idle ones. Lowering
+// runs inside one of these, set to the threads that will run the primitives.
+class LoweringThreads {
+ public:
+  explicit LoweringThreads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+  }
+  ~LoweringThreads() {
+#ifdef _OPENMP
+    omp_set_num_threads(before_);
+#endif
+  }
+  LoweringThreads(const LoweringThreads&) = delete;
+  LoweringThreads& operator=(const LoweringThreads&) = delete;
+
+ private:
+#ifdef _OPENMP
+  int before_ = omp_get_max_threads();
+#endif
+};
+
 // Every weight an fx-graph-json file's table names, read from its .npy files.
 inline Weights weights_of(const io::GraphFile& f) {
   Weights w;
@@ -103,17 +128,9 @@ class CompiledGraph {
                                const kernels::KernelTable& table = kernels::default_kernels()) {
     CompiledGraph cg;
     options.threads = usable_threads(options.threads);
-#ifdef _OPENMP
-    // oneDNN sizes a primitive's work split by the OpenMP threads when it is
-    // made; made for more threads than a run gives it, it waits on idle ones.
-    struct RestoreThreads {
-      int n;
-      ~RestoreThreads() { omp_set_num_threads(n); }
-    } restore{omp_get_max_threads()};
-    omp_set_num_threads(options.threads);
-#endif
     cg.options_ = options;
     if (options.split_batch > 0 && cg.compile_slices(g, weights, table)) return cg;
+    const LoweringThreads threads(options.threads);
     cg.program_ = std::make_shared<const Program>(lower(g, weights, table, options));
     return cg;
   }
@@ -175,13 +192,10 @@ class CompiledGraph {
       CompileOptions one = options_;
       one.threads = 1;
       one.split_batch = 0;
-#ifdef _OPENMP
-      omp_set_num_threads(1);  // each slice's oneDNN primitives are made for the one thread that runs them
-#endif
-      program_ = std::make_shared<const Program>(lower(sliced, weights, table, one));
-#ifdef _OPENMP
-      omp_set_num_threads(options_.threads);
-#endif
+      {
+        const LoweringThreads threads(1);  // each slice's primitives are made for the one thread that runs them
+        program_ = std::make_shared<const Program>(lower(sliced, weights, table, one));
+      }
       auto split = std::make_shared<BatchSplit>();
       split->batch = batch;
       split->slice = slice;
@@ -200,9 +214,6 @@ class CompiledGraph {
       // A kernel refused the rebatched graph: its rules let through what they should not have.
       split_refusal_ = std::string("rebatch: the graph rebatched to ") + std::to_string(slice) + " does not compile: " + e.what();
     }
-#ifdef _OPENMP
-    omp_set_num_threads(options_.threads);
-#endif
     program_.reset();
     return false;
   }
@@ -218,15 +229,16 @@ class CompiledGraph {
 class RunContext {
  public:
   RunContext(const CompiledGraph& cg, int threads = 0) : program_(cg.program_), split_(cg.split_) {
+    const int wanted = usable_threads(threads > 0 ? threads : cg.options_.threads);
     if (split_) {
-      graph_ = std::make_shared<const CompiledGraph>(cg);
-      split_threads_ = usable_threads(threads > 0 ? threads : cg.options_.threads);
-      for (std::size_t k = 0; k < split_->inputs.size(); ++k) staging_.push_back(empty_or_fail(split_->inputs[k], k));
-      for (const Layout& l : split_->outputs) outputs_.push_back(empty_or_fail(l, std::nullopt));
+      split_threads_ = wanted;
+      for (std::size_t k = 0; k < split_->inputs.size(); ++k)
+        staging_.push_back(empty_or_fail(split_->inputs[k], "the copy of input " + program_->input_names[k]));
+      for (const Layout& l : split_->outputs) outputs_.push_back(empty_or_fail(l, "an output of the whole batch"));
       add_lanes();
       return;
     }
-    start(cg, threads);
+    start(wanted);
   }
 
   // The threads each run uses (usable_threads of what was asked).
@@ -250,15 +262,7 @@ class RunContext {
     check_inputs(inputs);
     if (split_) return run_slices(inputs);
     const Program& p = *program_;
-    for (std::size_t k = 0; k < inputs.size(); ++k) {
-      const Tensor& t = inputs[k];
-      if (t.is_contiguous()) {
-        frame_.bind(p.inputs[k], static_cast<std::byte*>(t.raw()));
-      } else {
-        copy_to_contiguous(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
-        frame_.bind(p.inputs[k], static_cast<std::byte*>(staging_[k].raw()));
-      }
-    }
+    for (std::size_t k = 0; k < inputs.size(); ++k) frame_.bind(p.inputs[k], contiguous_input(k, inputs[k]));
     frame_.bind_views();
 #ifdef _OPENMP
     omp_set_num_threads(frame_.threads());
@@ -283,24 +287,18 @@ class RunContext {
  private:
   // A context of one thread for one slice at a time (a lane of a split run).
   struct Lane {};
-  RunContext(const CompiledGraph& cg, Lane) : program_(cg.program_) { start(cg, 1); }
+  RunContext(std::shared_ptr<const Program> program, Lane) : program_(std::move(program)) { start(1); }
 
-  void start(const CompiledGraph& cg, int threads) {
+  void start(int threads) {
     const Program& p = *program_;
     arena_ = allocate(p.arena_bytes, "the arena");
-    frame_.start(p, usable_threads(threads > 0 ? threads : cg.options_.threads));
+    frame_.start(p, threads);
     locals_.reserve(p.steps.size());
     for (const auto& s : p.steps) locals_.push_back(s->make_local());
     for (ValueId v = 0; v < p.values.size(); ++v)
       if (p.values[v].storage == Storage::arena) frame_.bind(v, arena_.get() + p.values[v].arena_offset);
-    for (std::size_t k = 0; k < p.inputs.size(); ++k) {
-      const Layout& l = p.values[p.inputs[k]].layout;
-      try {
-        staging_.push_back(Tensor::empty(l.shape, l.dtype));
-      } catch (const std::bad_alloc&) {
-        throw out_of_memory(l.nbytes(), "the copy of input " + p.input_names[k]);
-      }
-    }
+    for (std::size_t k = 0; k < p.inputs.size(); ++k)
+      staging_.push_back(empty_or_fail(p.values[p.inputs[k]].layout, "the copy of input " + p.input_names[k]));
     for (ValueId id : p.outputs) outputs_.push_back(Tensor::wrap(nullptr, p.values[id].layout));
   }
 
@@ -323,21 +321,26 @@ class RunContext {
     }
   }
 
-  // A tensor for a split run's whole input `input` (or an output), or OutOfMemory.
-  Tensor empty_or_fail(const Layout& l, std::optional<std::size_t> input) const {
+  // A row-major tensor of `l`'s shape for `what`, or OutOfMemory.
+  Tensor empty_or_fail(const Layout& l, const std::string& what) const {
     try {
       return Tensor::empty(l.shape, l.dtype);
     } catch (const std::bad_alloc&) {
-      throw OutOfMemory("cannot allocate " +
-                        (input ? "the copy of input " + program_->input_names[*input] : std::string("an output of the whole batch")) +
-                        ": " + std::to_string(l.nbytes()) + " bytes");
+      throw out_of_memory(l.nbytes(), what);
     }
+  }
+
+  // Input k's elements in row-major order: the tensor itself, or its copy in the staging buffer.
+  std::byte* contiguous_input(std::size_t k, const Tensor& t) {
+    if (t.is_contiguous()) return static_cast<std::byte*>(t.raw());
+    copy_to_contiguous(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
+    return static_cast<std::byte*>(staging_[k].raw());
   }
 
   // A lane per thread, each with its arena and its inputs: views of one slice.
   void add_lanes() {
     while (lanes_.size() < static_cast<std::size_t>(split_threads_)) {
-      lanes_.push_back(std::unique_ptr<RunContext>(new RunContext(*graph_, Lane{})));
+      lanes_.push_back(std::unique_ptr<RunContext>(new RunContext(program_, Lane{})));
       std::vector<Tensor> in;
       for (ValueId v : program_->inputs) in.push_back(Tensor::wrap(nullptr, program_->values[v].layout));
       lane_inputs_.push_back(std::move(in));
@@ -349,23 +352,15 @@ class RunContext {
   // writes the slice's rows of each output.
   const std::vector<Tensor>& run_slices(std::span<const Tensor> inputs) {
     const std::size_t n_in = inputs.size();
-    std::vector<const std::byte*>& base = slice_base_;
+    std::vector<std::byte*>& base = slice_base_;
     base.resize(n_in);
-    for (std::size_t k = 0; k < n_in; ++k) {
-      const Tensor& t = inputs[k];
-      if (t.is_contiguous()) {
-        base[k] = static_cast<const std::byte*>(t.raw());
-      } else {
-        copy_to_contiguous(static_cast<const std::byte*>(t.raw()), t.layout(), static_cast<std::byte*>(staging_[k].raw()));
-        base[k] = static_cast<const std::byte*>(staging_[k].raw());
-      }
-    }
+    for (std::size_t k = 0; k < n_in; ++k) base[k] = contiguous_input(k, inputs[k]);
     const std::int64_t slices = split_->batch / split_->slice;
     const int lanes = static_cast<int>(std::min<std::int64_t>(split_threads_, slices));
     std::exception_ptr error;
     const auto run_slice = [&](RunContext& lane, std::vector<Tensor>& in, std::int64_t s) {
       for (std::size_t k = 0; k < n_in; ++k)
-        in[k].data_ = const_cast<std::byte*>(base[k]) + static_cast<std::size_t>(s) * in[k].nbytes();
+        in[k].data_ = base[k] + static_cast<std::size_t>(s) * in[k].nbytes();
       const std::vector<Tensor>& out = lane.run(in);
       for (std::size_t k = 0; k < out.size(); ++k) {
         std::byte* dst = static_cast<std::byte*>(outputs_[k].raw()) + static_cast<std::size_t>(s) * out[k].nbytes();
@@ -425,12 +420,11 @@ class RunContext {
 
   std::shared_ptr<const Program> program_;
   std::shared_ptr<const CompiledGraph::BatchSplit> split_;
-  // A split run's: the graph (for lanes made later), a context per thread and its slice's inputs.
-  std::shared_ptr<const CompiledGraph> graph_;
+  // A split run's: a context per thread (a lane) and its slice's inputs.
   int split_threads_ = 1;
   std::vector<std::unique_ptr<RunContext>> lanes_;
   std::vector<std::vector<Tensor>> lane_inputs_;
-  std::vector<const std::byte*> slice_base_;
+  std::vector<std::byte*> slice_base_;
   std::shared_ptr<std::byte> arena_;
   Frame frame_;
   std::vector<std::unique_ptr<StepLocal>> locals_;

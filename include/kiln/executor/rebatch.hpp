@@ -142,6 +142,11 @@ inline std::vector<const TensorMeta*> meta_tensors(const MetaVal& v) {
   return out;
 }
 
+// A placeholder the graph takes as an input, not one bound to a weight.
+inline bool is_graph_input(const Node& n, const Weights& weights) {
+  return n.op() == OpKind::placeholder && weights.find(n.target_name()) == weights.end();
+}
+
 inline std::optional<std::int64_t> static_dim(const TensorMeta& t, std::size_t i) {
   if (i >= t.shape.size() || !is_static(t.shape[i])) return std::nullopt;
   return std::get<std::int64_t>(t.shape[i]);
@@ -161,7 +166,6 @@ class Rebatcher {
       if (batched_.count(n)) rewrite(*map.at(n));
     return out;
   }
-  std::int64_t from() const { return from_.value_or(0); }
 
  private:
   [[noreturn]] void refuse(const Node& n, const std::string& why) const {
@@ -210,7 +214,7 @@ class Rebatcher {
   void visit(const Node& n) {
     switch (n.op()) {
       case OpKind::placeholder: {
-        if (weights_.find(n.target_name()) != weights_.end()) return;
+        if (!is_graph_input(n, weights_)) return;
         const TensorMeta& t = tensor_of(n);
         const auto d0 = static_dim(t, 0);
         if (t.rank() == 0 || !d0) refuse(n, "is an input without a static dim 0 to split");
@@ -236,8 +240,9 @@ class Rebatcher {
     }
     if (!any_batched(n)) return;  // a constant: every slice computes it alike
     check_call(n);
-    for (const TensorMeta* t : meta_tensors(n.meta.val)) check_tensor(n, *t);
-    if (meta_tensors(n.meta.val).empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
+    const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
+    if (results.empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
+    for (const TensorMeta* t : results) check_tensor(n, *t);
     batched_.insert(&n);
   }
 
@@ -257,14 +262,13 @@ class Rebatcher {
   // Each rule below: the ways an op given batch-dependent operands may mix samples.
   void check_call(const Node& n) {
     const std::string_view t = n.target_name();
-    const TensorMeta* out = n.meta.val.tensor();
     if (t == "operator.getitem") {
       if (!batched(n.arg(0))) refuse(n, "takes an item of a value that does not come from the inputs");
       return;
     }
-    if (rebatch_elementwise(t)) return check_elementwise(n, out);
-    if (const auto* data = rebatch_rowwise(t)) return check_rowwise(n, *data, out);
-    if (rebatch_fused_int8(t)) return check_rowwise(n, {}, out);
+    if (rebatch_elementwise(t)) return check_elementwise(n);
+    if (const auto* data = rebatch_rowwise(t)) return check_rowwise_operands(n, *data);
+    if (rebatch_fused_int8(t)) return check_rowwise_operands(n, {});
     if (const DimArg* d = rebatch_dim_arg(t)) return check_dim_arg(n, *d);
     if (rebatch_reshape(t)) return check_reshape(n);
     if (t == "aten.permute.default") {
@@ -316,8 +320,8 @@ class Rebatcher {
 
   // Every tensor operand: batch-dependent ones line up with the output's dim 0,
   // constants broadcast along it (size 1 there, or fewer dims).
-  void check_elementwise(const Node& n, const TensorMeta* out) {
-    if (!out) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
+  void check_elementwise(const Node& n) {
+    const TensorMeta* out = &tensor_of(n);
     const auto look = [&](const Arg& a) {
       const Node* x = a.node();
       if (!x) return;
@@ -334,8 +338,11 @@ class Rebatcher {
     for (const auto& [k, a] : n.kwargs()) look(a);
   }
 
+  // The operands at `data` (any position where empty) may come from the inputs,
+  // each with the rows of the (first) result; every other operand is a constant.
   void check_rowwise_operands(const Node& n, const std::vector<std::size_t>& data) {
-    const TensorMeta* out = meta_tensors(n.meta.val).empty() ? nullptr : meta_tensors(n.meta.val).front();
+    const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
+    const TensorMeta* out = results.empty() ? nullptr : results.front();
     for (std::size_t i = 0; i < n.args().size(); ++i) {
       const Arg& a = n.args()[i];
       if (a.list() && any_batched_list(*a.list())) refuse(n, "takes a list with a batch-dependent tensor at args[" + std::to_string(i) + "]");
@@ -354,7 +361,6 @@ class Rebatcher {
       if (batched(e)) return true;
     return false;
   }
-  void check_rowwise(const Node& n, const std::vector<std::size_t>& data, const TensorMeta*) { check_rowwise_operands(n, data); }
 
   // The input (args[0]) is the only batch-dependent operand, and each result keeps its rows of dim 0.
   void check_same_rows(const Node& n) {
@@ -457,7 +463,7 @@ inline Graph rebatch(const Graph& g, const Weights& weights, std::int64_t batch)
 // The batch of `g`'s inputs (dim 0 of the first input), as rebatch reads it, or nullopt.
 inline std::optional<std::int64_t> graph_batch(const Graph& g, const Weights& weights) {
   for (const Node* n : g.nodes())
-    if (n->op() == OpKind::placeholder && weights.find(n->target_name()) == weights.end())
+    if (detail::is_graph_input(*n, weights))
       if (const TensorMeta* t = n->meta.val.tensor()) return detail::static_dim(*t, 0);
   return std::nullopt;
 }
