@@ -185,6 +185,32 @@ TEST_CASE("kiln-run --against-warm runs each graph untimed before its timed run 
   CHECK(negative.err.find("--against-warm") != std::string::npos);
 }
 
+TEST_CASE("kiln-run --warmup-ms keeps running untimed until that long has passed") {
+  const fs::path a = write_model_folder("warmup_ms", kX);
+  // Without it, exactly --warmup untimed runs.
+  Run counted = kiln_run("'" + a.string() + "' --json --iterations 2 --warmup 3");
+  REQUIRE_MESSAGE(counted.status == 0, counted.err);
+  CHECK(nlohmann::json::parse(counted.out)["warmup_runs"] == 3);
+  // With it, at least --warmup runs and as many more as 50 ms take (a run of this graph is
+  // microseconds, so many more), and the text says how many.
+  Run timed = kiln_run("'" + a.string() + "' --json --iterations 2 --warmup 1 --warmup-ms 50");
+  REQUIRE_MESSAGE(timed.status == 0, timed.err);
+  CHECK(nlohmann::json::parse(timed.out)["warmup_runs"].get<int>() > 3);
+  Run text = kiln_run("'" + a.string() + "' --iterations 2 --warmup 0 --warmup-ms=5");
+  REQUIRE_MESSAGE(text.status == 0, text.err);
+  CHECK(text.out.find("2 iterations, after ") != std::string::npos);
+  CHECK(text.out.find(" untimed): median") != std::string::npos);
+  // Under --against both graphs warm alike; negative or infinite times are refused.
+  Run pair = kiln_run("'" + a.string() + "' --against '" + a.string() + "' --json --iterations 2 --warmup 0 --warmup-ms 20");
+  REQUIRE_MESSAGE(pair.status == 0, pair.err);
+  CHECK(nlohmann::json::parse(pair.out)["warmup_runs"].get<int>() > 0);
+  for (const std::string bad : {"-1", "inf", "nan"}) {
+    Run r = kiln_run("'" + a.string() + "' --warmup-ms " + bad);
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--warmup-ms") != std::string::npos);
+  }
+}
+
 TEST_CASE("kiln-run --against names the second graph when its inputs are wrong") {
   const fs::path a = write_model_folder("against_ok", kX);
   const fs::path b = write_model_folder("against_wrong", kX);

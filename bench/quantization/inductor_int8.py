@@ -68,10 +68,17 @@ class MatchLog:
         counters["inductor"] = Recording(counters["inductor"])
 
 
+# Untimed runs before the timed ones: at least 2, and on until WARMUP_MS has passed
+# (--warmup-ms; kiln-run's option of the same name does the same for kiln).
+WARMUP_MS = 0.0
+
+
 def median_ms(fn, inputs, rounds):
     with torch.no_grad():
-        for _ in range(2):
+        start, runs = time.perf_counter(), 0
+        while runs < 2 or (time.perf_counter() - start) * 1e3 < WARMUP_MS:
             fn(*inputs)
+            runs += 1
         times = []
         for _ in range(rounds):
             t0 = time.perf_counter()
@@ -114,6 +121,8 @@ def main():
     p.add_argument("--input-shape", required=True)
     p.add_argument("--threads", default="", help="comma list: time at each thread count")
     p.add_argument("--rounds", type=int, default=20)
+    p.add_argument("--warmup-ms", type=float, default=0.0,
+                   help="untimed runs before each timing go on until this long has passed (at least 2)")
     p.add_argument("--matches", action="store_true", help="list every pattern the matcher replaced")
     p.add_argument("--ort", action="store_true", help="also time ONNX Runtime's QDQ int8 model")
     p.add_argument("--autocast", action="store_true",
@@ -121,6 +130,8 @@ def main():
                         "patterns (counters only; export_fx.py --quantize x86 --autocast bfloat16 "
                         "writes the graph kiln's passes see)")
     args = p.parse_args()
+    global WARMUP_MS
+    WARMUP_MS = args.warmup_ms
 
     torch.manual_seed(0)
     model = export_fx.load_factory(args.factory)().eval()

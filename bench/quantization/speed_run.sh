@@ -16,11 +16,16 @@
 # SPLIT_BATCH=N also runs every kiln measurement with --split-batch N (the batch
 # as slices of N samples, one thread each), as impls kiln_int8_split,
 # kiln_fp32_split and kiln_int8_over_fp32_split_paired.
+# WARMUP_MS=T (default 1000): every timing (kiln's, Inductor's, eager's, ONNX
+# Runtime's) follows untimed runs for at least T ms: on the device a process's
+# first half second or so can run at half speed, which a count of 3 untimed runs
+# left inside some of kiln's timings and outside Inductor's (compiled first).
 # Needs PyTorch 2.x (Inductor) and onnxruntime; run from the repository root.
 set -uo pipefail
 kiln_run=$1 out=$2 threads=$3 batches=$4
 shift 4
 iterations=${ITERATIONS:-20}
+warmup=(--warmup 3 --warmup-ms "${WARMUP_MS:-1000}")
 size=${SIZE:-224}
 rounds=${ROUNDS:-1}
 for factory in "$@"; do
@@ -38,7 +43,7 @@ for factory in "$@"; do
       for variant in int8 fp32; do
         if [[ $variant == int8 ]]; then dir=$q args=(--passes quantization --compare "$q/outputs" --max-rel-err 5e-2)
         else dir=$f args=(--compare "$f/outputs"); fi
-        line=$("$kiln_run" "$dir" "${args[@]}" "${split[@]}" --threads "$t" --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
+        line=$("$kiln_run" "$dir" "${args[@]}" "${split[@]}" --threads "$t" --iterations "$iterations" "${warmup[@]}" --json 2>/dev/null | grep '^{' | tail -1)
         python3 -c 'import json, sys
 r = json.loads(sys.argv[1]) if sys.argv[1] else {"error": "kiln-run failed"}
 keep = {k: r[k] for k in ("median_ms", "min_ms", "match", "max_rel_err", "pass_counters", "batch_split", "batch_split_refused", "error") if k in r}
@@ -46,7 +51,7 @@ keep.update(model=sys.argv[2], batch=int(sys.argv[3]), threads=int(sys.argv[4]),
 print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$variant$suffix" "$round" >>"$out"
       done
       line=$("$kiln_run" "$q" --passes quantization --against "$f" --against-warm "${AGAINST_WARM:-1}" "${split[@]}" --threads "$t" \
-        --iterations "$iterations" --warmup 3 --json 2>/dev/null | grep '^{' | tail -1)
+        --iterations "$iterations" "${warmup[@]}" --json 2>/dev/null | grep '^{' | tail -1)
       python3 -c 'import json, sys
 r = json.loads(sys.argv[1]) if sys.argv[1] else {}
 a = r.get("against", {})
@@ -57,7 +62,7 @@ print(json.dumps(keep))' "$line" "$name" "$b" "$t" "$round" "$suffix" >>"$out"
       done
       done
     done
-    python3 bench/quantization/inductor_int8.py "$factory" --input-shape "$shape" --ort --rounds "$iterations" \
+    python3 bench/quantization/inductor_int8.py "$factory" --input-shape "$shape" --ort --rounds "$iterations" --warmup-ms "${WARMUP_MS:-1000}" \
       --threads "$(echo $threads | tr ' ' ,)" 2>/dev/null | python3 -c 'import json, sys
 r = json.loads(sys.stdin.read())
 for t, ms in r.get("ms", {}).items():

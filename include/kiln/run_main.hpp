@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <initializer_list>
@@ -62,6 +63,9 @@ inline std::string help_text(const std::string& tool) {
          "                        output says why)\n"
          "  --iterations N        timed runs (default 10)\n"
          "  --warmup N            untimed runs first (default 2)\n"
+         "  --warmup-ms T         after those, more untimed runs until T milliseconds of them have passed\n"
+         "                        (default 0): a host whose cores run slow for a while after a process\n"
+         "                        starts then times them at their steady speed\n"
          "  --outputs DIR         write the outputs as DIR/output_<i>.npy\n"
          "  --compare DIR         compare the outputs with DIR/output_<i>.npy; exit status 1 when they differ\n"
          "  --rtol R, --atol A    the comparison's tolerance (default 1e-4 and 1e-5)\n"
@@ -93,6 +97,7 @@ struct Options {
   std::int64_t split_batch = 0;  // samples per slice; 0: the whole batch per step
   int iterations = 10;
   int warmup = 2;
+  double warmup_ms = 0;  // untimed runs go on until this long has passed
   std::string outputs;
   std::string compare;
   double rtol = 1e-4, atol = 1e-5;
@@ -149,6 +154,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
     else if (a == "--split-batch") o.split_batch = parse_int(a, value(), 1);
     else if (a == "--iterations") o.iterations = static_cast<int>(parse_int(a, value(), 1));
     else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0));
+    else if (a == "--warmup-ms") o.warmup_ms = parse_number(a, value());
     else if (a == "--fpmath") {
       o.fpmath = parse_choice(a, value(), kFpMathChoices);
     } else if (a == "--conv-algorithm") {
@@ -180,6 +186,7 @@ inline bool parse_args(int argc, char** argv, const std::string& tool, Options& 
   if (o.graph.empty()) throw UsageError("no graph given");
   if (!o.inputs.empty() && o.random_seed) throw UsageError("--inputs and --random exclude each other");
   if (o.against_warm > 0 && o.against.empty()) throw UsageError("--against-warm needs --against");
+  if (!(o.warmup_ms >= 0) || !std::isfinite(o.warmup_ms)) throw UsageError("--warmup-ms must be a finite number, 0 or more");
   return true;
 }
 
@@ -353,7 +360,14 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
   std::optional<runtime::RunContext> other_ctx;
   if (other) other_ctx.emplace(other->cg.make_context(o.threads));
   const auto run_other = [&] { as_against([&] { other_ctx->run(other->inputs); }); };
-  for (int i = 0; i < o.warmup; ++i) {
+  // --warmup runs, then more until --warmup-ms has passed (both graphs alike under --against).
+  int warmup_runs = 0;
+  const auto warmup_start = std::chrono::steady_clock::now();
+  const auto warming = [&] {
+    if (warmup_runs < o.warmup) return true;
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warmup_start).count() < o.warmup_ms;
+  };
+  for (; warming(); ++warmup_runs) {
     ctx.run(inputs);
     if (other_ctx) run_other();
   }
@@ -418,6 +432,7 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
                      {"fpmath", choice_name(o.fpmath, kFpMathChoices)},
                      {"conv_algorithm", choice_name(o.conv_algorithm, kConvAlgorithmChoices)},
                      {"iterations", o.iterations},
+                     {"warmup_runs", warmup_runs},
                      {"steps", cg.num_steps()},
                      {"compile_ms", first.compile_ms},
                      {"median_ms", timing.median},
@@ -450,8 +465,9 @@ inline int run(int argc, char** argv, PassRegistry& registry, const std::string&
     std::printf("%s: %zu input%s, %zu steps, %s of constants, compiled in %.1f ms\n", o.graph.c_str(),
                 cg.num_inputs(), cg.num_inputs() == 1 ? "" : "s", cg.num_steps(), mib(cg.constant_bytes()).c_str(),
                 first.compile_ms);
-    std::printf("run (%d thread%s, %d iterations): median %.3f ms, min %.3f ms\n", o.threads,
-                o.threads == 1 ? "" : "s", o.iterations, timing.median, timing.min);
+    const std::string after = o.warmup_ms > 0 ? ", after " + std::to_string(warmup_runs) + " untimed" : "";
+    std::printf("run (%d thread%s, %d iterations%s): median %.3f ms, min %.3f ms\n", o.threads, o.threads == 1 ? "" : "s",
+                o.iterations, after.c_str(), timing.median, timing.min);
     std::printf("memory: arena %s (peak live %s)%s, peak RSS %s\n", mib(cg.arena_bytes()).c_str(),
                 mib(cg.peak_live_bytes()).c_str(), cg.batch_split() ? " per thread" : "", mib(rss).c_str());
     if (const auto* split = cg.batch_split())
