@@ -239,3 +239,115 @@ TEST_CASE("ops that mix samples are refused naming the node, and the batch then 
     CHECK(cg.batch_split_refusal().find("single slice") != std::string::npos);
   }
 }
+
+// Attention as Swin's windows compute it: qkv [B, S, 3*H*D] viewed [B, S, 3, H, D] and
+// permuted to [3, B, H, S, D] (the batch in dim 1), then q, k and v selected along dim 0.
+struct Attention {
+  Graph g;
+  runtime::Weights w;
+  explicit Attention(std::int64_t b, bool unbind = false) {
+    const std::int64_t S = 5, H = 2, D = 2;
+    Node* x = g.placeholder("x", f32({b, S, 3 * H * D}));
+    Node* all = call(g, OpRef("aten.slice.Tensor"), {x, Arg(std::int64_t{0}), Arg(std::int64_t{0}), Arg(std::int64_t{9223372036854775807})},
+                     {b, S, 3 * H * D}, "all");  // x[:]
+    Node* rolled = call(g, OpRef("aten.roll.default"), {all, Arg(ints({1})), Arg(ints({1}))}, {b, S, 3 * H * D}, "rolled");
+    Node* split = call(g, aten::view, {rolled, Arg(ints({b, S, 3, H, D}))}, {b, S, 3, H, D}, "heads");
+    Node* qkv = call(g, OpRef("aten.permute.default"), {split, Arg(ints({2, 0, 3, 1, 4}))}, {3, b, H, S, D}, "qkv");
+    Node *q, *k, *v;
+    if (unbind) {
+      Node* parts = g.call_function(OpRef("aten.unbind.int"), {qkv, Arg(std::int64_t{0})}, {}, "parts");
+      parts->meta.val = MetaVal(MetaVal::List{f32({b, H, S, D}), f32({b, H, S, D}), f32({b, H, S, D})});
+      q = call(g, OpRef("operator.getitem"), {parts, Arg(std::int64_t{0})}, {b, H, S, D}, "q");
+      k = call(g, OpRef("operator.getitem"), {parts, Arg(std::int64_t{1})}, {b, H, S, D}, "k");
+      v = call(g, OpRef("operator.getitem"), {parts, Arg(std::int64_t{2})}, {b, H, S, D}, "v");
+    } else {
+      q = call(g, OpRef("aten.select.int"), {qkv, Arg(std::int64_t{0}), Arg(std::int64_t{0})}, {b, H, S, D}, "q");
+      k = call(g, OpRef("aten.select.int"), {qkv, Arg(std::int64_t{0}), Arg(std::int64_t{1})}, {b, H, S, D}, "k");
+      v = call(g, OpRef("aten.select.int"), {qkv, Arg(std::int64_t{-5}), Arg(std::int64_t{2})}, {b, H, S, D}, "v");
+    }
+    // [B, H, M, N] copied contiguous and viewed [B*H, M, N].
+    const auto rows = [&](Node* t, std::int64_t m, std::int64_t n, std::string_view name) {
+      Node* c = call(g, OpRef("aten.clone.default"), {t}, {b, H, m, n}, std::string(name) + "_c");
+      return call(g, aten::view, {c, Arg(ints({b * H, m, n}))}, {b * H, m, n}, name);
+    };
+    Node* kt = call(g, aten::transpose_int, {k, Arg(std::int64_t{-2}), Arg(std::int64_t{-1})}, {b, H, D, S}, "kt");
+    Node* scores = call(g, aten::bmm, {rows(q, S, D, "q2"), rows(kt, D, S, "kt2")}, {b * H, S, S}, "scores");
+    Node* mask = call(g, OpRef("aten.new_zeros.default"), {x, Arg(ints({S, S}))}, {S, S}, "mask");
+    Node* masked = call(g, aten::add_Tensor, {scores, mask}, {b * H, S, S}, "masked");
+    Node* out = call(g, aten::bmm, {masked, rows(v, S, D, "v2")}, {b * H, S, D}, "mixed");
+    g.output(ArgList{call(g, aten::view, {out, Arg(ints({b, H, S, D}))}, {b, H, S, D}, "out")});
+  }
+};
+
+TEST_CASE("a permute may move the batch out of dim 0 when its users select or unbind along dim 0 (attention's q, k, v)") {
+  for (bool unbind : {false, true}) {
+    CAPTURE(unbind);
+    Attention att(4, unbind);
+    const Graph one = runtime::rebatch(att.g, att.w, 1);
+    // The permute's batch is its dim 1; q, k and v have it in dim 0 again.
+    CHECK(one.find_node("qkv")->meta.val.tensor()->shape == std::vector<Dim>{3, 1, 2, 5, 2});
+    CHECK(one.find_node("q")->meta.val.tensor()->shape == std::vector<Dim>{1, 2, 5, 2});
+    CHECK(one.find_node("mask")->meta.val.tensor()->shape == std::vector<Dim>{5, 5});  // a constant of x's dtype
+    CHECK(one.find_node("q2")->arg(1) == Arg(ints({2, 5, 2})));
+    const auto sliced = CompiledGraph::compile(att.g, att.w, split(1, 2));
+    REQUIRE_MESSAGE(sliced.batch_split(), sliced.batch_split_refusal());
+    check_same(CompiledGraph::compile(att.g, att.w), sliced, {test::random_tensor({4, 5, 12}, 11)});
+  }
+}
+
+TEST_CASE("the batch moved out of dim 0 is refused where a user does not bring it back") {
+  runtime::Weights w;
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 3, 2}));
+  Node* p = call(g, OpRef("aten.permute.default"), {x, Arg(ints({1, 0, 2}))}, {3, 4, 2}, "moved");
+  Node* first = call(g, OpRef("aten.select.int"), {p, Arg(std::int64_t{0}), Arg(std::int64_t{0})}, {4, 2}, "first");
+  SUBCASE("a select along another dim") {
+    Node* other = call(g, OpRef("aten.select.int"), {p, Arg(std::int64_t{1}), Arg(std::int64_t{0})}, {3, 2}, "sample0");
+    g.output(ArgList{first, other});
+  }
+  SUBCASE("the permuted tensor itself returned") { g.output(ArgList{first, p}); }
+  SUBCASE("an element-wise op on it") { g.output(ArgList{first, call(g, aten::relu, {p}, {3, 4, 2}, "r")}); }
+  const std::string why = refusal(g, w, 1);
+  CHECK(why.find("node moved (aten.permute.default) moves dim 0 (the batch) elsewhere, and not every user of it selects or unbinds along dim 0") !=
+        std::string::npos);
+}
+
+TEST_CASE("rebatch: a whole slice of dim 0, roll, norm and as_strided_ keep samples apart; their mixing forms are refused") {
+  runtime::Weights w;
+  SUBCASE("x[1:] along dim 0 drops a sample") {
+    Graph g;
+    Node* x = g.placeholder("x", f32({4, 6}));
+    g.output(ArgList{call(g, OpRef("aten.slice.Tensor"), {x, Arg(std::int64_t{0}), Arg(std::int64_t{1}), Arg(std::int64_t{4})}, {3, 6}, "tail")});
+    CHECK(refusal(g, w, 1).find("node tail (aten.slice.Tensor)") != std::string::npos);
+  }
+  SUBCASE("roll without dims shifts the flattened tensor, across samples") {
+    Graph g;
+    Node* x = g.placeholder("x", f32({4, 6}));
+    g.output(ArgList{call(g, OpRef("aten.roll.default"), {x, Arg(ints({1}))}, {4, 6}, "shifted")});
+    CHECK(refusal(g, w, 1).find("node shifted (aten.roll.default) works over every dim, dim 0 (the batch) too") != std::string::npos);
+  }
+  SUBCASE("a norm over the last dim, as Swin-V2's cosine attention takes it") {
+    Graph g;
+    Node* x = g.placeholder("x", f32({4, 6}));
+    Node* n = call(g, OpRef("aten.norm.ScalarOpt_dim"), {x, Arg(2.0), Arg(ints({-1})), Arg(true)}, {4, 1}, "len");
+    g.output(ArgList{call(g, aten::div_Tensor, {x, n}, {4, 6}, "unit")});
+    const auto sliced = CompiledGraph::compile(g, w, split(1, 2));
+    REQUIRE_MESSAGE(sliced.batch_split(), sliced.batch_split_refusal());
+    check_same(CompiledGraph::compile(g, w), sliced, {test::random_tensor({4, 6}, 12)});
+  }
+  SUBCASE("as_strided_ after a mean, as ConvNeXt's aten graph has it, and one that reads across rows") {
+    Graph g;
+    Node* x = g.placeholder("x", f32({4, 3, 2, 2}));
+    Node* m = call(g, aten::mean_dim, {x, Arg(ints({-1, -2})), Arg(true)}, {4, 3, 1, 1}, "pool");
+    Node* r = call(g, OpRef("aten.as_strided_.default"), {m, Arg(ints({4, 3, 1, 1})), Arg(ints({3, 1, 3, 3}))}, {4, 3, 1, 1}, "restrided");
+    g.output(ArgList{call(g, aten::view, {r, Arg(ints({4, 3}))}, {4, 3}, "flat")});
+    CHECK(runtime::rebatch(g, w, 2).find_node("restrided")->arg(1) == Arg(ints({2, 3, 1, 1})));
+    const auto sliced = CompiledGraph::compile(g, w, split(1, 2));
+    REQUIRE_MESSAGE(sliced.batch_split(), sliced.batch_split_refusal());
+    check_same(CompiledGraph::compile(g, w), sliced, {test::random_tensor({4, 3, 2, 2}, 13)});
+    Graph h;
+    Node* y = h.placeholder("y", f32({4, 6}));
+    h.output(ArgList{call(h, OpRef("aten.as_strided.default"), {y, Arg(ints({4, 6})), Arg(ints({3, 1}))}, {4, 6}, "overlap")});
+    CHECK(refusal(h, w, 1).find("node overlap (aten.as_strided.default) reads across the rows of y") != std::string::npos);
+  }
+}

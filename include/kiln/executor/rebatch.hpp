@@ -11,9 +11,12 @@
 // convolution, an element-wise op, a mean over dims other than 0, ...). Any
 // other op, or one that mixes samples (a sum over dim 0, a transpose of dim 0, a
 // cat along it, a constant with a row per sample), is refused with the node
-// named. The rebatched graph's shapes then say the smaller batch, and so do the
-// sizes that views and expands write; lowering checks each kernel's result
-// against those shapes, so a rule here that was wrong stops at compile time.
+// named. One exception to dim 0: a permute may move the batch to another dim
+// when its only users select or unbind along dim 0, which brings it back
+// (attention's q, k, v taken from one [3, B, ...] tensor, as Swin does). The
+// rebatched graph's shapes then say the smaller batch, and so do the sizes
+// that views, expands and as_strided write; lowering checks each kernel's
+// result against those shapes, so a rule here that was wrong stops at compile time.
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -101,6 +104,8 @@ inline const DimArg* rebatch_dim_arg(std::string_view t) {
       {"aten.sum.dim_IntList", {1, "dim", true}},
       {"aten.amax.default", {1, "dim", true}},
       {"aten.amin.default", {1, "dim", true}},
+      {"aten.norm.ScalarOpt_dim", {2, "dim", true}},
+      {"aten.linalg_vector_norm.default", {2, "dim", true}},
       {"aten._softmax.default", {1, "dim"}},
       {"aten._log_softmax.default", {1, "dim"}},
       {"aten.softmax.int", {1, "dim"}},
@@ -113,7 +118,8 @@ inline const DimArg* rebatch_dim_arg(std::string_view t) {
       {"aten.chunk.default", {2, "dim"}},
       {"aten.unsqueeze.default", {1, "dim"}},
       {"aten.squeeze.dim", {1, "dim"}},
-      {"aten.squeeze.dims", {1, "dim", true}}};
+      {"aten.squeeze.dims", {1, "dim", true}},
+      {"aten.roll.default", {2, "dims", true}}};  // without dims, roll shifts the flattened tensor
   const auto it = ops.find(t);
   return it == ops.end() ? nullptr : &it->second;
 }
@@ -126,6 +132,10 @@ inline bool rebatch_reshape(std::string_view t) {
          t == "aten._unsafe_view.default" || t == "aten.flatten.using_ints";
 }
 inline bool rebatch_has_size_list(std::string_view t) { return t != "aten.flatten.using_ints"; }
+
+// as_strided views: samples stay apart where each row of the result lies in
+// the same row of a contiguous input (checked in Rebatcher::check_as_strided).
+inline bool rebatch_as_strided(std::string_view t) { return t == "aten.as_strided.default" || t == "aten.as_strided_.default"; }
 
 inline std::string node_label(const Node& n) {
   const bool call = n.op() == OpKind::call_function;
@@ -162,8 +172,10 @@ class Rebatcher {
     if (!from_) throw RebatchError("rebatch: the graph has no input (a placeholder not bound to a weight)");
     std::unordered_map<const Node*, Node*> map;
     Graph out = g_.clone(&map);
-    for (const Node* n : g_.nodes())
-      if (batched_.count(n)) rewrite(*map.at(n));
+    for (const Node* n : g_.nodes()) {
+      if (batched_.count(n)) rewrite(*map.at(n), 0);
+      else if (const auto m = moved_.find(n); m != moved_.end()) rewrite(*map.at(n), m->second);
+    }
     return out;
   }
 
@@ -238,7 +250,14 @@ class Rebatcher {
         if (any_batched(n)) refuse(n, "is a " + std::string(op_kind_name(n.op())) + "; only call_function nodes are sliced");
         return;
     }
+    // The users of a permute that moved the batch (each a select or unbind of it).
+    if (const Node* m = n.args().empty() ? nullptr : n.arg(0).node(); m && moved_.count(m)) return take_from_moved(n, *m);
     if (!any_batched(n)) return;  // a constant: every slice computes it alike
+    if (takes_only_dtype_of_input(n)) return;  // x.new_zeros(size): a constant of x's dtype
+    if (const auto k = permute_moving_batch(n)) {
+      moved_.emplace(&n, *k);
+      return;
+    }
     check_call(n);
     const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
     if (results.empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
@@ -269,13 +288,14 @@ class Rebatcher {
     if (rebatch_elementwise(t)) return check_elementwise(n);
     if (const auto* data = rebatch_rowwise(t)) return check_rowwise_operands(n, *data);
     if (rebatch_fused_int8(t)) return check_rowwise_operands(n, {});
+    if (t == "aten.slice.Tensor" && slices_whole_dim0(n)) return check_same_rows(n);  // x[:] keeps every row
     if (const DimArg* d = rebatch_dim_arg(t)) return check_dim_arg(n, *d);
     if (rebatch_reshape(t)) return check_reshape(n);
     if (t == "aten.permute.default") {
       const ArgList* dims = n.arg(1).list();
       const std::int64_t* d0 = dims && !dims->empty() ? (*dims)[0].get_if<std::int64_t>() : nullptr;
       if (!d0 || (*d0 != 0 && *d0 != -static_cast<std::int64_t>(dims->size())))
-        refuse(n, "moves dim 0 (the batch) elsewhere");
+        refuse(n, "moves dim 0 (the batch) elsewhere, and not every user of it selects or unbinds along dim 0");
       return;
     }
     if (t == "aten.transpose.int") {
@@ -286,6 +306,7 @@ class Rebatcher {
       }
       return;
     }
+    if (rebatch_as_strided(t)) return check_as_strided(n);
     if (t == "aten.expand.default") {
       const Node* in = n.arg(0).node();
       if (!in || !batched_.count(in) || tensor_of(*in).rank() != tensor_of(n).rank() || dim0(*in) != dim0(n))
@@ -374,6 +395,23 @@ class Rebatcher {
         refuse(n, "does not keep the rows of " + in->name() + " (dim 0) as the rows of its result");
   }
 
+  // A slice along dim 0 from its start to its end in steps of 1 (defaults included).
+  bool slices_whole_dim0(const Node& n) const {
+    const Node* in = n.arg(0).node();
+    if (!in || !batched_.count(in)) return false;
+    const auto is = [&](std::size_t i, std::string_view name, std::int64_t want, bool at_least) {
+      const Arg* a = get_arg_value(n, i, name);
+      if (!a || a->is_none()) return true;
+      const std::int64_t* v = a->get_if<std::int64_t>();
+      return v && (at_least ? *v >= want : *v == want);
+    };
+    const Arg* dim = get_arg_value(n, 1, "dim");
+    const std::int64_t* d = dim ? dim->get_if<std::int64_t>() : nullptr;
+    const auto rank = static_cast<std::int64_t>(tensor_of(*in).rank());
+    const bool along_dim0 = !dim || dim->is_none() || (d && (*d == 0 || *d == -rank));
+    return along_dim0 && is(2, "start", 0, false) && is(3, "end", dim0(*in), true) && is(4, "step", 1, false);
+  }
+
   void check_dim_arg(const Node& n, const DimArg& d) {
     const Arg* a = get_arg_value(n, d.index, d.name);
     const std::string_view t = n.target_name();
@@ -384,9 +422,9 @@ class Rebatcher {
     else if (in) rank = static_cast<std::int64_t>(tensor_of(*in).rank());
     std::vector<std::int64_t> dims;
     if (!a || a->is_none()) {
-      refuse(n, d.list ? "reduces over every dim, dim 0 (the batch) too" : "works along dim 0 (the batch), its default");
+      refuse(n, d.list ? "works over every dim, dim 0 (the batch) too" : "works along dim 0 (the batch), its default");
     } else if (const ArgList* l = a->list()) {
-      if (l->empty()) refuse(n, "reduces over every dim, dim 0 (the batch) too");
+      if (l->empty()) refuse(n, "works over every dim, dim 0 (the batch) too");
       for (const Arg& e : *l) {
         const std::int64_t* v = e.get_if<std::int64_t>();
         if (!v) refuse(n, "has a dim that is not an integer");
@@ -424,18 +462,129 @@ class Rebatcher {
     }
   }
 
-  // The rebatched node: its shapes say the new batch, its size list too.
-  void rewrite(Node& n) const {
+  // x.new_zeros([sizes]) and its kin read x's dtype and device, not its values
+  // or shape: the result is the same for every slice (Swin's attention mask).
+  bool takes_only_dtype_of_input(const Node& n) const {
+    const std::string_view t = n.target_name();
+    if (t != "aten.new_zeros.default" && t != "aten.new_ones.default" && t != "aten.new_empty.default" &&
+        t != "aten.new_full.default")
+      return false;
+    for (std::size_t i = 1; i < n.args().size(); ++i)
+      if (batched(n.args()[i]) || (n.args()[i].list() && any_batched_list(*n.args()[i].list()))) return false;
+    for (const auto& [k, a] : n.kwargs())
+      if (batched(a)) return false;
+    return true;
+  }
+
+  // The dim a permute of a batch-dependent input moves the batch to (dim 0 of
+  // its input), where every user of the result selects or unbinds along dim 0;
+  // nullopt for any other node (the other rules then judge it).
+  std::optional<std::size_t> permute_moving_batch(const Node& n) const {
+    if (n.target_name() != "aten.permute.default" || !batched(n.arg(0))) return std::nullopt;
+    const ArgList* dims = n.arg(1).list();
+    if (!dims) return std::nullopt;
+    const auto rank = static_cast<std::int64_t>(dims->size());
+    std::optional<std::size_t> k;
+    for (std::size_t i = 0; i < dims->size(); ++i)
+      if (const std::int64_t* d = (*dims)[i].get_if<std::int64_t>(); d && (*d == 0 || *d == -rank)) k = i;
+    if (!k || *k == 0) return std::nullopt;
+    if (n.num_users() == 0) return std::nullopt;
+    for (const Node* u : n.users())
+      if (!takes_along_dim0(*u, n)) return std::nullopt;
+    const TensorMeta& t = tensor_of(n);
+    if (static_dim(t, *k) != std::optional<std::int64_t>(dim0(*n.arg(0).node())))
+      refuse(n, "moves dim 0 (the batch) to dim " + std::to_string(*k) + " without keeping its size");
+    return k;
+  }
+  // Whether `u` is a select or unbind along dim 0 of `x` (its only tensor operand).
+  static bool takes_along_dim0(const Node& u, const Node& x) {
+    if (u.op() != OpKind::call_function || u.arg(0).node() != &x) return false;
+    const std::string_view t = u.target_name();
+    const Arg* dim = nullptr;
+    if (t == "aten.select.int") {
+      dim = get_arg_value(u, 1, "dim");
+      const Arg* index = get_arg_value(u, 2, "index");
+      if (!dim || !index || !index->get_if<std::int64_t>()) return false;
+    } else if (t == "aten.unbind.int") {
+      dim = get_arg_value(u, 1, "dim");
+      if (!dim) return true;  // unbind's default dim is 0
+    } else {
+      return false;
+    }
+    const std::int64_t* d = dim->get_if<std::int64_t>();
+    const TensorMeta* xt = x.meta.val.tensor();
+    return d && (*d == 0 || (xt && *d == -static_cast<std::int64_t>(xt->rank())));
+  }
+  // A select or unbind along dim 0 of `m` (whose batch a permute moved to dim
+  // k; permute_moving_batch let only such users through): its results have the
+  // batch in dim k - 1, back in dim 0 when k is 1.
+  void take_from_moved(const Node& n, const Node& m) {
+    const std::size_t k = moved_.at(&m);
+    const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
+    if (results.empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
+    const std::optional<std::int64_t> rows = static_dim(tensor_of(m), k);
+    for (const TensorMeta* t : results) {
+      if (static_dim(*t, k - 1) != rows) refuse(n, "does not keep the batch of " + m.name() + " (dim " + std::to_string(k) + ")");
+      if (k == 1) check_tensor(n, *t);
+    }
+    if (k == 1) batched_.insert(&n);
+    else moved_.emplace(&n, k - 1);
+  }
+
+  // x.as_strided(size, stride) on a contiguous x: each row of the result (dim 0,
+  // the same count as x's) must read only the same row of x, which holds where
+  // stride[0] is x's row length, the other dims span less than it, and there
+  // is no storage offset.
+  void check_as_strided(const Node& n) {
+    const Node* in = n.arg(0).node();
+    if (!in || !batched_.count(in)) refuse(n, "restrides a value that does not come from the inputs");
+    const TensorMeta& x = tensor_of(*in);
+    if (x.stride && x.stride->size() == x.rank()) {
+      std::int64_t expect = 1;
+      for (std::size_t i = x.rank(); i-- > 0;) {
+        const auto d = static_dim(x, i);
+        if (!d || !is_static((*x.stride)[i])) refuse(n, "restrides " + in->name() + ", whose strides are not all known");
+        if (*d > 1 && std::get<std::int64_t>((*x.stride)[i]) != expect)
+          refuse(n, "restrides " + in->name() + ", which is not contiguous (its rows' storage would depend on the batch)");
+        expect *= *d;
+      }
+    }
+    const auto numel = x.numel();
+    const ArgList* size = n.arg(1).list();
+    const ArgList* stride = n.arg(2).list();
+    const Arg* offset = get_arg_value(n, 3, "storage_offset");
+    const std::int64_t* off = offset ? offset->get_if<std::int64_t>() : nullptr;
+    if (!numel || !size || !stride || size->size() != stride->size() || size->empty() ||
+        (offset && !offset->is_none() && (!off || *off != 0)))
+      refuse(n, "has a size, stride or storage offset that rebatch cannot read as rows of its input");
+    std::vector<std::int64_t> sz, st;
+    for (std::size_t i = 0; i < size->size(); ++i) {
+      const std::int64_t* a = (*size)[i].get_if<std::int64_t>();
+      const std::int64_t* b = (*stride)[i].get_if<std::int64_t>();
+      if (!a || !b) refuse(n, "has a size or stride that is not a list of integers");
+      sz.push_back(*a), st.push_back(*b);
+    }
+    const std::int64_t rows = dim0(*in), row = *numel / std::max<std::int64_t>(rows, 1);
+    std::int64_t span = 0;
+    for (std::size_t i = 1; i < sz.size(); ++i) span += std::max<std::int64_t>(sz[i] - 1, 0) * st[i];
+    if (sz[0] != rows || (rows > 1 && st[0] != row) || span >= row)
+      refuse(n, "reads across the rows of " + in->name() + " (size " + std::to_string(sz[0]) + " and stride " + std::to_string(st[0]) +
+                    " in dim 0, against " + std::to_string(rows) + " rows of " + std::to_string(row) + ")");
+  }
+
+  // The rebatched node: its shapes say the new batch (in dim `axis`), its size list too.
+  void rewrite(Node& n, std::size_t axis) const {
     const std::int64_t from = *from_;
     const auto scale = [&](std::int64_t d) { return d / from * to_; };
-    const auto set_dim0 = [&](TensorMeta& t) { t.shape[0] = scale(std::get<std::int64_t>(t.shape[0])); };
+    const auto set_dim = [&](TensorMeta& t) { t.shape[axis] = scale(std::get<std::int64_t>(t.shape[axis])); };
     MetaVal::Value& v = n.meta.val.value();
-    if (auto* t = std::get_if<TensorMeta>(&v)) set_dim0(*t);
+    if (auto* t = std::get_if<TensorMeta>(&v)) set_dim(*t);
     else if (auto* l = std::get_if<MetaVal::List>(&v))
       for (MetaVal& e : *l)
-        if (e.is_tensor()) set_dim0(std::get<TensorMeta>(e.value()));
+        if (e.is_tensor()) set_dim(std::get<TensorMeta>(e.value()));
     const std::string_view t = n.target_name();
-    if (n.op() == OpKind::call_function && ((rebatch_reshape(t) && rebatch_has_size_list(t)) || t == "aten.expand.default")) {
+    if (n.op() == OpKind::call_function &&
+        ((rebatch_reshape(t) && rebatch_has_size_list(t)) || rebatch_as_strided(t) || t == "aten.expand.default")) {
       ArgList size = *n.arg(1).list();
       if (const std::int64_t* s0 = size[0].get_if<std::int64_t>(); s0 && *s0 != -1) {
         size[0] = Arg(scale(*s0));
@@ -449,6 +598,8 @@ class Rebatcher {
   std::int64_t to_;
   std::optional<std::int64_t> from_;
   std::unordered_set<const Node*> batched_;
+  // Permute results (and selects of them) whose batch is in a dim other than 0: the dim.
+  std::unordered_map<const Node*, std::size_t> moved_;
 };
 
 }  // namespace detail
