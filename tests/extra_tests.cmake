@@ -316,6 +316,22 @@ if(KILN_HAVE_TORCH)
         FIXTURES_REQUIRED ${_fixture} LABELS "torch;model" TIMEOUT 300
         PASS_REGULAR_EXPRESSION "batch split: [0-9]+ slices of 1.*compare with [^\n]*: match")
     endforeach()
+    # Swin-T at batch 2: its window attention permutes the batch into dim 1 and
+    # selects q, k and v back out of dim 0, which rebatch follows.
+    if("swin_t" IN_LIST _zoo)
+      set(_dir ${CMAKE_CURRENT_BINARY_DIR}/model_swin_t_b2_aten)
+      add_test(NAME export_model_swin_t_b2_aten
+        COMMAND ${KILN_TORCH_PYTHON} ${PROJECT_SOURCE_DIR}/tools/export_fx.py torchvision.models:swin_t
+                --input-shape 2,3,64,64 --level aten --seed 0 --weights-cache ${_weights_cache} --out ${_dir}
+        WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+      set_tests_properties(export_model_swin_t_b2_aten PROPERTIES
+        FIXTURES_SETUP model_swin_t_b2_aten LABELS "torch;model;zoo" TIMEOUT 600)
+      add_test(NAME kiln_run_swin_t_split_batch
+        COMMAND kiln-run ${_dir} --split-batch 1 --compare ${_dir}/outputs --max-rel-err 1e-4 --threads 2 --iterations 1 --warmup 0)
+      set_tests_properties(kiln_run_swin_t_split_batch PROPERTIES
+        FIXTURES_REQUIRED model_swin_t_b2_aten LABELS "torch;model;zoo" TIMEOUT 300
+        PASS_REGULAR_EXPRESSION "batch split: 2 slices of 1.*compare with [^\n]*: match")
+    endif()
     if(TARGET kiln-opt)
       # kiln-opt's quantization pipeline on model_MODEL_x86: outputs unchanged
       # (--numeric-check), and the "total" counters object matches PATTERN from its first field.

@@ -312,7 +312,7 @@ TEST_CASE("the batch moved out of dim 0 is refused where a user does not bring i
         std::string::npos);
 }
 
-TEST_CASE("rebatch: a whole slice of dim 0, roll, norm and as_strided_ keep samples apart; their mixing forms are refused") {
+TEST_CASE("rebatch: a whole slice of dim 0, roll, norm and as_strided_ keep samples apart, and their mixing forms are refused") {
   runtime::Weights w;
   SUBCASE("x[1:] along dim 0 drops a sample") {
     Graph g;
