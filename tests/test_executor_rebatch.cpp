@@ -308,8 +308,17 @@ TEST_CASE("the batch moved out of dim 0 is refused where a user does not bring i
   SUBCASE("the permuted tensor itself returned") { g.output(ArgList{first, p}); }
   SUBCASE("an element-wise op on it") { g.output(ArgList{first, call(g, aten::relu, {p}, {3, 4, 2}, "r")}); }
   const std::string why = refusal(g, w, 1);
-  CHECK(why.find("node moved (aten.permute.default) moves dim 0 (the batch) elsewhere, and not every user of it selects or unbinds along dim 0") !=
-        std::string::npos);
+  CHECK(why.find("node moved (aten.permute.default) moves dim 0 (the batch) elsewhere (taken only into dim 1, with every user "
+                 "selecting or unbinding along dim 0)") != std::string::npos);
+}
+
+TEST_CASE("the batch moved to dim 2 is refused even where a select along dim 0 follows") {
+  runtime::Weights w;
+  Graph g;
+  Node* x = g.placeholder("x", f32({4, 3, 2}));
+  Node* p = call(g, OpRef("aten.permute.default"), {x, Arg(ints({1, 2, 0}))}, {3, 2, 4}, "deep");
+  g.output(ArgList{call(g, OpRef("aten.select.int"), {p, Arg(std::int64_t{0}), Arg(std::int64_t{0})}, {2, 4}, "first")});
+  CHECK(refusal(g, w, 1).find("node deep (aten.permute.default) moves dim 0 (the batch) elsewhere") != std::string::npos);
 }
 
 TEST_CASE("rebatch: a whole slice of dim 0, roll, norm and as_strided_ keep samples apart, and their mixing forms are refused") {

@@ -295,7 +295,7 @@ class Rebatcher {
       const ArgList* dims = n.arg(1).list();
       const std::int64_t* d0 = dims && !dims->empty() ? (*dims)[0].get_if<std::int64_t>() : nullptr;
       if (!d0 || (*d0 != 0 && *d0 != -static_cast<std::int64_t>(dims->size())))
-        refuse(n, "moves dim 0 (the batch) elsewhere, and not every user of it selects or unbinds along dim 0");
+        refuse(n, "moves dim 0 (the batch) elsewhere (taken only into dim 1, with every user selecting or unbinding along dim 0)");
       return;
     }
     if (t == "aten.transpose.int") {
@@ -476,9 +476,9 @@ class Rebatcher {
     return true;
   }
 
-  // The dim a permute of a batch-dependent input moves the batch to (dim 0 of
-  // its input), where every user of the result selects or unbinds along dim 0;
-  // nullopt for any other node (the other rules then judge it).
+  // Dim 1, where a permute of a batch-dependent input moves the batch there (dim
+  // 0 of its input to dim 1) and every user of the result selects or unbinds
+  // along dim 0; nullopt for any other node (the other rules then judge it).
   std::optional<std::size_t> permute_moving_batch(const Node& n) const {
     if (n.target_name() != "aten.permute.default" || !batched(n.arg(0))) return std::nullopt;
     const ArgList* dims = n.arg(1).list();
@@ -487,7 +487,7 @@ class Rebatcher {
     std::optional<std::size_t> k;
     for (std::size_t i = 0; i < dims->size(); ++i)
       if (const std::int64_t* d = (*dims)[i].get_if<std::int64_t>(); d && (*d == 0 || *d == -rank)) k = i;
-    if (!k || *k == 0) return std::nullopt;
+    if (k != std::optional<std::size_t>(1)) return std::nullopt;  // [X, B, ...]: a select along dim 0 gives [B, ...]
     if (n.num_users() == 0) return std::nullopt;
     for (const Node* u : n.users())
       if (!takes_along_dim0(*u, n)) return std::nullopt;
@@ -515,20 +515,19 @@ class Rebatcher {
     const TensorMeta* xt = x.meta.val.tensor();
     return d && (*d == 0 || (xt && *d == -static_cast<std::int64_t>(xt->rank())));
   }
-  // A select or unbind along dim 0 of `m` (whose batch a permute moved to dim
-  // k; permute_moving_batch let only such users through): its results have the
-  // batch in dim k - 1, back in dim 0 when k is 1.
+  // A select or unbind along dim 0 of `m`, whose batch a permute moved to dim 1
+  // (permute_moving_batch let only such users through): its results have the
+  // batch in dim 0 again.
   void take_from_moved(const Node& n, const Node& m) {
     const std::size_t k = moved_.at(&m);
     const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
     if (results.empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
     const std::optional<std::int64_t> rows = static_dim(tensor_of(m), k);
     for (const TensorMeta* t : results) {
-      if (static_dim(*t, k - 1) != rows) refuse(n, "does not keep the batch of " + m.name() + " (dim " + std::to_string(k) + ")");
-      if (k == 1) check_tensor(n, *t);
+      if (static_dim(*t, 0) != rows) refuse(n, "does not keep the batch of " + m.name() + " (dim " + std::to_string(k) + ")");
+      check_tensor(n, *t);
     }
-    if (k == 1) batched_.insert(&n);
-    else moved_.emplace(&n, k - 1);
+    batched_.insert(&n);
   }
 
   // x.as_strided(size, stride) on a contiguous x: each row of the result (dim 0,
@@ -598,7 +597,7 @@ class Rebatcher {
   std::int64_t to_;
   std::optional<std::int64_t> from_;
   std::unordered_set<const Node*> batched_;
-  // Permute results (and selects of them) whose batch is in a dim other than 0: the dim.
+  // Permute results whose batch is in a dim other than 0 (so far always 1): the dim.
   std::unordered_map<const Node*, std::size_t> moved_;
 };
 
