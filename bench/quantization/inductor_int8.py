@@ -68,15 +68,12 @@ class MatchLog:
         counters["inductor"] = Recording(counters["inductor"])
 
 
-# Untimed runs before the timed ones: at least 2, and on until WARMUP_MS has passed
-# (--warmup-ms; kiln-run's option of the same name does the same for kiln).
-WARMUP_MS = 0.0
-
-
-def median_ms(fn, inputs, rounds):
+def median_ms(fn, inputs, rounds, warmup_ms):
+    """Median of `rounds` timed runs, after untimed ones: at least 2, and on until
+    warmup_ms has passed (kiln-run's --warmup-ms does the same for kiln)."""
     with torch.no_grad():
         start, runs = time.perf_counter(), 0
-        while runs < 2 or (time.perf_counter() - start) * 1e3 < WARMUP_MS:
+        while runs < 2 or (time.perf_counter() - start) * 1e3 < warmup_ms:
             fn(*inputs)
             runs += 1
         times = []
@@ -130,8 +127,6 @@ def main():
                         "patterns (counters only; export_fx.py --quantize x86 --autocast bfloat16 "
                         "writes the graph kiln's passes see)")
     args = p.parse_args()
-    global WARMUP_MS
-    WARMUP_MS = args.warmup_ms
 
     torch.manual_seed(0)
     model = export_fx.load_factory(args.factory)().eval()
@@ -186,11 +181,11 @@ def main():
     for t in [int(s) for s in args.threads.split(",") if s]:
         torch.set_num_threads(t)
         ms = result.setdefault("ms", {})[str(t)] = {
-            "inductor_int8": median_ms(compiled, [x], args.rounds),
-            "eager_fp32": median_ms(model, [x], args.rounds)}
+            "inductor_int8": median_ms(compiled, [x], args.rounds, args.warmup_ms),
+            "eager_fp32": median_ms(model, [x], args.rounds, args.warmup_ms)}
         if ort_model:
             session, feed = ort_session(ort_model, t), {"x": x.numpy()}
-            ms["ort_int8"] = median_ms(lambda _x: session.run(None, feed), [x], args.rounds)
+            ms["ort_int8"] = median_ms(lambda _x: session.run(None, feed), [x], args.rounds, args.warmup_ms)
         elif ort_error:
             ms["ort_int8_error"] = ort_error
     print(json.dumps(result))

@@ -11,7 +11,7 @@
 // convolution, an element-wise op, a mean over dims other than 0, ...). Any
 // other op, or one that mixes samples (a sum over dim 0, a transpose of dim 0, a
 // cat along it, a constant with a row per sample), is refused with the node
-// named. One exception to dim 0: a permute may move the batch to another dim
+// named. One exception to dim 0: a permute may move the batch into dim 1
 // when its only users select or unbind along dim 0, which brings it back
 // (attention's q, k, v taken from one [3, B, ...] tensor, as Swin does). The
 // rebatched graph's shapes then say the smaller batch, and so do the sizes
@@ -174,7 +174,7 @@ class Rebatcher {
     Graph out = g_.clone(&map);
     for (const Node* n : g_.nodes()) {
       if (batched_.count(n)) rewrite(*map.at(n), 0);
-      else if (const auto m = moved_.find(n); m != moved_.end()) rewrite(*map.at(n), m->second);
+      else if (moved_.count(n)) rewrite(*map.at(n), 1);
     }
     return out;
   }
@@ -250,15 +250,18 @@ class Rebatcher {
         if (any_batched(n)) refuse(n, "is a " + std::string(op_kind_name(n.op())) + "; only call_function nodes are sliced");
         return;
     }
-    // The users of a permute that moved the batch (each a select or unbind of it).
-    if (const Node* m = n.args().empty() ? nullptr : n.arg(0).node(); m && moved_.count(m)) return take_from_moved(n, *m);
-    if (!any_batched(n)) return;  // a constant: every slice computes it alike
-    if (takes_only_dtype_of_input(n)) return;  // x.new_zeros(size): a constant of x's dtype
-    if (const auto k = permute_moving_batch(n)) {
-      moved_.emplace(&n, *k);
-      return;
+    // A user of a permute that moved the batch into dim 1 (a select or unbind of it).
+    if (const Node* m = n.args().empty() ? nullptr : n.arg(0).node(); m && moved_.count(m)) {
+      check_batch_back(n, *m);
+    } else {
+      if (!any_batched(n)) return;  // a constant: every slice computes it alike
+      if (takes_only_dtype_of_input(n)) return;  // x.new_zeros(size): a constant of x's dtype
+      if (moves_batch_to_dim1(n)) {
+        moved_.insert(&n);
+        return;
+      }
+      check_call(n);
     }
-    check_call(n);
     const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
     if (results.empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
     for (const TensorMeta* t : results) check_tensor(n, *t);
@@ -383,13 +386,18 @@ class Rebatcher {
     return false;
   }
 
+  // The first position after args[0] that holds a batch-dependent value (or a list with one).
+  std::optional<std::size_t> batched_arg_after_self(const Node& n) const {
+    for (std::size_t i = 1; i < n.args().size(); ++i)
+      if (batched(n.args()[i]) || (n.args()[i].list() && any_batched_list(*n.args()[i].list()))) return i;
+    return std::nullopt;
+  }
+
   // The input (args[0]) is the only batch-dependent operand, and each result keeps its rows of dim 0.
   void check_same_rows(const Node& n) {
     const Node* in = n.arg(0).node();
     if (!in || !batched_.count(in)) refuse(n, "takes a value that does not come from the inputs as its tensor");
-    for (std::size_t i = 1; i < n.args().size(); ++i)
-      if (batched(n.args()[i]) || (n.args()[i].list() && any_batched_list(*n.args()[i].list())))
-        refuse(n, "takes a batch-dependent value at args[" + std::to_string(i) + "]");
+    if (const auto i = batched_arg_after_self(n)) refuse(n, "takes a batch-dependent value at args[" + std::to_string(*i) + "]");
     for (const TensorMeta* t : meta_tensors(n.meta.val))  // an empty result (batch norm's saved mean) has no rows
       if (static_dim(*t, 0) != std::optional<std::int64_t>(dim0(*in)) && t->numel() != std::optional<std::int64_t>(0))
         refuse(n, "does not keep the rows of " + in->name() + " (dim 0) as the rows of its result");
@@ -469,32 +477,25 @@ class Rebatcher {
     if (t != "aten.new_zeros.default" && t != "aten.new_ones.default" && t != "aten.new_empty.default" &&
         t != "aten.new_full.default")
       return false;
-    for (std::size_t i = 1; i < n.args().size(); ++i)
-      if (batched(n.args()[i]) || (n.args()[i].list() && any_batched_list(*n.args()[i].list()))) return false;
+    if (batched_arg_after_self(n)) return false;
     for (const auto& [k, a] : n.kwargs())
       if (batched(a)) return false;
     return true;
   }
 
-  // Dim 1, where a permute of a batch-dependent input moves the batch there (dim
-  // 0 of its input to dim 1) and every user of the result selects or unbinds
-  // along dim 0; nullopt for any other node (the other rules then judge it).
-  std::optional<std::size_t> permute_moving_batch(const Node& n) const {
-    if (n.target_name() != "aten.permute.default" || !batched(n.arg(0))) return std::nullopt;
+  // Whether `n` is a permute of a batch-dependent input that moves its dim 0 to
+  // dim 1 ([X, B, ...]: a select along dim 0 gives [B, ...]) and every user of
+  // the result selects or unbinds along dim 0; any other node the other rules judge.
+  bool moves_batch_to_dim1(const Node& n) const {
+    if (n.target_name() != "aten.permute.default" || !batched(n.arg(0))) return false;
     const ArgList* dims = n.arg(1).list();
-    if (!dims) return std::nullopt;
-    const auto rank = static_cast<std::int64_t>(dims->size());
-    std::optional<std::size_t> k;
-    for (std::size_t i = 0; i < dims->size(); ++i)
-      if (const std::int64_t* d = (*dims)[i].get_if<std::int64_t>(); d && (*d == 0 || *d == -rank)) k = i;
-    if (k != std::optional<std::size_t>(1)) return std::nullopt;  // [X, B, ...]: a select along dim 0 gives [B, ...]
-    if (n.num_users() == 0) return std::nullopt;
+    const std::int64_t* d1 = dims && dims->size() > 1 ? (*dims)[1].get_if<std::int64_t>() : nullptr;
+    if (!d1 || (*d1 != 0 && *d1 != -static_cast<std::int64_t>(dims->size())) || n.num_users() == 0) return false;
     for (const Node* u : n.users())
-      if (!takes_along_dim0(*u, n)) return std::nullopt;
-    const TensorMeta& t = tensor_of(n);
-    if (static_dim(t, *k) != std::optional<std::int64_t>(dim0(*n.arg(0).node())))
-      refuse(n, "moves dim 0 (the batch) to dim " + std::to_string(*k) + " without keeping its size");
-    return k;
+      if (!takes_along_dim0(*u, n)) return false;
+    if (static_dim(tensor_of(n), 1) != std::optional<std::int64_t>(dim0(*n.arg(0).node())))
+      refuse(n, "moves dim 0 (the batch) to dim 1 without keeping its size");
+    return true;
   }
   // Whether `u` is a select or unbind along dim 0 of `x` (its only tensor operand).
   static bool takes_along_dim0(const Node& u, const Node& x) {
@@ -516,18 +517,12 @@ class Rebatcher {
     return d && (*d == 0 || (xt && *d == -static_cast<std::int64_t>(xt->rank())));
   }
   // A select or unbind along dim 0 of `m`, whose batch a permute moved to dim 1
-  // (permute_moving_batch let only such users through): its results have the
+  // (moves_batch_to_dim1 let only such users through): each result has the
   // batch in dim 0 again.
-  void take_from_moved(const Node& n, const Node& m) {
-    const std::size_t k = moved_.at(&m);
-    const std::vector<const TensorMeta*> results = meta_tensors(n.meta.val);
-    if (results.empty()) refuse(n, "has no tensor in meta.val (the shapes of the slices are read from it)");
-    const std::optional<std::int64_t> rows = static_dim(tensor_of(m), k);
-    for (const TensorMeta* t : results) {
-      if (static_dim(*t, 0) != rows) refuse(n, "does not keep the batch of " + m.name() + " (dim " + std::to_string(k) + ")");
-      check_tensor(n, *t);
-    }
-    batched_.insert(&n);
+  void check_batch_back(const Node& n, const Node& m) const {
+    const std::optional<std::int64_t> rows = static_dim(tensor_of(m), 1);
+    for (const TensorMeta* t : meta_tensors(n.meta.val))
+      if (static_dim(*t, 0) != rows) refuse(n, "does not keep the batch of " + m.name() + " (dim 1)");
   }
 
   // x.as_strided(size, stride) on a contiguous x: each row of the result (dim 0,
@@ -597,8 +592,8 @@ class Rebatcher {
   std::int64_t to_;
   std::optional<std::int64_t> from_;
   std::unordered_set<const Node*> batched_;
-  // Permute results whose batch is in a dim other than 0 (so far always 1): the dim.
-  std::unordered_map<const Node*, std::size_t> moved_;
+  // Permute results whose batch is in dim 1 (moves_batch_to_dim1).
+  std::unordered_set<const Node*> moved_;
 };
 
 }  // namespace detail
