@@ -416,7 +416,7 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
   struct Shape {
     std::int64_t C, K, stride, pad, dil, xz;
     DType xdtype;
-    std::int64_t H = 11, W = 19;
+    std::int64_t H = 11, W = 19, B = 2;
   };
   // The last: padding rows above the second image land in the row slots (ih % 4) where
   // the first image's rows were, with H = 4 (a padding row once took a real row's tag there).
@@ -431,7 +431,10 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
                                   {144, 3, 1, 1, 1, 0, DType::uint8, 5},
                                   // Rows of 7, 12 and 13 pixels: the kernel's last 1-7 pixels of a row as one block, of each width.
                                   {32, 3, 1, 1, 1, 128, DType::uint8, 7, 7}, {16, 3, 1, 1, 1, 0, DType::uint8, 11, 12},
-                                  {48, 3, 1, 1, 1, 60, DType::uint8, 6, 13}};
+                                  {48, 3, 1, 1, 1, 60, DType::uint8, 6, 13},
+                                  // Rows two at a time: 3 images of 10 rows split over two threads, the second
+                                  // thread starting at an odd row of the second image; a 2x2 kernel (3 source rows a pair).
+                                  {32, 3, 1, 1, 1, 9, DType::uint8, 10, 9, 3}, {16, 2, 1, 1, 1, 200, DType::uint8, 10, 9, 3}};
   for (const Shape& s : shapes)
     for (const bool channels_last : {false, true})
       for (const Post& post : kPosts) {
@@ -443,7 +446,7 @@ TEST_CASE("depthwise int8 convolutions of many shapes, sources and outputs run w
         CAPTURE(channels_last);
         CAPTURE(post.attr);
         Conv c;
-        c.B = 2, c.C = c.OC = c.groups = s.C, c.H = s.H, c.W = s.W, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
+        c.B = s.B, c.C = c.OC = c.groups = s.C, c.H = s.H, c.W = s.W, c.KH = c.KW = s.K, c.stride = s.stride, c.pad = s.pad, c.dil = s.dil;
         c.xz = s.xz, c.xdtype = s.xdtype;
         c.make(-128, 127);
         // kiln's own kernel (kernels/detail/int8_depthwise.hpp) takes the quantized outputs of a
