@@ -406,6 +406,57 @@ void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std
 
 }  // namespace
 
+// A network's input quantized for its first convolution (float32 -> quantize_per_tensor ->
+// a convolution of 3 channels): the widened copy quantizes the floats as it copies them
+// and the quantize's step is dropped. The outputs are those of the quantize run on its own
+// (the same graph with the quantized tensor also an output), byte for byte, on one thread
+// and two; values past the range clamp and halves round to even as the quantize does.
+TEST_CASE("a first convolution quantizes the float input as it widens it, equal to the quantize run on its own") {
+  Conv c;
+  c.C = 3, c.OC = 6, c.H = 9, c.W = 37, c.stride = 2, c.pad = 1, c.xz = 131;
+  c.make(-128, 127);
+  Tensor xf = random_tensor({c.B, c.C, c.H, c.W}, 11);
+  for (std::int64_t i = 0; i < xf.numel(); ++i) xf.data<float>()[i] *= 4.0f;  // past the range at both ends
+  for (std::int64_t i = 0; i < 8; ++i) xf.data<float>()[i * 5] = float((double(i) - 3.5) * XS);  // exact halves
+  const auto build = [&](bool quantized_is_output) {
+    Graph g;
+    Node* x = g.placeholder("x", meta({c.B, c.C, c.H, c.W}));
+    Node* q = g.call_function(OpRef("quantized_decomposed.quantize_per_tensor.default"), {x, XS, c.xz, 0, 255, Arg(DType::uint8)}, {},
+                              "quantize");
+    Node* conv = qconv(g, c, q, false, Arg(), "relu", {});
+    g.output(quantized_is_output ? ArgList{conv, q} : ArgList{conv});
+    return g;
+  };
+  const auto count = [](const CompiledGraph& cg, std::string_view what, bool op_type) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < cg.num_steps(); ++i) n += (op_type ? cg.step(i).op_type : cg.step(i).implementation) == what;
+    return n;
+  };
+  const Graph fused = build(false), apart = build(true);
+  for (const int threads : {1, 2}) {
+    CAPTURE(threads);
+    runtime::CompileOptions o;
+    o.threads = threads;
+    const auto f = CompiledGraph::compile(fused, c.weights(), o), a = CompiledGraph::compile(apart, c.weights(), o);
+    CHECK(count(f, "kiln_widen_channels:quantizing", false) == 1);
+    CHECK(count(f, "quantized_decomposed.quantize_per_tensor.default", true) == 0);
+    // The quantized tensor read elsewhere too: the quantize runs, the copy reads its result.
+    CHECK(count(a, "kiln_widen_channels", false) == 1);
+    CHECK(count(a, "quantized_decomposed.quantize_per_tensor.default", true) == 1);
+    const auto fo = f.run({xf});
+    const auto ao = a.run({xf});
+    REQUIRE(fo[0].nbytes() == ao[0].nbytes());
+    CHECK(std::memcmp(fo[0].raw(), ao[0].raw(), fo[0].nbytes()) == 0);
+    // And the quantize's own result is PyTorch's formula: clamp(round_half_even(x * (1 / scale)) + zp).
+    const float inv = static_cast<float>(1.0 / XS);
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < xf.numel(); ++i)
+      wrong += ao[1].data<std::uint8_t>()[i] !=
+               static_cast<std::uint8_t>(std::clamp(std::nearbyint(xf.data<float>()[i] * inv) + float(c.xz), 0.0f, 255.0f));
+    CHECK(wrong == 0);
+  }
+}
+
 // Depthwise convolutions as MobileNet's are (groups = channels), on kiln's own
 // kernel where it applies and on oneDNN elsewhere: channel counts
 // past a multiple of 16 and past 64, 2x2 to 7x7 kernels, stride, padding with a non-zero

@@ -393,6 +393,7 @@ class GraphLowering {
     const auto first_value = static_cast<ValueId>(p_.values.size());
     lower();
     folder_.fold(first, first_value);
+    ctx_.erase_dropped_steps();  // steps of earlier nodes that this one made redundant
   }
 
   void run_kernel(const Node& n) {

@@ -5,6 +5,7 @@
 // the node's results (a new arena buffer, a view of another value, a static
 // value, a tuple) and adds the steps that compute them. Errors name the node,
 // its target and the argument.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -398,6 +399,38 @@ class LowerContext {
     step->scratch_bytes = scratch;
     program_.steps.push_back(std::move(step));
   }
+  // A kernel that computes what its input's producer did itself (a convolution
+  // that quantizes the graph's float input as it copies it) drops the
+  // producer's step, which nothing reads any more: the one step that writes the
+  // arena value `v` and nothing else, when no step reads `v` or a view of it.
+  // The index of that step, or nullopt when there is none to drop.
+  std::optional<std::size_t> unread_step_writing(ValueId v) const {
+    if (info(v).storage != Storage::arena) return std::nullopt;
+    const auto touches = [&](ValueId w) { return w == v || (info(w).storage == Storage::view && info(w).base == v); };
+    std::optional<std::size_t> found;
+    for (std::size_t s = 0; s < program_.steps.size(); ++s) {
+      const Step& step = *program_.steps[s];
+      for (ValueId r : step.reads)
+        if (touches(r)) return std::nullopt;
+      for (ValueId w : step.writes)
+        if (touches(w)) {
+          if (found || step.has_effects || step.writes.size() != 1 || w != v) return std::nullopt;
+          found = s;
+        }
+    }
+    return found;
+  }
+  // Drops step `index` (from unread_step_writing) once the node being lowered
+  // is done: until then the steps keep their places.
+  void drop_step(std::size_t index) { dropped_.push_back(program_.steps[index].get()); }
+  // Used by lowering after each node.
+  void erase_dropped_steps() {
+    if (dropped_.empty()) return;
+    std::erase_if(program_.steps, [&](const std::unique_ptr<Step>& s) {
+      return std::find(dropped_.begin(), dropped_.end(), s.get()) != dropped_.end();
+    });
+    dropped_.clear();
+  }
   // ---- fusing the op that follows ---------------------------------------------
   // A kernel may fold its node's only user into its own steps (a batch-norm, a
   // relu or a residual add into a convolution's primitive): it lowers the user
@@ -481,6 +514,7 @@ class LowerContext {
   Lowered result_;
   bool channels_last_ = false;
   std::unordered_set<const Node*> absorbed_;
+  std::vector<const Step*> dropped_;  // drop_step's, erased after the node
   const std::vector<CallArg>* call_args_ = nullptr;  // lower_as's arguments and target while it runs
   std::string call_target_;
   int piece_depth_ = 0;  // lower_piece calls under way

@@ -2,11 +2,13 @@
 // A uint8 source of 1 to 3 channels [N, C, H, W] (any strides) copied to
 // [N, H + 2 PH, W + 2 PW, 4] (channels-last, 4 channels), every cell that is
 // not a source value set to `fill`: the layout in which an image's first int8
-// convolution runs on oneDNN's faster kernel (see onednn/qconv.hpp).
+// convolution runs on oneDNN's faster kernel (see onednn/qconv.hpp). The source
+// may also be the float32 input of a quantize, quantized row by row as it is copied.
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VBMI__)
 #include <immintrin.h>
@@ -52,9 +54,11 @@ inline void row(const std::uint8_t* x, const std::array<std::int64_t, 4>& st, st
 
 }  // namespace widen_channels_detail
 
-// st: the source's strides in elements (bytes). Output rows split over `threads`.
-inline void widen_channels(const std::uint8_t* x, const std::array<std::int64_t, 4>& st, std::int64_t N, std::int64_t C, std::int64_t H,
-                           std::int64_t W, std::int64_t PH, std::int64_t PW, std::uint8_t fill, std::uint8_t* out, int threads) {
+// The copy's rows split over `threads`; copy_row(n, ih, out) writes source row
+// (n, ih)'s pixels at out, and the padding is the fill.
+template <class CopyRow>
+inline void widen_rows(std::int64_t N, std::int64_t H, std::int64_t W, std::int64_t PH, std::int64_t PW, std::uint8_t fill, std::uint8_t* out,
+                       int threads, const CopyRow& copy_row) {
   const std::int64_t OH = H + 2 * PH, OW = W + 2 * PW, rows = N * OH, parts = std::max(threads, 1);
 #pragma omp parallel for num_threads(static_cast<int>(parts)) schedule(static) if (parts > 1)
   for (std::int64_t t = 0; t < parts; ++t)
@@ -67,8 +71,33 @@ inline void widen_channels(const std::uint8_t* x, const std::array<std::int64_t,
       }
       std::memset(o, fill, static_cast<std::size_t>(PW * 4));
       std::memset(o + (PW + W) * 4, fill, static_cast<std::size_t>(PW * 4));
-      widen_channels_detail::row(x + n * st[0] + ih * st[2], st, C, W, fill, o + PW * 4);
+      copy_row(n, ih, o + PW * 4);
     }
+}
+
+// st: the source's strides in elements (bytes).
+inline void widen_channels(const std::uint8_t* x, const std::array<std::int64_t, 4>& st, std::int64_t N, std::int64_t C, std::int64_t H,
+                           std::int64_t W, std::int64_t PH, std::int64_t PW, std::uint8_t fill, std::uint8_t* out, int threads) {
+  widen_rows(N, H, W, PH, PW, fill, out, threads, [&](std::int64_t n, std::int64_t ih, std::uint8_t* o) {
+    widen_channels_detail::row(x + n * st[0] + ih * st[2], st, C, W, fill, o);
+  });
+}
+
+// The same copy of a float32 source [N, C, H, W] whose rows are contiguous
+// (st[3] == 1), each row quantized first by quantize(const float*, uint8_t*, n)
+// into a buffer of the thread's: one pass over the floats instead of a
+// quantized tensor written whole and read back.
+template <class Quantize>
+inline void widen_channels_quantized(const float* x, const std::array<std::int64_t, 4>& st, std::int64_t N, std::int64_t C, std::int64_t H,
+                                     std::int64_t W, std::int64_t PH, std::int64_t PW, std::uint8_t fill, std::uint8_t* out, int threads,
+                                     const Quantize& quantize) {
+  const std::array<std::int64_t, 4> row_strides{0, W, 0, 1};  // the buffer: C rows of W
+  widen_rows(N, H, W, PH, PW, fill, out, threads, [&](std::int64_t n, std::int64_t ih, std::uint8_t* o) {
+    thread_local std::vector<std::uint8_t> rows;
+    if (rows.size() < static_cast<std::size_t>(C * W)) rows.resize(static_cast<std::size_t>(C * W));
+    for (std::int64_t c = 0; c < C; ++c) quantize(x + n * st[0] + c * st[1] + ih * st[2], rows.data() + c * W, W);
+    widen_channels_detail::row(rows.data(), row_strides, C, W, fill, o);
+  });
 }
 
 }  // namespace kiln::kernels::detail

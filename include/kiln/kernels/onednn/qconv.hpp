@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kiln/kernels/detail/int8_depthwise.hpp"
+#include "kiln/kernels/detail/quantize_run.hpp"
 #include "kiln/kernels/detail/widen_channels.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
@@ -344,6 +345,64 @@ inline runtime::ValueId widened_source(runtime::LowerContext& ctx, runtime::Valu
   return out;
 }
 
+// The float32 input of the quantize_per_tensor (numbers for its parameters)
+// whose only user is this convolution, as a network's input is quantized for
+// its first convolution: the widened copy then quantizes the floats as it
+// copies them, as that quantize would (detail/quantize_run.hpp), and the
+// quantize's step, which nothing reads any more, is dropped.
+struct QuantizedFloatSource {
+  runtime::ValueId x = 0;
+  float inv_scale = 1, zero_point = 0, lo = 0, hi = 255;
+  std::size_t quantize_step = 0;
+};
+inline std::optional<QuantizedFloatSource> quantized_float_source(const runtime::LowerContext& ctx, runtime::ValueId xv) {
+  const Arg* a = ctx.find_arg(0, "qx");
+  const Node* q = a ? a->node() : nullptr;
+  if (!q || q->op() != OpKind::call_function || q->target_name() != "quantized_decomposed.quantize_per_tensor.default" ||
+      q->num_users() != 1 || q->args().size() < 5 || !ctx.is_lowered(q) || !ctx.lowered(q).is_tensor() || ctx.lowered(q).id != xv)
+    return std::nullopt;
+  const Node* in = q->arg(0).node();
+  if (!in || !ctx.is_lowered(in) || !ctx.lowered(in).is_tensor()) return std::nullopt;
+  QuantizedFloatSource f;
+  f.x = ctx.lowered(in).id;
+  const runtime::Layout& fl = ctx.layout(f.x), &xl = ctx.layout(xv);
+  if (fl.dtype != DType::float32 || fl.shape != xl.shape || fl.rank() != 4 || fl.strides[3] != 1) return std::nullopt;
+  const auto number = [&](std::size_t pos) -> std::optional<double> {
+    if (const auto* d = q->arg(pos).get_if<double>()) return *d;
+    if (const auto* i = q->arg(pos).get_if<std::int64_t>()) return static_cast<double>(*i);
+    return std::nullopt;
+  };
+  const auto scale = number(1), zero_point = number(2), lo = number(3), hi = number(4);
+  if (!scale || !zero_point || !lo || !hi) return std::nullopt;
+  const auto step = ctx.unread_step_writing(xv);
+  if (!step) return std::nullopt;
+  // As the quantize kernel computes them (pointwise/quantize.hpp).
+  f.inv_scale = static_cast<float>(1.0 / *scale), f.zero_point = static_cast<float>(*zero_point);
+  f.lo = static_cast<float>(*lo), f.hi = static_cast<float>(*hi);
+  f.quantize_step = *step;
+  return f;
+}
+
+// widened_source's copy made from the quantize's float input (see quantized_float_source).
+inline runtime::ValueId widened_quantized_source(runtime::LowerContext& ctx, const QuantizedFloatSource& f, const std::vector<std::int64_t>& pad,
+                                                 std::int64_t zero_point) {
+  const runtime::Layout xl = ctx.layout(f.x);
+  const std::int64_t N = xl.shape[0], C = xl.shape[1], H = xl.shape[2], W = xl.shape[3], PH = pad[0], PW = pad[1];
+  const auto out = ctx.buffer(runtime::channels_last({N, 4, H + 2 * PH, W + 2 * PW}, DType::uint8));
+  const std::array<std::int64_t, 4> st{xl.strides[0], xl.strides[1], xl.strides[2], xl.strides[3]};
+  const auto zp = static_cast<std::uint8_t>(zero_point);
+  const auto x = f.x;
+  const float inv = f.inv_scale, z = f.zero_point, lo = f.lo, hi = f.hi;
+  auto step = runtime::make_step([=](runtime::Frame& fr) {
+    detail::widen_channels_quantized(fr.data_as<const float>(x), st, N, C, H, W, PH, PW, zp, fr.data_as<std::uint8_t>(out), fr.threads(),
+                                     [=](const float* row, std::uint8_t* q, std::int64_t n) { detail::quantize_run(row, q, n, inv, z, lo, hi); });
+  });
+  step->implementation = "kiln_widen_channels:quantizing";
+  ctx.add_step(std::move(step), {x}, {out});
+  ctx.drop_step(f.quantize_step);
+  return out;
+}
+
 // The weight [OC, C, KH, KW] as [OC, 4, KH, KW], zero for the channels past C.
 inline runtime::Tensor widened_weight(const runtime::Tensor& w) {
   const runtime::Shape& ws = w.shape();
@@ -382,7 +441,8 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   // The convolution's source: the widened copy, which holds the padding, or the value itself.
   runtime::ValueId source = xv;
   if (widens_narrow_source(xl, q, s, xq)) {
-    source = widened_source(ctx, xv, s.padding, xq.zero_point);
+    const auto from_float = quantized_float_source(ctx, xv);
+    source = from_float ? widened_quantized_source(ctx, *from_float, s.padding, xq.zero_point) : widened_source(ctx, xv, s.padding, xq.zero_point);
     q.w = widened_weight(q.w);
     s.padding.assign(nd, 0);
   }

@@ -18,11 +18,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
 #include "kiln/core/bfloat16.hpp"
+#include "kiln/kernels/detail/quantize_run.hpp"
 #include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
@@ -127,32 +124,6 @@ PerTensorParams per_tensor_params(const runtime::LowerContext& ctx) {
   return p;
 }
 
-// A run of floats quantized as quantized() does, with xsimd (GCC keeps scalar
-// code for the float clamps, which may trap): round half to even, add the zero
-// point, clamp, then narrow, the narrowing in plain (vectorizable) integer code.
-template <class Q>
-inline void quantize_run(const float* x, Q* y, std::int64_t n, float inv_scale, float zero_point, float lo, float hi) {
-  using B = xsimd::batch<float>;
-  constexpr auto W = static_cast<std::int64_t>(B::size);
-  alignas(64) std::int32_t ints[W];
-  const B inv(inv_scale), z(zero_point), low(lo), high(hi);
-  std::int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    const B v = xsimd::min(xsimd::max(xsimd::nearbyint(B::load_unaligned(x + i) * inv) + z, low), high);
-#if defined(__AVX512F__)
-    // 16 lanes narrowed by one vpmovdb (each value already lies in Q's range): the
-    // loop below stores them byte by byte, a third of the time of a run (2.4M floats).
-    if constexpr (W == 16) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm512_cvtepi32_epi8(xsimd::batch_cast<std::int32_t>(v)));
-      continue;
-    }
-#endif
-    xsimd::batch_cast<std::int32_t>(v).store_aligned(ints);
-    for (std::int64_t k = 0; k < W; ++k) y[i + k] = static_cast<Q>(ints[k]);
-  }
-  for (; i < n; ++i) y[i] = static_cast<Q>(std::min(std::max(std::nearbyint(x[i] * inv_scale) + zero_point, lo), hi));
-}
-
 // A dense float32 input (the graph's input, a convolution's result): one flat
 // loop split among the threads, instead of xtensor's expression per row.
 template <class Q>
@@ -171,7 +142,7 @@ runtime::ValueId lower_dense_quantize(runtime::LowerContext& ctx, runtime::Value
                  constexpr std::int64_t chunk = 16384;
 #pragma omp parallel for num_threads(fr.threads()) schedule(static) if (fr.threads() > 1 && n >= kParallelElements)
                  for (std::int64_t b = 0; b < n; b += chunk)
-                   quantize_run<Q>(x + b, y + b, std::min(chunk, n - b), inv_scale, z, lo, hi);
+                   detail::quantize_run<Q>(x + b, y + b, std::min(chunk, n - b), inv_scale, z, lo, hi);
                }),
                std::move(reads), {out});
   return out;
