@@ -613,6 +613,112 @@ TEST_CASE("dequantize_per_tensor in float32 and, with out_dtype, in bfloat16 rou
   CHECK(inexact(out[4], f32(tu, 0)) == 0);
 }
 
+// A global average pool as the x86 recipe leaves it: dequantize -> mean over H and W ->
+// quantize, run as one step from the quantized tensor when each is the only user of the one
+// before (pointwise/dequantized_mean.hpp). Against the three run apart (the same graph with
+// the mean's float result also an output) and against the mean in double: within one step,
+// and equal nearly everywhere. Channels-last and NCHW sources, 70 channels (a block of 64
+// and a tail), uint8 and int8 on both sides, keepdim or not, one thread and two.
+TEST_CASE("dequantize -> mean over H and W -> quantize run as one step, within one step of the three run apart") {
+  struct Case {
+    DType in, out;
+    std::int64_t in_zp, out_zp, lo, hi;
+    bool channels_last, keepdim;
+    ArgList dims;
+  };
+  const std::vector<Case> cases{{DType::uint8, DType::uint8, 131, 3, 0, 255, true, true, ArgList{-1, -2}},
+                                {DType::uint8, DType::uint8, 0, 0, 0, 255, false, false, ArgList{2, 3}},
+                                {DType::int8, DType::int8, -7, 2, -128, 127, true, false, ArgList{3, 2}},
+                                {DType::int8, DType::uint8, 5, 100, 10, 200, false, true, ArgList{-2, -1}}};
+  const std::int64_t N = 3, C = 70, H = 7, W = 5;
+  const double in_scale = 0.0173, out_scale = 0.0061;
+  for (const Case& k : cases)
+    for (const int threads : {1, 2}) {
+      CAPTURE(k.channels_last);
+      CAPTURE(k.keepdim);
+      CAPTURE(threads);
+      const auto build = [&](bool mean_is_output) {
+        Graph g;
+        Node* x = k.channels_last ? g.call_function(OpRef("aten.permute.default"),
+                                                    {g.placeholder("x", test::meta({N, H, W, C}, k.in)), ArgList{0, 3, 1, 2}})
+                                  : g.placeholder("x", test::meta({N, C, H, W}, k.in));
+        const std::int64_t in_lo = k.in == DType::uint8 ? 0 : -128, in_hi = k.in == DType::uint8 ? 255 : 127;
+        Node* dq = g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.default"), {x, in_scale, k.in_zp, in_lo, in_hi, Arg(k.in)});
+        Node* mean = g.call_function(OpRef("aten.mean.dim"), {dq, k.dims, k.keepdim});
+        Node* q = quantize(g, mean, out_scale, k.out_zp, k.lo, k.hi, k.out);
+        g.output(mean_is_output ? ArgList{q, mean} : ArgList{q});
+        return g;
+      };
+      runtime::CompileOptions o;
+      o.threads = threads;
+      const auto fused = CompiledGraph::compile(build(false), {}, o), apart = CompiledGraph::compile(build(true), {}, o);
+      const auto steps = [](const CompiledGraph& cg, std::string_view what) {
+        std::size_t n = 0;
+        for (std::size_t i = 0; i < cg.num_steps(); ++i) n += cg.step(i).implementation == what || cg.step(i).op_type == what;
+        return n;
+      };
+      CHECK(steps(fused, "kiln_quantized_mean") == 1);
+      CHECK(steps(fused, "aten.mean.dim") == 0);
+      CHECK(steps(fused, "quantized_decomposed.dequantize_per_tensor.default") == 0);
+      CHECK(steps(apart, "kiln_quantized_mean") == 0);
+      CHECK(steps(apart, "aten.mean.dim") == 1);
+      const Tensor x = all_quantized_values(k.channels_last ? runtime::Shape{N, H, W, C} : runtime::Shape{N, C, H, W}, k.in);
+      const auto f = fused.run({x}), a = apart.run({x});
+      REQUIRE(f[0].shape() == a[0].shape());
+      CHECK(f[0].shape() == (k.keepdim ? runtime::Shape{N, C, 1, 1} : runtime::Shape{N, C}));
+      CHECK(f[0].dtype() == k.out);
+      int far = 0, differ = 0, off_reference = 0;
+      for (std::int64_t n = 0; n < N; ++n)
+        for (std::int64_t c = 0; c < C; ++c) {
+          const std::vector<std::int64_t> at = k.keepdim ? std::vector<std::int64_t>{n, c, 0, 0} : std::vector<std::int64_t>{n, c};
+          double sum = 0;
+          for (std::int64_t h = 0; h < H; ++h)
+            for (std::int64_t w = 0; w < W; ++w)
+              sum += (value_at(x, k.channels_last ? std::vector<std::int64_t>{n, h, w, c} : std::vector<std::int64_t>{n, c, h, w}) -
+                      double(k.in_zp)) * double(float(in_scale));
+          const double want = quantize_ref(float(sum / double(H * W)), float(1.0 / out_scale), k.out_zp, k.lo, k.hi);
+          const double got = value_at(f[0], at), other = value_at(a[0], at);
+          far += std::abs(got - other) > 1.0;
+          differ += got != other;
+          off_reference += std::abs(got - want) > 1.0;
+        }
+      CHECK(far == 0);
+      CHECK(off_reference == 0);
+      CHECK(differ <= 2);
+    }
+}
+
+// Near misses of that fusion: a mean over other dims, a dequantize read by another node too,
+// a mean read by another node too, and the .tensor dequantize: each runs as its own steps
+// (and the graph with none of them runs as one).
+TEST_CASE("dequantize -> mean -> quantize stays three steps where one of them is read elsewhere or the mean is not over H and W") {
+  const auto fused = [](int variant) {
+    Graph g;
+    Node* x = g.placeholder("x", test::meta({2, 16, 4, 4}, DType::uint8));
+    Node* dq = variant == 3 ? g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.tensor"),
+                                              {x, g.get_attr("s", test::meta({})), g.get_attr("z", test::meta({}, DType::int64)), 0, 255,
+                                               Arg(DType::uint8)})
+                            : g.call_function(OpRef("quantized_decomposed.dequantize_per_tensor.default"), {x, 0.02, 3, 0, 255, Arg(DType::uint8)});
+    Node* mean = g.call_function(OpRef("aten.mean.dim"), {dq, variant == 0 ? ArgList{1, 2} : ArgList{2, 3}, true});
+    Node* q = quantize(g, mean, 0.01, 0, 0, 255, DType::uint8);
+    ArgList outs{q};
+    if (variant == 1) outs.push_back(dq);
+    if (variant == 2) outs.push_back(mean);
+    g.output(outs);
+    Tensor s = Tensor::empty({}), z = Tensor::empty({}, DType::int64);
+    s.data<float>()[0] = 0.02f, z.data<std::int64_t>()[0] = 3;
+    const auto cg = CompiledGraph::compile(g, {{"s", s}, {"z", z}});
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < cg.num_steps(); ++i) n += cg.step(i).implementation == "kiln_quantized_mean";
+    return n;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    CHECK(fused(variant) == 0);
+  }
+  CHECK(fused(4) == 1);  // the same graph with none of them: one step
+}
+
 TEST_CASE("quantize_per_channel and dequantize_per_channel along any axis of strided inputs") {
   // x is [4, 6, 5], read through a permutation; each axis gets its own scales.
   const runtime::Shape shape{4, 6, 5};

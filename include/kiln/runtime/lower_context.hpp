@@ -404,12 +404,14 @@ class LowerContext {
   // producer's step, which nothing reads any more: the one step that writes the
   // arena value `v` and nothing else, when no step reads `v` or a view of it.
   // The index of that step, or nullopt when there is none to drop.
+  // Steps already dropped do not count as readers (a chain is dropped from its end).
   std::optional<std::size_t> unread_step_writing(ValueId v) const {
     if (info(v).storage != Storage::arena) return std::nullopt;
     const auto touches = [&](ValueId w) { return w == v || (info(w).storage == Storage::view && info(w).base == v); };
     std::optional<std::size_t> found;
     for (std::size_t s = 0; s < program_.steps.size(); ++s) {
       const Step& step = *program_.steps[s];
+      if (std::find(dropped_.begin(), dropped_.end(), &step) != dropped_.end()) continue;
       for (ValueId r : step.reads)
         if (touches(r)) return std::nullopt;
       for (ValueId w : step.writes)

@@ -23,6 +23,7 @@
 #include "kiln/kernels/detail/xtensor.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/kernel_group.hpp"
+#include "kiln/kernels/pointwise/dequantized_mean.hpp"
 #include "kiln/kernels/pointwise/dtypes.hpp"
 
 namespace kiln::kernels::pointwise_detail {
@@ -158,6 +159,15 @@ struct QuantizePerTensorKernel {
     const float lo = bounds.first, hi = bounds.second;
     const PerTensorParams p = per_tensor_params<FromTensors>(ctx);
     const runtime::Layout& l = ctx.layout(in);
+    // A global average pool's dequantize -> mean -> quantize as one step (pointwise/dequantized_mean.hpp).
+    if constexpr (!FromTensors)
+      if (q == DType::uint8 || q == DType::int8)
+        if (const auto m = dequantized_mean_source(ctx, in)) {
+          const float inv_scale = static_cast<float>(1.0 / p.scale), z = static_cast<float>(p.zero_point);
+          const runtime::Layout result = runtime::dense_like(l, q);
+          return ctx.set_result(q == DType::uint8 ? lower_quantized_mean<std::uint8_t>(ctx, *m, result, inv_scale, z, lo, hi)
+                                                  : lower_quantized_mean<std::int8_t>(ctx, *m, result, inv_scale, z, lo, hi));
+        }
     if (runtime::dense_like(l, l.dtype) == l)
       return ctx.set_result(with_dtype(ctx, q, "the quantized dtype", [&](auto tag) {
         return lower_dense_quantize<typename decltype(tag)::type>(ctx, in, q, p, lo, hi);
