@@ -15,6 +15,7 @@
 
 #include "kiln/executor/compiled_graph.hpp"
 #include "kiln/kernels/detail/int8_depthwise.hpp"
+#include "kiln/kernels/onednn/qconv.hpp"
 #include "quant_kernel_support.hpp"
 #include "runtime_test_support.hpp"
 
@@ -350,7 +351,10 @@ struct Post {
 const std::vector<Post> kPosts{{"none", {}, identity}, {"relu", {}, relu},
                                {"hardtanh", {0.0, 0.4}, [](double v) { return std::clamp(v, 0.0, 0.4); }},
                                // Bounds below a uint8 output's range: every quantized output saturates to its low end.
-                               {"hardtanh", {-6.0, -3.0}, [](double v) { return std::clamp(v, -6.0, -3.0); }}};
+                               {"hardtanh", {-6.0, -3.0}, [](double v) { return std::clamp(v, -6.0, -3.0); }},
+                               // Bounds past both ends of the uint8 output's range (OS, OZ): its saturation clamps,
+                               // and the primitive runs without the post-op (unary_is_saturation); not so for int8's.
+                               {"hardtanh", {-1.0, 100.0}, [](double v) { return std::clamp(v, -1.0, 100.0); }}};
 
 // Convolution `c` (made) with `post` to the source's dtype, float32 and int8 (zero point
 // -3), from an NCHW source or a channels-last one (an NHWC placeholder permuted to NCHW,
@@ -405,6 +409,39 @@ void check_conv_outputs(const Conv& c, const Post& post, bool channels_last, std
 }
 
 }  // namespace
+
+// Which relu and hardtanh post-ops the quantized output's saturation already applies.
+TEST_CASE("a relu or hardtanh whose bounds the quantized output's range covers is left to the saturation") {
+  kernels::onednn_detail::QConvSpec s;
+  s.tail.out = DType::uint8, s.tail.output_scale = 6.0 / 255, s.tail.output_zero_point = 0;
+  s.unary.name = "hardtanh", s.unary.scalars = {0.0, 6.0};
+  CHECK(kernels::onednn_detail::unary_is_saturation(s));  // MobileNetV2's ReLU6 before a scale of 6/255
+  s.tail.output_scale = 5.0 / 255;
+  CHECK(kernels::onednn_detail::unary_is_saturation(s));  // a smaller range: 6 lies past its top
+  s.tail.output_scale = 7.0 / 255;
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));  // 6 quantizes to 219: the clamp is needed
+  s.tail.output_scale = 6.0 / 255, s.tail.output_zero_point = 3;
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));  // 0 quantizes to 3
+  s.tail.output_zero_point = 0;
+  s.tail.out = DType::int8;
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));  // int8's range goes below 0
+  s.tail.output_zero_point = -128;
+  CHECK(kernels::onednn_detail::unary_is_saturation(s));
+  s.tail.out = DType::uint8, s.tail.output_zero_point = 0;
+  s.unary.name = "relu", s.unary.scalars.clear();
+  CHECK(kernels::onednn_detail::unary_is_saturation(s));
+  s.tail.output_zero_point = 1;
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));
+  s.tail.output_zero_point = 0;
+  s.unary.name = "hardswish";
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));
+  s.unary.name = "relu";
+  s.after_add.name = "relu";  // a post-op after an addend: the first relu is not the last op
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));
+  s.after_add.name = "none";
+  s.tail.out = DType::float32;
+  CHECK_FALSE(kernels::onednn_detail::unary_is_saturation(s));
+}
 
 // A network's input quantized for its first convolution (float32 -> quantize_per_tensor ->
 // a convolution of 3 channels): the widened copy quantizes the floats as it copies them

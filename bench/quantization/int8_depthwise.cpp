@@ -2,7 +2,9 @@
 // MobileNetV2's stride-1 depthwise convolutions (3x3, padding 1) at a batch and
 // thread count: the kernel's time without the model around it, to compare
 // builds of the kernel side by side in one call (each run alternating shapes).
-//   build/bench/kiln-bench-int8-depthwise BATCH THREADS [ITERATIONS] [ROUNDS]   (one JSON line per shape and round)
+// The shapes first run untimed for WARMUP_MS (1000): a new process on the device can
+// run at half speed for some tenths of a second (bench/README).
+//   build/bench/kiln-bench-int8-depthwise BATCH THREADS [ITERATIONS] [ROUNDS] [WARMUP_MS]   (one JSON line per shape and round)
 #include <omp.h>
 
 #include <algorithm>
@@ -44,11 +46,12 @@ Int8DepthwisePlan plan(std::int64_t N, std::int64_t C, std::int64_t H, std::mt19
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s BATCH THREADS [ITERATIONS] [ROUNDS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s BATCH THREADS [ITERATIONS] [ROUNDS] [WARMUP_MS]\n", argv[0]);
     return 2;
   }
   const std::int64_t N = std::atoll(argv[1]);
   const int threads = std::atoi(argv[2]), iterations = argc > 3 ? std::atoi(argv[3]) : 50, rounds = argc > 4 ? std::atoi(argv[4]) : 3;
+  const double warmup_ms = argc > 5 ? std::atof(argv[5]) : 1000.0;
   if (!kiln::kernels::detail::kInt8DepthwiseBuilt) {
     std::fprintf(stderr, "this build has no int8 depthwise kernel (it needs AVX-512 BW, VL, VNNI and VBMI)\n");
     return 1;
@@ -66,6 +69,10 @@ int main(int argc, char** argv) {
     for (auto& v : xs.back()) v = static_cast<std::uint8_t>(rng());
     outs.emplace_back(xs.back().size());
   }
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() < warmup_ms)
+    for (std::size_t k = 0; k < shapes.size(); ++k)
+      kiln::kernels::detail::run_int8_depthwise(plans[k], xs[k].data(), outs[k].data(), threads);
   for (int round = 0; round < rounds; ++round)
     for (std::size_t k = 0; k < shapes.size(); ++k) {
       const auto run = [&] { kiln::kernels::detail::run_int8_depthwise(plans[k], xs[k].data(), outs[k].data(), threads); };
