@@ -13,6 +13,8 @@
 // "torch.nn.functional.linear", "operator.add"), "Tensor.<name>" for a
 // call_method ("Tensor.view"), "module:<class>" for a call_module.
 #include <concepts>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +31,22 @@ concept LowerableKernel = requires(runtime::LowerContext& ctx) {
 };
 
 using runtime::LowerFn;
+
+// Reading another node's arguments (a kernel that folds its neighbours in):
+// the number `a` holds (a float or an int), else nullopt.
+inline std::optional<double> as_number(const Arg& a) {
+  if (const auto* d = a.get_if<double>()) return *d;
+  if (const auto* i = a.get_if<std::int64_t>()) return static_cast<double>(*i);
+  return std::nullopt;
+}
+// The argument at `pos` or named `kw`, or nullptr when not given.
+inline const Arg* given_arg(const Node& n, std::size_t pos, std::string_view kw) {
+  return pos < n.args().size() ? &n.arg(pos) : n.kwargs().find(kw);
+}
+inline std::optional<double> number_arg(const Node& n, std::size_t pos, std::string_view kw) {
+  const Arg* a = given_arg(n, pos, kw);
+  return a ? as_number(*a) : std::nullopt;
+}
 
 // The key a node's kernel is registered under (see above).
 inline std::string kernel_key(const Node& n) {

@@ -131,20 +131,6 @@ inline std::optional<runtime::Tensor> constant_arg(const runtime::LowerContext& 
   return ctx.constant(l.id);
 }
 
-// The number `a` holds (a float or an int), else nullopt.
-inline std::optional<double> as_number(const Arg& a) {
-  if (const auto* d = a.get_if<double>()) return *d;
-  if (const auto* i = a.get_if<std::int64_t>()) return static_cast<double>(*i);
-  return std::nullopt;
-}
-// The argument at `pos` or named `kw`, or nullptr when not given.
-inline const Arg* given_arg(const Node& n, std::size_t pos, std::string_view kw) {
-  return pos < n.args().size() ? &n.arg(pos) : n.kwargs().find(kw);
-}
-inline std::optional<double> number_arg(const Node& n, std::size_t pos, std::string_view kw) {
-  const Arg* a = given_arg(n, pos, kw);
-  return a ? as_number(*a) : std::nullopt;
-}
 
 // An inference batch-norm with constant statistics and parameters: records in
 // `e` the per-channel scale and shift it applies and returns true, else false.

@@ -385,12 +385,8 @@ inline std::optional<QuantizedFloatSource> quantized_float_source(const runtime:
   f.x = ctx.lowered(in).id;
   const runtime::Layout& fl = ctx.layout(f.x), &xl = ctx.layout(xv);
   if (fl.dtype != DType::float32 || fl.shape != xl.shape || fl.rank() != 4 || fl.strides[3] != 1) return std::nullopt;
-  const auto number = [&](std::size_t pos) -> std::optional<double> {
-    if (const auto* d = q->arg(pos).get_if<double>()) return *d;
-    if (const auto* i = q->arg(pos).get_if<std::int64_t>()) return static_cast<double>(*i);
-    return std::nullopt;
-  };
-  const auto scale = number(1), zero_point = number(2), lo = number(3), hi = number(4);
+  const auto scale = number_arg(*q, 1, "scale"), zero_point = number_arg(*q, 2, "zero_point"), lo = number_arg(*q, 3, "quant_min"),
+             hi = number_arg(*q, 4, "quant_max");
   if (!scale || !zero_point || !lo || !hi) return std::nullopt;
   const auto step = ctx.unread_step_writing(xv);
   if (!step) return std::nullopt;

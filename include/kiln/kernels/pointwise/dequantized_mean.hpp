@@ -23,18 +23,11 @@ namespace kiln::kernels::pointwise_detail {
 // The quantized tensor under a quantize's input, when that input is such a mean.
 struct DequantizedMeanSource {
   runtime::ValueId q = 0;  // uint8 or int8 [N, C, H, W]
-  double scale = 1;        // the dequantize's
+  runtime::ValueId dequantized = 0;  // the dequantize's float32 result, which the mean read
+  double scale = 1;                  // the dequantize's
   std::int64_t zero_point = 0;
   std::size_t mean_step = 0;
 };
-
-// The number a node argument holds (a float or an int), else nullopt.
-inline std::optional<double> literal_number(const Node& n, std::size_t pos) {
-  if (pos >= n.args().size()) return std::nullopt;
-  if (const auto* d = n.arg(pos).get_if<double>()) return *d;
-  if (const auto* i = n.arg(pos).get_if<std::int64_t>()) return static_cast<double>(*i);
-  return std::nullopt;
-}
 
 // Whether `mean` is aten.mean.dim over dims 2 and 3 of a 4-d input, in its input's dtype.
 inline bool is_spatial_mean(const Node& mean) {
@@ -75,11 +68,12 @@ inline std::optional<DequantizedMeanSource> dequantized_mean_source(const runtim
   if (!src || !ctx.is_lowered(src) || !ctx.lowered(src).is_tensor()) return std::nullopt;
   DequantizedMeanSource m;
   m.q = ctx.lowered(src).id;
+  m.dequantized = ctx.lowered(dq).id;
   const runtime::Layout& l = ctx.layout(m.q);
-  if (l.rank() != 4 || (l.dtype != DType::uint8 && l.dtype != DType::int8) || ctx.layout(ctx.lowered(dq).id).dtype != DType::float32)
+  if (l.rank() != 4 || (l.dtype != DType::uint8 && l.dtype != DType::int8) || ctx.layout(m.dequantized).dtype != DType::float32)
     return std::nullopt;
   if (l.shape[2] * l.shape[3] > (std::int64_t{1} << 23)) return std::nullopt;  // 255 per value: the sums stay in int32
-  const auto scale = literal_number(*dq, 1), zero_point = literal_number(*dq, 2);
+  const auto scale = number_arg(*dq, 1, "scale"), zero_point = number_arg(*dq, 2, "zero_point");
   if (!scale || !zero_point) return std::nullopt;
   m.scale = *scale, m.zero_point = static_cast<std::int64_t>(*zero_point);
   const auto mean_step = ctx.unread_step_writing(input);
@@ -116,8 +110,7 @@ runtime::ValueId lower_quantized_mean(runtime::LowerContext& ctx, DequantizedMea
                                       float zero_point, float lo, float hi) {
   // The mean's step is dropped first: it was the dequantize's only reader.
   ctx.drop_step(m.mean_step);
-  const auto* dq = ctx.find_arg(0, "input")->node()->arg(0).node();
-  const auto dequantize_step = ctx.unread_step_writing(ctx.lowered(dq).id);
+  const auto dequantize_step = ctx.unread_step_writing(m.dequantized);
   if (dequantize_step) ctx.drop_step(*dequantize_step);
   const runtime::Layout l = ctx.layout(m.q);
   const std::int64_t N = l.shape[0], C = l.shape[1], HW = l.shape[2] * l.shape[3];
