@@ -320,14 +320,16 @@ TEST_CASE("qconv_pointwise refuses, naming the node, the dtypes and post-ops it 
   refused(binary, DType::uint8, {OS, OZ, Arg(), AS, AZ, "sum", 1.0, "gelu", ArgList{}, Arg()}, "unary post-op 'gelu' is not supported");
 }
 
-// kAmxMinReduction: a convolution summing fewer than 64 products per output
-// (here 4 channels x 3x3 = 36) takes oneDNN's next implementation where its
-// first choice is AMX; one summing 64 x 3x3 keeps oneDNN's choice. (On a CPU
-// without AMX both run VNNI or AVX-512 code and the check holds trivially.)
-TEST_CASE("an int8 convolution with a reduction under 64 does not run on AMX") {
-  Conv narrow, wide;
-  wide.C = 64;
-  for (Conv* c : {&narrow, &wide}) {
+// kAmxMinReduction and kAmxMinOutputs: a convolution summing fewer than 64
+// products per output (here 4 channels x 3x3 = 36), or one with fewer than 64
+// output channels (64 x 3x3 into 6), takes oneDNN's next implementation where its
+// first choice is AMX; one summing 64 x 3x3 into 64 keeps oneDNN's choice. (On a
+// CPU without AMX all run VNNI or AVX-512 code and the check holds trivially.)
+TEST_CASE("an int8 convolution with a reduction or output channels under 64 does not run on AMX") {
+  Conv narrow, few, wide;
+  few.C = 64;
+  wide.C = 64, wide.OC = 64;
+  for (Conv* c : {&narrow, &few, &wide}) {
     c->make();
     Graph g;
     Node* x = g.placeholder("x", meta({c->B, c->C, c->H, c->W}, DType::uint8));
@@ -336,7 +338,7 @@ TEST_CASE("an int8 convolution with a reduction under 64 does not run on AMX") {
     std::string impl;
     for (std::size_t s = 0; s < cg.num_steps(); ++s) impl += cg.step(s).implementation;
     CAPTURE(impl);
-    if (c == &narrow) CHECK(impl.find("amx") == std::string::npos);
+    if (c != &wide) CHECK(impl.find("amx") == std::string::npos);
     CHECK(max_abs_error(c->reference([](double y, double) { return quantize(relu(y)); }), cg.run({c->x})[0]) <= 1.0);
   }
 }
@@ -621,4 +623,104 @@ TEST_CASE("two threads run one compiled graph of kiln's int8 depthwise and widen
     CHECK(bad[0] == 0);
     CHECK(bad[1] == 0);
   }
+}
+
+namespace {
+
+// qconv_pointwise of `c` on `x` with its operands named `prefix`w, ...: a uint8 output (OS, OZ) after `post`.
+Node* named_qconv(Graph& g, const Conv& c, Node* x, const std::string& prefix, const Post& post) {
+  Node* w = g.call_function(OpRef("onednn.qconv_prepack.default"),
+                            {g.get_attr(prefix + "w", meta({c.OC, c.C / c.groups, c.KH, c.KW}, DType::int8)), g.get_attr(prefix + "ws", meta({c.OC})),
+                             XS, c.xz, ArgList{c.stride, c.stride}, ArgList{c.pad, c.pad}, ArgList{c.dil, c.dil}, c.groups, Arg()});
+  ArgList args{x, XS, c.xz, w, g.get_attr(prefix + "ws", meta({c.OC})), g.get_attr(prefix + "wz", meta({c.OC}, DType::int64)),
+               g.get_attr(prefix + "b", meta({c.OC}))};
+  for (const Arg& a : c.geometry()) args.push_back(a);
+  for (const Arg& a : ArgList{OS, OZ, Arg(DType::uint8), post.attr, post.scalars, Arg()}) args.push_back(a);
+  return g.call_function(OpRef("onednn.qconv_pointwise.default"), args, {}, prefix + "conv");
+}
+
+runtime::Weights named_weights(const Conv& c, const std::string& prefix) {
+  return {{prefix + "w", c.w}, {prefix + "ws", c.ws}, {prefix + "wz", c.wz}, {prefix + "b", c.b}};
+}
+
+std::size_t steps_named(const CompiledGraph& cg, std::string_view implementation) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < cg.num_steps(); ++i) n += cg.step(i).implementation == implementation;
+  return n;
+}
+
+}  // namespace
+
+// MobileNet's expand and depthwise (onednn/qconv_pointwise_source.hpp): a 1x1
+// convolution whose uint8 result only a depthwise convolution on kiln's kernel
+// reads is computed by that kernel, row by row, and its own step is dropped.
+// Input channels 4 to 32 in multiples of 4, expanded channel counts on and past a
+// multiple of 16, strides 1 to 3 (the depthwise kernel takes any stride with a
+// folded source), widths past and under the 8-pixel blocks, every post-op of the
+// 1x1 (clamps inside, below and past the output's range), one image to three split
+// over two threads: within one step of the same graph with the 1x1's result also an
+// output (which keeps the 1x1 apart, on oneDNN), nearly all bytes equal, and the same
+// bytes on one thread and two. A 1x1 of 36 input channels, or one read twice, is not folded.
+TEST_CASE("a 1x1 convolution read only by a depthwise convolution is computed inside it, within one step of the two run apart") {
+  struct Shape {
+    std::int64_t C, E, stride, H, W, B;
+  };
+  const std::vector<Shape> shapes{{16, 96, 2, 12, 14, 2}, {24, 144, 1, 9, 21, 2}, {32, 40, 2, 7, 9, 3},
+                                  {4, 16, 1, 5, 5, 1},    {8, 20, 3, 11, 10, 2},  {36, 32, 1, 6, 8, 2}};
+  for (const Shape& sh : shapes)
+    for (const Post& post : kPosts) {
+      CAPTURE(sh.C);
+      CAPTURE(sh.E);
+      CAPTURE(sh.stride);
+      CAPTURE(post.attr);
+      Conv e, d;
+      e.B = d.B = sh.B, e.H = d.H = sh.H, e.W = d.W = sh.W;
+      e.C = sh.C, e.OC = sh.E, e.KH = e.KW = 1, e.pad = 0, e.xz = 131;
+      e.make();
+      d.C = d.OC = d.groups = sh.E, d.KH = d.KW = 3, d.pad = 1, d.stride = sh.stride, d.xz = OZ;
+      d.make(-128, 127);
+      const auto build = [&](bool expanded_is_output) {
+        Graph g;
+        Node* x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({e.B, e.H, e.W, e.C}, DType::uint8)), ArgList{0, 3, 1, 2}});
+        Node* expanded = named_qconv(g, e, x, "e", post);
+        Node* dw = named_qconv(g, d, expanded, "d", kPosts[1]);
+        g.output(expanded_is_output ? ArgList{dw, expanded} : ArgList{dw});
+        return g;
+      };
+      runtime::Weights weights = named_weights(e, "e");
+      weights.merge(named_weights(d, "d"));
+      const Tensor input = random_ints({e.B, e.H, e.W, e.C}, DType::uint8, 0, 255, 21);
+      const Graph fused = build(false), apart = build(true);
+      const bool folds = kernels::detail::kInt8DepthwiseBuilt && sh.C <= 32;
+      std::vector<Tensor> one_thread;
+      for (const int threads : {1, 2}) {
+        CAPTURE(threads);
+        runtime::CompileOptions o;
+        o.threads = threads;
+        const auto f = CompiledGraph::compile(fused, weights, o), a = CompiledGraph::compile(apart, weights, o);
+        CHECK(steps_named(f, "kiln_int8_depthwise:avx512_vnni+1x1") == (folds ? 1u : 0u));
+        const auto convolutions = [](const CompiledGraph& cg) {
+          std::size_t n = 0;
+          for (std::size_t i = 0; i < cg.num_steps(); ++i) n += cg.step(i).op_type == "onednn.qconv_pointwise.default";
+          return n;
+        };
+        CHECK(convolutions(f) == (folds ? 1u : 2u));
+        CHECK(convolutions(a) == 2u);
+        CHECK(steps_named(a, "kiln_int8_depthwise:avx512_vnni+1x1") == 0);
+        const auto fo = f.run({input});
+        const auto ao = a.run({input});
+        REQUIRE(fo[0].shape() == ao[0].shape());
+        std::int64_t differ = 0;
+        double worst = 0;
+        for (std::int64_t i = 0; i < fo[0].numel(); ++i) {
+          const int u = fo[0].data<std::uint8_t>()[i], v = ao[0].data<std::uint8_t>()[i];
+          differ += u != v;
+          worst = std::max(worst, double(std::abs(u - v)));
+        }
+        CHECK(worst <= 1.0);
+        CHECK(differ * 100 <= fo[0].numel());
+        if (threads == 1) one_thread = {fo[0].clone()};
+        else CHECK(std::memcmp(fo[0].raw(), one_thread[0].raw(), fo[0].nbytes()) == 0);
+      }
+    }
 }

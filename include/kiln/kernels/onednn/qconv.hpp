@@ -28,6 +28,7 @@
 #include "kiln/kernels/detail/widen_channels.hpp"
 #include "kiln/kernels/kernel.hpp"
 #include "kiln/kernels/onednn/common.hpp"
+#include "kiln/kernels/onednn/qconv_pointwise_source.hpp"
 #include "kiln/kernels/onednn/qlinear.hpp"
 #include "kiln/runtime/strided_copy.hpp"
 
@@ -270,47 +271,47 @@ inline bool runs_on_amx(const dnnl::primitive_desc_base& pd) { return std::strin
 // its 16->96 1x1 convolution 0.71 ms on AMX against 0.44 on VNNI, the 24->144
 // ones 0.29 against 0.19-0.22 (bench/README).
 inline constexpr std::int64_t kAmxMinReduction = 64;
+// And below this many output channels per group: MobileNetV2's 96->24 and
+// 144->24/32 projections ran 0.13, 0.23 and 0.058 ms on AMX against 0.11, 0.19
+// and 0.036 on VNNI (batch 16, 16 threads; 192->32 0.06 on both, bench/README).
+inline constexpr std::int64_t kAmxMinOutputs = 64;
 
 // kiln's own kernel for a 2-d depthwise convolution (groups = channels, one
 // output per channel; kernels/detail/int8_depthwise.hpp) where this build has
 // it and the convolution is MobileNet's kind: a uint8 channels-last source (what
-// kiln's int8 convolutions write), stride 1, up to 4 kernel rows undilated,
-// relu or hardtanh or no post-op, a uint8 or int8 output. Anything else runs on
-// oneDNN.
+// kiln's int8 convolutions write), stride 1 (any stride where the source is a
+// folded 1x1 convolution, `strided`), up to 4 kernel rows undilated, relu or
+// hardtanh or no post-op, a uint8 or int8 output. Anything else runs on oneDNN.
 inline std::optional<detail::Int8DepthwisePlan> int8_depthwise_plan(const runtime::LowerContext& ctx, const runtime::Layout& xl,
                                                                    const SourceQuant& xq, const QWeight& q, const QConvSpec& s,
-                                                                   const runtime::Shape& out) {
+                                                                   const runtime::Shape& out, bool strided) {
   if constexpr (!detail::kInt8DepthwiseBuilt) return std::nullopt;
   const runtime::Shape& ws = q.w.shape();
   if (xl.rank() != 4 || xl.dtype != DType::uint8 || s.groups == 1 || s.groups != xl.shape[1] || ws[0] != s.groups || ws[1] != 1)
     return std::nullopt;
   if (xl.strides != runtime::channels_last(xl.shape, xl.dtype).strides || ws[2] > detail::kInt8DepthwiseMaxRows || s.dilation[0] != 1)
     return std::nullopt;
-  // The kernel runs stride 1 only: at stride 2 each output row needs two new source rows
-  // interleaved for half a row of outputs, and oneDNN's brdgmm_dw measured faster (bench/README).
-  if (s.stride[0] != 1 || s.stride[1] != 1) return std::nullopt;
+  // Stride 1 only, unless the source is a folded 1x1 convolution: at stride 2 each output row
+  // needs two new source rows interleaved for half a row of outputs, and oneDNN's brdgmm_dw
+  // measured faster (bench/README).
+  if (!strided && (s.stride[0] != 1 || s.stride[1] != 1)) return std::nullopt;
   if (s.accum || s.tail.other || !(s.after_add.name == "none" || s.after_add.name.empty())) return std::nullopt;
   if (s.tail.out != DType::uint8 && s.tail.out != DType::int8) return std::nullopt;
-  const bool relu = s.unary.name == "relu", clip = s.unary.name == "hardtanh";  // hardtanh's scalars checked by check_qconv
-  if (!relu && !clip && !(s.unary.name == "none" || s.unary.name.empty())) return std::nullopt;
   if (xq.zero_point < 0 || xq.zero_point > 255) return std::nullopt;
+  const bool s8 = s.tail.out == DType::int8;
+  const double inv = 1.0 / s.tail.output_scale, zo = static_cast<double>(s.tail.output_zero_point);
+  const auto clamp = quantized_clamp(s.unary.name, s.unary.scalars, inv, zo, s8 ? -128 : 0, s8 ? 127 : 255);
+  if (!clamp) return std::nullopt;
 
   detail::Int8DepthwisePlan p;
   p.N = xl.shape[0], p.C = xl.shape[1], p.H = xl.shape[2], p.W = xl.shape[3], p.OH = out[2], p.OW = out[3];
   p.KH = ws[2], p.KW = ws[3], p.PH = s.padding[0], p.PW = s.padding[1];
   p.DW = s.dilation[1];
+  p.SH = s.stride[0], p.SW = s.stride[1];
   p.source_zero_point = static_cast<std::uint8_t>(xq.zero_point);
-  p.signed_output = s.tail.out == DType::int8;
-  const double inv = 1.0 / s.tail.output_scale, zo = static_cast<double>(s.tail.output_zero_point);
-  // relu and hardtanh clamp y; quantization is monotonic, so they clamp its result at their bounds' quantized values.
-  const auto quantized = [&](double y) { return detail::int8_depthwise_quantize(static_cast<float>(std::clamp(y * inv + zo, -1e9, 1e9))); };
-  const std::int32_t lo = p.signed_output ? -128 : 0, hi = p.signed_output ? 127 : 255;
-  p.q_lo = lo, p.q_hi = hi;
-  if (relu) p.q_lo = quantized(0.0);
-  if (clip) p.q_lo = quantized(s.unary.scalars[0]), p.q_hi = quantized(s.unary.scalars[1]);
-  // Bounds past the output's range are its ends: every result saturates there (hardtanh(-6, -3)
-  // into a uint8 output is all zeros), and the kernel's byte clamp needs bounds that fit a byte.
-  p.q_lo = std::clamp(p.q_lo, lo, hi), p.q_hi = std::clamp(p.q_hi, lo, hi);
+  p.signed_output = s8;
+  // hardtanh(-6, -3) into a uint8 output is all zeros; the kernel's byte clamp needs bounds that fit a byte.
+  p.q_lo = clamp->lo, p.q_hi = clamp->hi;
   const std::vector<double> bias = bias_numbers(ctx, s.bias, p.C);
   const std::int64_t padded = p.padded_channels(), KH = p.KH, KW = p.KW;
   p.weight.assign(static_cast<std::size_t>(4 * padded * KW * 4), 0);
@@ -443,13 +444,19 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   const SourceQuant xq = source_quant(ctx, tensors);
   QWeight q = qconv_weight(ctx);
   const std::size_t nd = xl.rank() - 2;
-  if (auto plan = int8_depthwise_plan(ctx, xl, xq, q, s, out_shape)) {
+  // A depthwise convolution on kiln's kernel, its source's 1x1 convolution folded in where it can be.
+  std::optional<PointwiseSourceFold> fold;
+  if (int8_depthwise_plan(ctx, xl, xq, q, s, out_shape, true)) fold = pointwise_source(ctx, xv, xl.shape[1]);
+  if (auto plan = int8_depthwise_plan(ctx, xl, xq, q, s, out_shape, fold.has_value())) {
     const auto out = ctx.buffer(runtime::channels_last(out_shape, s.tail.out));
-    auto step = runtime::make_step([p = std::move(*plan), xv, out](runtime::Frame& f) {
-      detail::run_int8_depthwise(p, f.data_as<const std::uint8_t>(xv), f.data_as<std::uint8_t>(out), f.threads());
+    const runtime::ValueId read = fold ? fold->input : xv;
+    if (fold) plan->pointwise = std::move(fold->source);
+    auto step = runtime::make_step([p = std::move(*plan), read, out](runtime::Frame& f) {
+      detail::run_int8_depthwise(p, f.data_as<const std::uint8_t>(read), f.data_as<std::uint8_t>(out), f.threads());
     });
-    step->implementation = "kiln_int8_depthwise:avx512_vnni";
-    ctx.add_step(std::move(step), {xv}, {out});
+    step->implementation = fold ? "kiln_int8_depthwise:avx512_vnni+1x1" : "kiln_int8_depthwise:avx512_vnni";
+    ctx.add_step(std::move(step), {read}, {out});
+    if (fold) ctx.drop_step(fold->step);
     return ctx.set_result(out);
   }
   // The convolution's source: the widened copy, which holds the padding, or the value itself.
@@ -493,7 +500,7 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
     dnnl::primitive_attr attr = qconv_attr(ctx, xq, q, s, other_md);
     if (zp_attr) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     dnnl::convolution_forward::primitive_desc pd(d, attr, onednn::engine());
-    if (reduction >= kAmxMinReduction || !runs_on_amx(pd)) return pd;
+    if ((reduction >= kAmxMinReduction && OC / G >= kAmxMinOutputs) || !runs_on_amx(pd)) return pd;
     dnnl::convolution_forward::primitive_desc other(d, attr, onednn::engine());
     while (other.next_impl())
       if (!runs_on_amx(other) && !onednn::is_reference(other.impl_info_str())) return other;
