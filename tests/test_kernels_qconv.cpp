@@ -660,7 +660,8 @@ std::size_t steps_named(const CompiledGraph& cg, std::string_view implementation
 // 1x1 (clamps inside, below and past the output's range), one image to three split
 // over two threads: within one step of the same graph with the 1x1's result also an
 // output (which keeps the 1x1 apart, on oneDNN), nearly all bytes equal, and the same
-// bytes on one thread and two. A 1x1 of 36 input channels, or one read twice, is not folded.
+// bytes on one thread and two, and on two threads running it at once. A 1x1 of 36 input
+// channels, or one read twice, is not folded.
 TEST_CASE("a 1x1 convolution read only by a depthwise convolution is computed inside it, within one step of the two run apart") {
   struct Shape {
     std::int64_t C, E, stride, H, W, B;
@@ -721,6 +722,26 @@ TEST_CASE("a 1x1 convolution read only by a depthwise convolution is computed in
         CHECK(differ * 100 <= fo[0].numel());
         if (threads == 1) one_thread = {fo[0].clone()};
         else CHECK(std::memcmp(fo[0].raw(), one_thread[0].raw(), fo[0].nbytes()) == 0);
+        if (threads == 2 && &sh == &shapes[0] && &post == &kPosts[2]) {
+          // Two threads running the compiled graph at once, each with its own context and
+          // input (every byte moved by 77), get a lone run's bytes, run after run.
+          Tensor other = input.clone();
+          auto* bytes = other.data<std::uint8_t>();
+          for (std::int64_t i = 0; i < other.numel(); ++i) bytes[i] = static_cast<std::uint8_t>(bytes[i] + 77);
+          const std::vector<Tensor> inputs{input, other};
+          const std::vector<Tensor> want{fo[0].clone(), f.run({other})[0].clone()};
+          REQUIRE(std::memcmp(want[0].raw(), want[1].raw(), want[0].nbytes()) != 0);
+          std::vector<int> bad(2, 0);
+          auto work = [&](int k) {
+            auto ctx = f.make_context(2);
+            for (int r = 0; r < 30; ++r) bad[k] += std::memcmp(ctx.run({inputs[k]})[0].clone().raw(), want[k].raw(), want[k].nbytes()) != 0;
+          };
+          std::thread t0(work, 0), t1(work, 1);
+          t0.join();
+          t1.join();
+          CHECK(bad[0] == 0);
+          CHECK(bad[1] == 0);
+        }
       }
     }
 }
