@@ -33,6 +33,7 @@ constexpr std::int64_t OZ = 5, AZ = 120;
 struct Conv {
   std::int64_t B = 2, C = 4, H = 7, W = 6, OC = 6, KH = 3, KW = 3, groups = 1, stride = 1, pad = 1, dil = 1;
   std::int64_t xz = 128;
+  std::string prefix;  // of its operands' names (w, ws, wz, b), for two convolutions in one graph
   DType xdtype = DType::uint8;
   Tensor x, w, ws, wz, b, accum;
   std::int64_t OH() const { return (H + 2 * pad - dil * (KH - 1) - 1) / stride + 1; }
@@ -47,7 +48,7 @@ struct Conv {
     for (std::int64_t j = 0; j < OC; ++j) ws.data<float>()[j] = 0.002f + 0.0005f * float(j), wz.data<std::int64_t>()[j] = 0;
     accum = random_ints(out_shape(), DType::uint8, 0, 255, 4);
   }
-  runtime::Weights weights() const { return {{"w", w}, {"ws", ws}, {"wz", wz}, {"b", b}}; }
+  runtime::Weights weights() const { return {{prefix + "w", w}, {prefix + "ws", ws}, {prefix + "wz", wz}, {prefix + "b", b}}; }
 
   // y[n, oc, oh, ow] in float from dequantized operands, then post(y, dequantized accum).
   template <class Post>
@@ -80,7 +81,7 @@ struct Conv {
 
   Node* prepacked(Graph& g) const {
     return g.call_function(OpRef("onednn.qconv_prepack.default"),
-                           {g.get_attr("w", meta({OC, C / groups, KH, KW}, DType::int8)), g.get_attr("ws", meta({OC})), XS, xz,
+                           {g.get_attr(prefix + "w", meta({OC, C / groups, KH, KW}, DType::int8)), g.get_attr(prefix + "ws", meta({OC})), XS, xz,
                             ArgList{stride, stride}, ArgList{pad, pad}, ArgList{dil, dil}, groups, Arg()});
   }
   ArgList geometry() const { return {ArgList{stride, stride}, ArgList{pad, pad}, ArgList{dil, dil}, groups}; }
@@ -88,13 +89,15 @@ struct Conv {
 
 double quantize(double y) { return std::clamp(std::nearbyint(y / OS) + double(OZ), 0.0, 255.0); }
 
-// qconv_pointwise(.tensor) of the source placeholder with `attr` and `scalars`; a float output when out_dtype is float32.
+// qconv_pointwise(.tensor) of the source placeholder with `attr` and `scalars`: a quantized output
+// (OS, OZ) when out_dtype is None (the source's dtype), uint8 or int8, a float one when it is float32.
 Node* qconv(Graph& g, const Conv& c, Node* x, bool tensors, Arg out_dtype, const std::string& attr, ArgList scalars) {
   Arg xs = XS, xz = c.xz;
   if (tensors) xs = g.get_attr("xs", meta({})), xz = g.get_attr("xz", meta({}, DType::int64));
-  const bool q = out_dtype.is_none();
-  ArgList args{x, xs, xz, c.prepacked(g), g.get_attr("ws", meta({c.OC})), g.get_attr("wz", meta({c.OC}, DType::int64)),
-               g.get_attr("b", meta({c.OC}))};
+  const auto* d = out_dtype.get_if<DType>();
+  const bool q = out_dtype.is_none() || (d && (*d == DType::uint8 || *d == DType::int8));
+  ArgList args{x, xs, xz, c.prepacked(g), g.get_attr(c.prefix + "ws", meta({c.OC})), g.get_attr(c.prefix + "wz", meta({c.OC}, DType::int64)),
+               g.get_attr(c.prefix + "b", meta({c.OC}))};
   for (const Arg& a : c.geometry()) args.push_back(a);
   for (const Arg& a : ArgList{q ? OS : 1.0, q ? OZ : 0, out_dtype, attr, scalars, Arg()}) args.push_back(a);
   return g.call_function(OpRef(tensors ? "onednn.qconv_pointwise.tensor" : "onednn.qconv_pointwise.default"), args, {}, "qc");
@@ -118,6 +121,13 @@ void check_unary(const Conv& c, const std::string& attr, const ArgList& scalars,
 }
 
 double identity(double v) { return v; }
+
+// The steps of `cg` whose op type (else implementation) is `what`.
+std::size_t count_steps(const CompiledGraph& cg, std::string_view what, bool by_op_type) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < cg.num_steps(); ++i) n += (by_op_type ? cg.step(i).op_type : cg.step(i).implementation) == what;
+  return n;
+}
 double relu(double v) { return std::max(v, 0.0); }
 
 }  // namespace
@@ -466,22 +476,17 @@ TEST_CASE("a first convolution quantizes the float input as it widens it, equal 
     g.output(quantized_is_output ? ArgList{conv, q} : ArgList{conv});
     return g;
   };
-  const auto count = [](const CompiledGraph& cg, std::string_view what, bool op_type) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < cg.num_steps(); ++i) n += (op_type ? cg.step(i).op_type : cg.step(i).implementation) == what;
-    return n;
-  };
   const Graph fused = build(false), apart = build(true);
   for (const int threads : {1, 2}) {
     CAPTURE(threads);
     runtime::CompileOptions o;
     o.threads = threads;
     const auto f = CompiledGraph::compile(fused, c.weights(), o), a = CompiledGraph::compile(apart, c.weights(), o);
-    CHECK(count(f, "kiln_widen_channels:quantizing", false) == 1);
-    CHECK(count(f, "quantized_decomposed.quantize_per_tensor.default", true) == 0);
+    CHECK(count_steps(f, "kiln_widen_channels:quantizing", false) == 1);
+    CHECK(count_steps(f, "quantized_decomposed.quantize_per_tensor.default", true) == 0);
     // The quantized tensor read elsewhere too: the quantize runs, the copy reads its result.
-    CHECK(count(a, "kiln_widen_channels", false) == 1);
-    CHECK(count(a, "quantized_decomposed.quantize_per_tensor.default", true) == 1);
+    CHECK(count_steps(a, "kiln_widen_channels", false) == 1);
+    CHECK(count_steps(a, "quantized_decomposed.quantize_per_tensor.default", true) == 1);
     const auto fo = f.run({xf});
     const auto ao = a.run({xf});
     REQUIRE(fo[0].nbytes() == ao[0].nbytes());
@@ -625,32 +630,6 @@ TEST_CASE("two threads run one compiled graph of kiln's int8 depthwise and widen
   }
 }
 
-namespace {
-
-// qconv_pointwise of `c` on `x` with its operands named `prefix`w, ...: a uint8 output (OS, OZ) after `post`.
-Node* named_qconv(Graph& g, const Conv& c, Node* x, const std::string& prefix, const Post& post) {
-  Node* w = g.call_function(OpRef("onednn.qconv_prepack.default"),
-                            {g.get_attr(prefix + "w", meta({c.OC, c.C / c.groups, c.KH, c.KW}, DType::int8)), g.get_attr(prefix + "ws", meta({c.OC})),
-                             XS, c.xz, ArgList{c.stride, c.stride}, ArgList{c.pad, c.pad}, ArgList{c.dil, c.dil}, c.groups, Arg()});
-  ArgList args{x, XS, c.xz, w, g.get_attr(prefix + "ws", meta({c.OC})), g.get_attr(prefix + "wz", meta({c.OC}, DType::int64)),
-               g.get_attr(prefix + "b", meta({c.OC}))};
-  for (const Arg& a : c.geometry()) args.push_back(a);
-  for (const Arg& a : ArgList{OS, OZ, Arg(DType::uint8), post.attr, post.scalars, Arg()}) args.push_back(a);
-  return g.call_function(OpRef("onednn.qconv_pointwise.default"), args, {}, prefix + "conv");
-}
-
-runtime::Weights named_weights(const Conv& c, const std::string& prefix) {
-  return {{prefix + "w", c.w}, {prefix + "ws", c.ws}, {prefix + "wz", c.wz}, {prefix + "b", c.b}};
-}
-
-std::size_t steps_named(const CompiledGraph& cg, std::string_view implementation) {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < cg.num_steps(); ++i) n += cg.step(i).implementation == implementation;
-  return n;
-}
-
-}  // namespace
-
 // MobileNet's expand and depthwise (onednn/qconv_pointwise_source.hpp): a 1x1
 // convolution whose uint8 result only a depthwise convolution on kiln's kernel
 // reads is computed by that kernel, row by row, and its own step is dropped.
@@ -676,20 +655,20 @@ TEST_CASE("a 1x1 convolution read only by a depthwise convolution is computed in
       CAPTURE(post.attr);
       Conv e, d;
       e.B = d.B = sh.B, e.H = d.H = sh.H, e.W = d.W = sh.W;
-      e.C = sh.C, e.OC = sh.E, e.KH = e.KW = 1, e.pad = 0, e.xz = 131;
+      e.C = sh.C, e.OC = sh.E, e.KH = e.KW = 1, e.pad = 0, e.xz = 131, e.prefix = "e";
       e.make();
-      d.C = d.OC = d.groups = sh.E, d.KH = d.KW = 3, d.pad = 1, d.stride = sh.stride, d.xz = OZ;
+      d.C = d.OC = d.groups = sh.E, d.KH = d.KW = 3, d.pad = 1, d.stride = sh.stride, d.xz = OZ, d.prefix = "d";
       d.make(-128, 127);
       const auto build = [&](bool expanded_is_output) {
         Graph g;
         Node* x = g.call_function(OpRef("aten.permute.default"), {g.placeholder("x", meta({e.B, e.H, e.W, e.C}, DType::uint8)), ArgList{0, 3, 1, 2}});
-        Node* expanded = named_qconv(g, e, x, "e", post);
-        Node* dw = named_qconv(g, d, expanded, "d", kPosts[1]);
+        Node* expanded = qconv(g, e, x, false, Arg(DType::uint8), post.attr, post.scalars);
+        Node* dw = qconv(g, d, expanded, false, Arg(DType::uint8), kPosts[1].attr, kPosts[1].scalars);
         g.output(expanded_is_output ? ArgList{dw, expanded} : ArgList{dw});
         return g;
       };
-      runtime::Weights weights = named_weights(e, "e");
-      weights.merge(named_weights(d, "d"));
+      runtime::Weights weights = e.weights();
+      weights.merge(d.weights());
       const Tensor input = random_ints({e.B, e.H, e.W, e.C}, DType::uint8, 0, 255, 21);
       const Graph fused = build(false), apart = build(true);
       const bool folds = kernels::detail::kInt8DepthwiseBuilt && sh.C <= 32;
@@ -699,15 +678,10 @@ TEST_CASE("a 1x1 convolution read only by a depthwise convolution is computed in
         runtime::CompileOptions o;
         o.threads = threads;
         const auto f = CompiledGraph::compile(fused, weights, o), a = CompiledGraph::compile(apart, weights, o);
-        CHECK(steps_named(f, "kiln_int8_depthwise:avx512_vnni+1x1") == (folds ? 1u : 0u));
-        const auto convolutions = [](const CompiledGraph& cg) {
-          std::size_t n = 0;
-          for (std::size_t i = 0; i < cg.num_steps(); ++i) n += cg.step(i).op_type == "onednn.qconv_pointwise.default";
-          return n;
-        };
-        CHECK(convolutions(f) == (folds ? 1u : 2u));
-        CHECK(convolutions(a) == 2u);
-        CHECK(steps_named(a, "kiln_int8_depthwise:avx512_vnni+1x1") == 0);
+        CHECK(count_steps(f, "kiln_int8_depthwise:avx512_vnni+1x1", false) == (folds ? 1u : 0u));
+        CHECK(count_steps(f, "onednn.qconv_pointwise.default", true) == (folds ? 1u : 2u));
+        CHECK(count_steps(a, "onednn.qconv_pointwise.default", true) == 2u);
+        CHECK(count_steps(a, "kiln_int8_depthwise:avx512_vnni+1x1", false) == 0);
         const auto fo = f.run({input});
         const auto ao = a.run({input});
         REQUIRE(fo[0].shape() == ao[0].shape());

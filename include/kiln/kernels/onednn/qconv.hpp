@@ -279,22 +279,19 @@ inline constexpr std::int64_t kAmxMinOutputs = 64;
 // kiln's own kernel for a 2-d depthwise convolution (groups = channels, one
 // output per channel; kernels/detail/int8_depthwise.hpp) where this build has
 // it and the convolution is MobileNet's kind: a uint8 channels-last source (what
-// kiln's int8 convolutions write), stride 1 (any stride where the source is a
-// folded 1x1 convolution, `strided`), up to 4 kernel rows undilated, relu or
-// hardtanh or no post-op, a uint8 or int8 output. Anything else runs on oneDNN.
+// kiln's int8 convolutions write), up to 4 kernel rows undilated, relu or
+// hardtanh or no post-op, a uint8 or int8 output, any stride (lower_qconv keeps
+// it to stride 1 unless the source is a folded 1x1 convolution). Anything else
+// runs on oneDNN.
 inline std::optional<detail::Int8DepthwisePlan> int8_depthwise_plan(const runtime::LowerContext& ctx, const runtime::Layout& xl,
                                                                    const SourceQuant& xq, const QWeight& q, const QConvSpec& s,
-                                                                   const runtime::Shape& out, bool strided) {
+                                                                   const runtime::Shape& out) {
   if constexpr (!detail::kInt8DepthwiseBuilt) return std::nullopt;
   const runtime::Shape& ws = q.w.shape();
   if (xl.rank() != 4 || xl.dtype != DType::uint8 || s.groups == 1 || s.groups != xl.shape[1] || ws[0] != s.groups || ws[1] != 1)
     return std::nullopt;
   if (xl.strides != runtime::channels_last(xl.shape, xl.dtype).strides || ws[2] > detail::kInt8DepthwiseMaxRows || s.dilation[0] != 1)
     return std::nullopt;
-  // Stride 1 only, unless the source is a folded 1x1 convolution: at stride 2 each output row
-  // needs two new source rows interleaved for half a row of outputs, and oneDNN's brdgmm_dw
-  // measured faster (bench/README).
-  if (!strided && (s.stride[0] != 1 || s.stride[1] != 1)) return std::nullopt;
   if (s.accum || s.tail.other || !(s.after_add.name == "none" || s.after_add.name.empty())) return std::nullopt;
   if (s.tail.out != DType::uint8 && s.tail.out != DType::int8) return std::nullopt;
   if (xq.zero_point < 0 || xq.zero_point > 255) return std::nullopt;
@@ -445,9 +442,13 @@ inline void lower_qconv(runtime::LowerContext& ctx, bool tensors, QConvSpec s) {
   QWeight q = qconv_weight(ctx);
   const std::size_t nd = xl.rank() - 2;
   // A depthwise convolution on kiln's kernel, its source's 1x1 convolution folded in where it can be.
+  // Unfolded, at stride 1 only: at stride 2 each output row needs two new source rows interleaved
+  // for half a row of outputs, and oneDNN's brdgmm_dw measured faster (bench/README).
+  auto plan = int8_depthwise_plan(ctx, xl, xq, q, s, out_shape);
   std::optional<PointwiseSourceFold> fold;
-  if (int8_depthwise_plan(ctx, xl, xq, q, s, out_shape, true)) fold = pointwise_source(ctx, xv, xl.shape[1]);
-  if (auto plan = int8_depthwise_plan(ctx, xl, xq, q, s, out_shape, fold.has_value())) {
+  if (plan) fold = pointwise_source(ctx, xv, xl.shape[1]);
+  if (plan && !fold && (plan->SH != 1 || plan->SW != 1)) plan.reset();
+  if (plan) {
     const auto out = ctx.buffer(runtime::channels_last(out_shape, s.tail.out));
     const runtime::ValueId read = fold ? fold->input : xv;
     if (fold) plan->pointwise = std::move(fold->source);

@@ -84,7 +84,7 @@ inline std::optional<PointwiseSourceFold> pointwise_source(const runtime::LowerC
   // Geometry: stride 1, no padding, undilated, one group.
   const auto ints = [&](std::size_t pos, std::string_view kw, std::int64_t want) {
     const Arg* v = given_arg(*p, pos, kw);
-    if (!v) return want == 1 || want == 0;  // the defaults
+    if (!v) return true;  // the defaults (stride and dilation 1, padding 0, one group) are what is wanted
     if (const auto* i = v->get_if<std::int64_t>()) return *i == want;
     const ArgList* l = v->list();
     if (!l) return false;
